@@ -1,0 +1,54 @@
+"""Errors raised by active-rag.
+
+Every error names the problem and the fix. They all derive from :class:`ActiveRAGError`, and the
+ones caused by bad arguments also derive from :class:`ValueError`, so callers can catch either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class ActiveRAGError(Exception):
+    """Base class of every error raised by active-rag."""
+
+
+class EmptyQuestionError(ActiveRAGError, ValueError):
+    """The question is empty or only whitespace."""
+
+    def __init__(self) -> None:
+        super().__init__("The question is empty: pass a non-empty question string, e.g. 'Who wrote Hamlet?'.")
+
+
+class UnknownNameError(ActiveRAGError, ValueError):
+    """An unknown method, trigger, query formulator, router or model name."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(f"Unknown {kind} {name!r}. Valid {kind}s: {', '.join(self.valid)}.")
+
+
+class CorpusError(ActiveRAGError, ValueError):
+    """A corpus is missing or a line of it is malformed."""
+
+
+class ContextOverflowError(ActiveRAGError, ValueError):
+    """The prompt does not fit in the model's context window, even without retrieved passages."""
+
+
+class RetrieverError(ActiveRAGError):
+    """The retriever raised an exception; the original exception is the ``__cause__``."""
+
+
+class AttentionCaptureError(ActiveRAGError):
+    """The model's attention weights cannot be captured during generation."""
+
+
+class ModelNotInstalledError(ActiveRAGError):
+    """The weights of a named model are not installed; the message gives the install command."""
+
+
+class ModelIntegrityError(ActiveRAGError):
+    """The installed weights of a named model do not match their published checksum."""

@@ -1,0 +1,174 @@
+"""Plain data types shared by the engine, its adapters and the evaluation harness."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrievable passage: an id, an optional title, the text and the retriever's score."""
+
+    id: str
+    text: str
+    title: str = ""
+    score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "text": self.text, "score": self.score, "metadata": dict(self.metadata)}
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Anything with ``retrieve(query, k) -> list[Passage]`` (best first) is a retriever."""
+
+    def retrieve(self, query: str, k: int) -> list[Passage]: ...
+
+
+@dataclass
+class TokenStep:
+    """One generated token and the signals read from the generation pass that produced it.
+
+    ``attention`` is the head-averaged attention row of this token (as the query, in the captured layer,
+    by default the last) over every earlier position of the model input, shape ``[position]``; it is
+    ``None`` when attention capture is off or once the engine has released it.
+    """
+
+    id: int
+    text: str
+    logprob: float
+    entropy: float
+    position: int
+    attention: torch.Tensor | None = None
+
+    @property
+    def prob(self) -> float:
+        return math.exp(self.logprob)
+
+
+@dataclass
+class TriggerDecision:
+    """What a trigger decided about one generated segment ("when to retrieve").
+
+    ``index`` is the index, within the segment, of the token that fired (``None`` when the trigger
+    did not fire or fires on the segment as a whole); ``score``/``threshold`` are the signal values
+    compared (e.g. RIND score vs. theta, or a token probability vs. FLARE's theta).
+    """
+
+    fire: bool
+    trigger: str
+    index: int | None = None
+    token: str | None = None
+    score: float | None = None
+    threshold: float | None = None
+    reason: str = ""
+    query_hint: str | None = None  # a query the trigger itself found (e.g. FLARE-instruct's [Search(q)])
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Retrieval:
+    """One retrieval: where it happened, which token and score caused it, the query and the passages.
+
+    ``position`` counts the output tokens that precede the retrieval point (0 = before generation).
+    """
+
+    position: int
+    query: str
+    passages: list[Passage]
+    trigger: str
+    token: str | None = None
+    score: float | None = None
+    threshold: float | None = None
+    reason: str = ""
+
+    @property
+    def passage_ids(self) -> list[str]:
+        return [p.id for p in self.passages]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "token": self.token,
+            "score": self.score,
+            "threshold": self.threshold,
+            "query": self.query,
+            "passage_ids": self.passage_ids,
+            "trigger": self.trigger,
+            "reason": self.reason,
+            "titles": [p.title for p in self.passages],
+        }
+
+
+@dataclass
+class RouteDecision:
+    """A router's verdict (TA-ARE or vanilla): retrieve or not, with the raw model output."""
+
+    retrieve: bool
+    router: str
+    raw_output: str
+    prompt: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TokenEvent:
+    """A streamed output token, emitted once the engine has accepted it into the answer."""
+
+    text: str
+    token_id: int
+    logprob: float
+    entropy: float
+    position: int
+
+
+@dataclass
+class ActiveRAGResult:
+    """The outcome of one question: the answer, every retrieval with its trace, and the passages used."""
+
+    question: str
+    answer: str
+    method: str
+    retrievals: list[Retrieval] = field(default_factory=list)
+    decisions: list[TriggerDecision] = field(default_factory=list)
+    tokens: list[TokenStep] = field(default_factory=list)
+    route: RouteDecision | None = None
+    warnings: list[str] = field(default_factory=list)
+    generated_tokens: int = 0
+
+    @property
+    def passages(self) -> list[Passage]:
+        """Every retrieved passage, first retrieval first, without duplicates."""
+        seen: set[str] = set()
+        out: list[Passage] = []
+        for r in self.retrievals:
+            for p in r.passages:
+                if p.id not in seen:
+                    seen.add(p.id)
+                    out.append(p)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "method": self.method,
+            "retrievals": [r.to_dict() for r in self.retrievals],
+            "passages": [p.to_dict() for p in self.passages],
+            "route": self.route.to_dict() if self.route else None,
+            "warnings": list(self.warnings),
+            "generated_tokens": self.generated_tokens,
+        }
+
+
+StreamEvent = TokenEvent | Retrieval | RouteDecision | ActiveRAGResult
