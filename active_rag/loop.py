@@ -1,0 +1,411 @@
+"""``ActiveRAG``: the framework-neutral active retrieval loop.
+
+One loop runs every method; a trigger ("when") and a query formulator ("what") select the paper:
+
+- FLARE-direct (Jiang et al. 2023, §3.2): retrieve with the input first (App. A), then per step generate a
+  look-ahead sentence without new retrieval; if a token has probability < theta, retrieve with a query
+  built from it and regenerate the sentence with the new documents.
+- DRAGIN (Su et al. 2024, §3.3): generate; at the first token whose RIND score exceeds theta, truncate
+  the output before it (Eq. 6), retrieve with QFS, and continue with the new documents replacing the old.
+- FLARE-instruct (§3.1): the model writes ``[Search(query)]``; the tag is removed, the query retrieved.
+- FL-RAG / FS-RAG / self-ask: retrieve after every window / sentence / follow-up question.
+
+All signals come from the one KV-cached pass (:class:`~active_rag.model.DecodingSession`). When no
+retrieval happens, a segment is accepted and generation continues in the same cache.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .errors import ContextOverflowError, EmptyQuestionError, RetrieverError
+from .model import ActiveLM, DecodingSession
+from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
+from .queries import InputQuery, QueryContext, QueryFormulator, make_query
+from .text import first_sentence_end
+from .triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
+from .types import (
+    ActiveRAGResult,
+    Passage,
+    Retrieval,
+    Retriever,
+    RouteDecision,
+    StreamEvent,
+    TokenEvent,
+    TokenStep,
+    TriggerDecision,
+)
+
+
+class Router(Protocol):
+    """Decides before generation whether to retrieve at all (TA-ARE, vanilla)."""
+
+    def decide(self, question: str) -> RouteDecision: ...
+
+
+@dataclass
+class _Layout:
+    ids: list[int]
+    question_span: tuple[int, int]
+    output_start: int
+
+
+@dataclass
+class _Run:
+    """Per-call state: lives on the stack of one call, never on the engine (thread safety)."""
+
+    question: str
+    trigger: Trigger
+    output: list[TokenStep] = field(default_factory=list)
+    docs: list[Passage] = field(default_factory=list)
+    retrievals: list[Retrieval] = field(default_factory=list)
+    decisions: list[TriggerDecision] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    route: RouteDecision | None = None
+    generated: int = 0
+    session: DecodingSession | None = None
+    layout: _Layout | None = None
+    done: bool = False
+
+    @property
+    def output_ids(self) -> list[int]:
+        return [s.id for s in self.output]
+
+    @property
+    def output_text(self) -> str:
+        return "".join(s.text for s in self.output)
+
+
+def merge_rankings(rankings: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
+    """Round-robin merge of several ranked lists, without duplicates, keeping at most ``k``."""
+    out: list[Passage] = []
+    seen: set[str] = set()
+    depth = max((len(r) for r in rankings), default=0)
+    for d in range(depth):
+        for ranking in rankings:
+            if d < len(ranking) and ranking[d].id not in seen:
+                seen.add(ranking[d].id)
+                out.append(ranking[d])
+    return out[:k]
+
+
+class ActiveRAG:
+    """Active retrieval-augmented generation with a local model that exposes logits and attentions.
+
+    >>> rag = ActiveRAG.from_preset("dragin", ActiveLM.load(), BM25Index.demo())  # doctest: +SKIP
+    >>> result = rag.run("Were Scott Derrickson and Ed Wood of the same nationality?")  # doctest: +SKIP
+    >>> result.answer, [r.query for r in result.retrievals]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: ActiveLM,
+        retriever: Retriever | None = None,
+        *,
+        trigger: str | Trigger = "rind",
+        query: str | QueryFormulator = "attention",
+        prompt: str | PromptTemplate = DRAGIN_PROMPT,
+        top_k: int = 3,
+        max_retrievals: int = 5,
+        max_new_tokens: int = 256,
+        initial_retrieval: bool = False,
+        router: Router | None = None,
+        stop: Callable[[str], bool] | None = None,
+        answer_phrase: str | None = None,
+        keep_attention: bool = False,
+        method: str | None = None,
+    ) -> None:
+        self.model = model
+        self.retriever = retriever
+        self.trigger = make_trigger(trigger)
+        self.query = make_query(query)
+        self.prompt = PROMPTS[prompt] if isinstance(prompt, str) else prompt
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}.")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}.")
+        self.top_k = top_k
+        self.max_retrievals = max_retrievals
+        self.max_new_tokens = max_new_tokens
+        self.initial_retrieval = initial_retrieval
+        self.router = router
+        self.stop = stop
+        self.answer_phrase = answer_phrase
+        self.keep_attention = keep_attention
+        self.method = method or f"{self.trigger.name}+{self.query.name}"
+        if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
+            raise ValueError(
+                f"Method {self.method!r} retrieves, but no retriever was given: pass retriever=BM25Index.demo() "
+                "or any object with retrieve(query, k)."
+            )
+        if (self.trigger.needs_attention or self.query.needs_attention) and not model.supports_attention:
+            model.require_attention()
+
+    @classmethod
+    def from_preset(cls, name: str, model: ActiveLM, retriever: Retriever | None = None, **overrides: Any) -> ActiveRAG:
+        """Build one of the papers' methods by name (see :data:`active_rag.presets.PRESETS`)."""
+        from .presets import preset_kwargs
+
+        return cls(model, retriever, **{**preset_kwargs(name), **overrides})
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "trigger": self.trigger.describe(),
+            "query": self.query.describe(),
+            "prompt": self.prompt.name,
+            "top_k": self.top_k,
+            "max_retrievals": self.max_retrievals,
+            "initial_retrieval": self.initial_retrieval,
+        }
+
+    # -- public API ---------------------------------------------------------------------------------
+    def run(self, question: str) -> ActiveRAGResult:
+        result: ActiveRAGResult | None = None
+        for event in self.stream(question):
+            if isinstance(event, ActiveRAGResult):
+                result = event
+        assert result is not None
+        return result
+
+    __call__ = run
+
+    def stream(self, question: str) -> Iterator[StreamEvent]:
+        """Yield a :class:`RouteDecision` (with a router), :class:`Retrieval` events and accepted
+        :class:`TokenEvent` tokens as they happen, then the final :class:`ActiveRAGResult`."""
+        if not isinstance(question, str) or not question.strip():
+            raise EmptyQuestionError()
+        run = _Run(question=question.strip(), trigger=self.trigger)
+        if self.router is not None:
+            run.route = self.router.decide(run.question)
+            yield run.route
+            if not run.route.retrieve:
+                run.trigger = NeverTrigger()
+        trigger = run.trigger
+        if trigger.action == "once" or (self.initial_retrieval and trigger.action != "never"):
+            decision = TriggerDecision(fire=True, trigger=trigger.name, reason="initial retrieval with the input")
+            ctx = QueryContext(question=run.question, output=[], segment=[], decision=decision, action="continue", lm=self.model)
+            yield self._retrieve(run, InputQuery().formulate(ctx), position=0, decision=decision, details={})
+        processor = trigger.logits_processor(self.model)
+        capture = trigger.needs_attention or self.query.needs_attention
+        max_generated = 4 * self.max_new_tokens
+        while not run.done and len(run.output) < self.max_new_tokens:
+            if run.session is None:
+                self._open_session(run, capture)
+            steps = self._segment(run, processor)
+            run.generated += len(steps)
+            assert run.session is not None
+            ended = (
+                run.session.finished
+                or self._stopped(run.output_text + _text(steps))
+                or len(run.output) + len(steps) >= self.max_new_tokens
+            )
+            checkable = (
+                trigger.action in ("continue", "regenerate", "truncate")
+                and len(run.retrievals) < self.max_retrievals
+                and run.generated <= max_generated
+                and bool(steps)
+            )
+            decision = None
+            if checkable:
+                decision = trigger.check(
+                    SegmentContext(steps, run.session.max_attention if capture else None, run.output_text, ended)
+                )
+                run.decisions.append(decision)
+            if decision is None or not decision.fire:
+                yield from self._accept(run, steps)
+                if ended or not steps:
+                    break
+                continue
+            qctx = QueryContext(
+                question=run.question,
+                output=list(run.output),
+                segment=steps,
+                decision=decision,
+                action=trigger.action,
+                lm=self.model,
+                session_ids=run.session.ids,
+                question_span=run.layout.question_span if run.layout else None,
+                output_start=run.layout.output_start if run.layout else None,
+            )
+            queries = self.query.formulate(qctx)
+            index = decision.index or 0
+            position = len(run.output) + (index if trigger.action == "truncate" else 0)
+            if trigger.action == "continue":
+                position = len(run.output) + len(steps)
+            yield self._retrieve(run, queries, position=position, decision=decision, details=qctx.details)
+            if trigger.action == "regenerate":
+                self._open_session(run, capture)
+                regenerated = self._segment(run, processor)
+                run.generated += len(regenerated)
+                yield from self._accept(run, regenerated)
+                assert run.session is not None
+                if run.session.finished or self._stopped(run.output_text):
+                    break
+            elif trigger.action == "truncate":
+                yield from self._accept(run, steps[: decision.index])
+                run.session = None
+                if hasattr(processor, "after_search"):
+                    processor.after_search()
+            else:  # continue
+                yield from self._accept(run, steps)
+                run.session = None
+                if ended:
+                    break
+        if self.answer_phrase:
+            yield from self._force_answer(run)
+        yield ActiveRAGResult(
+            question=run.question,
+            answer=run.output_text.strip(),
+            method=self.method,
+            retrievals=run.retrievals,
+            decisions=run.decisions,
+            tokens=run.output,
+            route=run.route,
+            warnings=run.warnings,
+            generated_tokens=run.generated,
+        )
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _stopped(self, text: str) -> bool:
+        return self.stop is not None and self.stop(text)
+
+    def _layout(self, run: _Run, docs: Sequence[Passage]) -> _Layout:
+        lm = self.model
+        before, question, after = self.prompt.render_parts(run.question, docs)
+        stripped = before.rstrip(" ")
+        question = before[len(stripped) :] + question
+        chat_before, chat_after = lm.chat_parts("\x00")
+        head = lm.encode(chat_before + stripped)
+        q = lm.encode(question)
+        tail = lm.encode(after + chat_after)
+        prompt = head + q + tail
+        return _Layout(ids=prompt + run.output_ids, question_span=(len(head), len(head) + len(q)), output_start=len(prompt))
+
+    def _open_session(self, run: _Run, capture: bool) -> None:
+        docs = list(run.docs)
+        reserve = self.max_new_tokens - len(run.output)
+        layout = self._layout(run, docs)
+        while len(layout.ids) + reserve > self.model.max_context and docs:
+            dropped = docs.pop()
+            message = (
+                f"The prompt ({len(layout.ids)} tokens + {reserve} to generate) exceeds {self.model.name}'s context of "
+                f"{self.model.max_context} tokens: dropped the lowest-ranked passage {dropped.id!r}."
+            )
+            run.warnings.append(message)
+            warnings.warn(message, stacklevel=3)
+            layout = self._layout(run, docs)
+        if len(layout.ids) + reserve > self.model.max_context:
+            raise ContextOverflowError(
+                f"The prompt needs {len(layout.ids)} tokens plus {reserve} to generate, more than the context of "
+                f"{self.model.max_context} tokens of model {self.model.name!r}, even without retrieved passages. "
+                "Shorten the question or the prompt template, lower max_new_tokens, or use a model with a longer context."
+            )
+        run.layout = layout
+        run.session = self.model.session(layout.ids, capture_attention=capture)
+
+    def _segment(self, run: _Run, processor: Any) -> list[TokenStep]:
+        trigger = run.trigger
+        session = run.session
+        assert session is not None
+        remaining = self.max_new_tokens - len(run.output)
+        limit = remaining if trigger.unit == "answer" else min(trigger.max_tokens, remaining)
+        prefix = run.output_text
+
+        def stop(steps: list[TokenStep]) -> bool:
+            text = _text(steps)
+            if trigger.unit == "sentence" and first_sentence_end(text) is not None:
+                return True
+            return trigger.segment_done(text) or self._stopped(prefix + text)
+
+        steps = list(session.generate(limit, stop=stop, logits_processor=processor))
+        if trigger.unit == "sentence" and steps:
+            cut = first_sentence_end(_text(steps))
+            if cut is not None:
+                keep, chars = 0, 0
+                while keep < len(steps) and chars < cut:
+                    chars += len(steps[keep].text)
+                    keep += 1
+                if keep < len(steps):
+                    session.crop(steps[keep].position)
+                    steps = steps[:keep]
+        return steps
+
+    def _accept(self, run: _Run, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:
+        for s in steps:
+            if not self.keep_attention:
+                s.attention = None
+            run.output.append(s)
+            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=len(run.output) - 1)
+
+    def _retrieve(
+        self, run: _Run, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any]
+    ) -> Retrieval:
+        queries = [q.strip() for q in queries if q and q.strip()]
+        reason = decision.reason
+        if not queries:
+            queries = [run.question]
+            reason = (reason + "; " if reason else "") + f"{self.query.name} produced an empty query, used the question"
+        assert self.retriever is not None
+        rankings = []
+        for q in queries:
+            try:
+                ranking = self.retriever.retrieve(q, self.top_k)
+            except Exception as exc:  # surfaced with its cause
+                raise RetrieverError(
+                    f"The retriever {type(self.retriever).__name__} failed on query {q!r}: {type(exc).__name__}: {exc}. "
+                    "Nothing was generated past this point; fix the retriever (index path, server, credentials) and retry."
+                ) from exc
+            if not isinstance(ranking, list) or not all(isinstance(p, Passage) for p in ranking):
+                raise RetrieverError(
+                    f"The retriever {type(self.retriever).__name__} returned {type(ranking).__name__} for query {q!r}; "
+                    "retrieve(query, k) must return a list of active_rag.Passage."
+                )
+            rankings.append(ranking)
+        passages = merge_rankings(rankings, self.top_k)
+        run.docs = passages
+        retrieval = Retrieval(
+            position=position,
+            query=" | ".join(queries),
+            passages=passages,
+            trigger=decision.trigger,
+            token=decision.token,
+            score=decision.score,
+            threshold=decision.threshold,
+            reason=reason,
+            details=details,
+        )
+        run.retrievals.append(retrieval)
+        return retrieval
+
+    def _force_answer(self, run: _Run) -> Iterator[TokenEvent]:
+        """DRAGIN App. B: if the answer phrase is missing, append it and let the model finish the sentence."""
+        assert self.answer_phrase is not None
+        if self.answer_phrase.lower() in run.output_text.lower():
+            return
+        capture = False
+        if run.session is None:
+            self._open_session(run, capture)
+        assert run.session is not None
+        sep = "" if not run.output or run.output_text.endswith((" ", "\n")) else " "
+        forced_ids = self.model.encode(sep + self.answer_phrase)
+        run.session.extend(forced_ids)
+        for i in forced_ids:
+            step = TokenStep(id=i, text=self.model.decode([i], skip_special_tokens=False), logprob=0.0, entropy=0.0, position=-1)
+            run.output.append(step)
+            yield TokenEvent(text=step.text, token_id=i, logprob=0.0, entropy=0.0, position=len(run.output) - 1)
+
+        def stop(steps: list[TokenStep]) -> bool:
+            text = _text(steps)
+            return "\n" in text.strip(" ") or first_sentence_end(text) is not None or text.rstrip().endswith(".")
+
+        steps = list(run.session.generate(32, stop=stop))
+        run.generated += len(steps)
+        yield from self._accept(run, steps)
+
+
+def _text(steps: Sequence[TokenStep]) -> str:
+    return "".join(s.text for s in steps)

@@ -1,0 +1,420 @@
+"""``ActiveLM``: a local Hugging Face causal LM that exposes, for every generated token, its id, text,
+log-probability, entropy of the full distribution, and its attention row over all earlier positions.
+
+Everything comes from the one KV-cached generation pass. Only the captured layer (by default the last,
+as DRAGIN uses, §3.1 footnote 2) computes explicit attention weights, and only on one-token decode
+steps; every other layer, and every prefill, keeps the model's fast kernel (sdpa). The attention row of
+token ``t_i`` is the row it writes as the query when it is fed back to the model, i.e. ``A_{i,<i}`` of
+DRAGIN's Eq. 2. Extra memory is one row per live token, linear in the sequence length.
+
+The capture is wired through transformers' ``AttentionInterface``: the captured layer gets its own
+shallow copy of the config whose ``_attn_implementation`` names a function registered here. That
+function records the head-averaged row into a per-call :class:`contextvars.ContextVar`, so several
+threads can generate at once without sharing capture state.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .errors import AttentionCaptureError
+from .types import TokenStep
+
+CAPTURE_IMPLEMENTATION = "active_rag_capture"
+
+LogitsProcessor = Callable[[Sequence[int], torch.Tensor], torch.Tensor]
+"""``(all token ids so far, next-token logits [vocab]) -> processed logits``; used for sampling only."""
+
+StopCondition = Callable[[list[TokenStep]], bool]
+"""Called after every token with the tokens generated so far in this call; ``True`` stops."""
+
+
+@dataclass
+class _Capture:
+    row: torch.Tensor | None = None
+
+
+_CAPTURE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("active_rag_capture", default=None)
+
+
+def _eager_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The model family's own eager attention (handles GQA, soft-capping, sinks where the family has them)."""
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        from transformers.models.llama.modeling_llama import eager_attention_forward as fn
+    return fn
+
+
+def _additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    zero = torch.zeros((), dtype=dtype, device=mask.device)
+    neg = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=mask.device)
+    return torch.where(mask, zero, neg)
+
+
+def _capture_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Attention for the captured layer: eager weights on one-token decode steps, the original kernel otherwise."""
+    capture = _CAPTURE.get()
+    if capture is None or query.shape[2] != 1 or query.shape[0] != 1:
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        inner = module._active_rag_inner  # type: ignore[attr-defined]
+        fn = ALL_ATTENTION_FUNCTIONS.get_interface(inner, _eager_function(module)) if inner != "eager" else _eager_function(module)
+        return fn(module, query, key, value, attention_mask, **kwargs)
+    kwargs.pop("is_causal", None)
+    out, weights = _eager_function(module)(module, query, key, value, _additive_mask(attention_mask, query.dtype), **kwargs)
+    capture.row = weights[0, :, -1, :].float().mean(dim=0)
+    return out, None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(CAPTURE_IMPLEMENTATION, _capture_attention_forward)
+    try:
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: F401
+    except ImportError:  # pragma: no cover - older transformers
+        pass
+
+
+_register()
+
+
+def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    mods = [
+        m
+        for m in model.modules()
+        if isinstance(getattr(m, "layer_idx", None), int) and hasattr(m, "config") and "Attention" in type(m).__name__
+    ]
+    return sorted(mods, key=lambda m: m.layer_idx)
+
+
+@dataclass
+class DecodingSession:
+    """One KV-cached decoding state over ``ids``: generate token by token, crop, extend.
+
+    ``max_attention[j]`` is DRAGIN's ``a_max(j)`` (Eq. 3): the largest attention that any later token
+    generated in this session with capture on paid to position ``j``; updated in place, linear memory.
+    """
+
+    lm: ActiveLM
+    ids: list[int]
+    capture_attention: bool = False
+    max_attention: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
+    finished: bool = False
+    forward_passes: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.ids:
+            raise ValueError("A decoding session needs at least one prompt token.")
+        from transformers import DynamicCache
+
+        self._cache = DynamicCache(config=self.lm.model.config)
+        self._fed = 0  # number of ids already in the KV cache
+        self._next_logits: torch.Tensor | None = None
+        self.max_attention = torch.zeros(len(self.ids), dtype=torch.float32)
+        self._feed_pending()
+
+    # -- low level -----------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def _forward(self, new_ids: list[int], capture: bool) -> torch.Tensor | None:
+        model = self.lm.model
+        input_ids = torch.tensor([new_ids], dtype=torch.long, device=model.device)
+        start = self._fed
+        position_ids = torch.arange(start, start + len(new_ids), device=model.device).unsqueeze(0)
+        cap = _Capture() if capture and len(new_ids) == 1 else None
+        token = _CAPTURE.set(cap)
+        try:
+            out = model(
+                input_ids=input_ids,
+                past_key_values=self._cache,
+                position_ids=position_ids,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        finally:
+            _CAPTURE.reset(token)
+        self.forward_passes += 1
+        self._fed += len(new_ids)
+        self._next_logits = out.logits[0, -1].float()
+        if cap is None:
+            return None
+        if cap.row is None:
+            raise AttentionCaptureError(
+                f"Model {self.lm.name!r} ({type(model).__name__}) did not route its attention through transformers' "
+                "AttentionInterface, so its attention weights cannot be captured. Use a model family that does "
+                "(Llama, Qwen2, Mistral, Gemma, Phi3, ...), or use a trigger/query that needs no attention "
+                "(e.g. --method flare instead of dragin)."
+            )
+        return cap.row
+
+    def _feed_pending(self, capture: bool = False) -> torch.Tensor | None:
+        pending = self.ids[self._fed :]
+        if not pending:
+            return None
+        if len(pending) > 1:
+            self._forward(pending[:-1], capture=False)
+        return self._forward(pending[-1:], capture=capture)
+
+    def _record_row(self, row: torch.Tensor) -> torch.Tensor:
+        """Keep row over earlier positions only and fold it into the running ``a_max`` (Eq. 3)."""
+        earlier = row[:-1].clone()
+        n = earlier.shape[0]
+        if self.max_attention.shape[0] < n + 1:
+            grown = torch.zeros(n + 1, dtype=torch.float32)
+            grown[: self.max_attention.shape[0]] = self.max_attention
+            self.max_attention = grown
+        torch.maximum(self.max_attention[:n], earlier, out=self.max_attention[:n])
+        return earlier
+
+    # -- public --------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def crop(self, length: int) -> None:
+        """Forget every token from ``length`` on (keeps the KV cache of the first ``length - 1``)."""
+        if not 1 <= length <= len(self.ids):
+            raise ValueError(f"crop length must be in [1, {len(self.ids)}], got {length}")
+        if length == len(self.ids):
+            return
+        keep = min(self._fed, length - 1)
+        if keep < self._fed:
+            self._cache.crop(keep - self._fed)  # a negative count removes that many cached positions
+        self._fed = keep
+        del self.ids[length:]
+        self.max_attention[length:] = 0.0
+        self.finished = False
+        self._feed_pending()
+
+    def extend(self, new_ids: Sequence[int]) -> None:
+        """Append tokens (e.g. a forced answer phrase) to the sequence."""
+        self.ids.extend(int(i) for i in new_ids)
+        self.finished = False
+        self._feed_pending()
+
+    def generate(
+        self,
+        max_new_tokens: int,
+        *,
+        stop: StopCondition | None = None,
+        logits_processor: LogitsProcessor | None = None,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> Iterator[TokenStep]:
+        """Yield up to ``max_new_tokens`` tokens (greedy unless ``temperature > 0``).
+
+        Log-probability and entropy (DRAGIN Eq. 1) come from the model's raw distribution, before any
+        logits processor (which only steers the choice, e.g. FLARE-instruct's bias on "["). Stops on an
+        end-of-sequence token (not yielded; ``finished`` becomes ``True``) or when ``stop`` says so.
+        """
+        lm = self.lm
+        steps: list[TokenStep] = []
+        for _ in range(max_new_tokens):
+            if self._fed < len(self.ids):
+                self._feed_pending()
+            assert self._next_logits is not None
+            logits = self._next_logits
+            logprobs = torch.log_softmax(logits, dim=-1)
+            scores = logits if logits_processor is None else logits_processor(self.ids, logits.clone())
+            if temperature > 0:
+                probs = torch.softmax(scores / temperature, dim=-1)
+                token_id = int(torch.multinomial(probs, 1, generator=generator).item())
+            else:
+                token_id = int(torch.argmax(scores).item())
+            if token_id in lm.eos_token_ids:
+                self.finished = True
+                return
+            lp = float(logprobs[token_id])
+            entropy = float(-(logprobs.exp() * logprobs).nan_to_num().sum())
+            position = len(self.ids)
+            text = lm.token_text(self.ids, token_id)
+            self.ids.append(token_id)
+            attention = None
+            if self.capture_attention:
+                row = self._forward([token_id], capture=True)
+                assert row is not None
+                attention = self._record_row(row)
+            step = TokenStep(id=token_id, text=text, logprob=lp, entropy=entropy, position=position, attention=attention)
+            steps.append(step)
+            yield step
+            if stop is not None and stop(steps):
+                return
+
+
+class ActiveLM:
+    """A local causal LM that exposes logits and attentions while it generates.
+
+    >>> lm = ActiveLM.load("smollm2")            # doctest: +SKIP
+    >>> for step in lm.stream("Who wrote Hamlet?", max_new_tokens=8):  # doctest: +SKIP
+    ...     print(step.text, step.prob, step.entropy, step.attention.shape)
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str | None = None,
+        attention_layer: int = -1,
+        system_prompt: str | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", None) or type(model).__name__
+        self.system_prompt = system_prompt
+        self._tok_lock = threading.Lock()
+        eos: set[int] = set()
+        for source in (getattr(model, "generation_config", None), model.config, tokenizer):
+            value = getattr(source, "eos_token_id", None)
+            if isinstance(value, int):
+                eos.add(value)
+            elif isinstance(value, (list, tuple)):
+                eos.update(int(v) for v in value)
+        self.eos_token_ids: frozenset[int] = frozenset(eos)
+        self.max_context: int = int(
+            getattr(model.config, "max_position_embeddings", None) or getattr(tokenizer, "model_max_length", 2048)
+        )
+        self.attention_error: str | None = None
+        self.captured_layer: int | None = None
+        self._install_capture(attention_layer)
+
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, name_or_path: str | None = None, **kwargs: Any) -> ActiveLM:
+        """Load a registry name (default ``smollm2``), a GGUF file, a local folder or a cached hub id."""
+        from .registry import DEFAULT_MODEL, load_pretrained
+
+        name = name_or_path or DEFAULT_MODEL
+        model, tokenizer = load_pretrained(name)
+        return cls(model, tokenizer, name=name, **kwargs)
+
+    def _install_capture(self, layer: int) -> None:
+        modules = _attention_modules(self.model)
+        if not modules:
+            self.attention_error = (
+                f"Model {self.name!r} ({type(self.model).__name__}) has no attention modules that transformers' "
+                "AttentionInterface dispatches, so its attention cannot be captured; use a trigger/query that needs "
+                "no attention (e.g. --method flare) or a Llama/Qwen2/Mistral-family model."
+            )
+            return
+        module = modules[layer]
+        if getattr(module.config, "_attn_implementation", None) == CAPTURE_IMPLEMENTATION:
+            self.captured_layer = module.layer_idx
+            return
+        config = copy.copy(module.config)
+        inner = module.config._attn_implementation or "eager"
+        config._attn_implementation_internal = CAPTURE_IMPLEMENTATION
+        module._active_rag_inner = inner
+        module.config = config
+        self.captured_layer = module.layer_idx
+
+    @property
+    def supports_attention(self) -> bool:
+        return self.attention_error is None
+
+    def require_attention(self) -> None:
+        if self.attention_error is not None:
+            raise AttentionCaptureError(self.attention_error)
+
+    # -- tokenizer helpers --------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        with self._tok_lock:
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        with self._tok_lock:
+            return str(self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))
+
+    def token_text(self, context: Sequence[int], token_id: int) -> str:
+        """Text that ``token_id`` adds after ``context`` (robust to byte-level pieces and leading spaces)."""
+        window = list(context[-6:])
+        with self._tok_lock:
+            before = self.tokenizer.decode(window, skip_special_tokens=False)
+            after = self.tokenizer.decode([*window, token_id], skip_special_tokens=False)
+        if after.startswith(before):
+            return after[len(before) :]
+        with self._tok_lock:
+            return str(self.tokenizer.decode([token_id], skip_special_tokens=False))
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def chat_parts(self, user: str) -> tuple[str, str]:
+        """The prompt text around ``user``: ``(before, after)`` so that ``before + user + after`` is the
+        full prompt ending where the assistant's answer starts (chat template when the model has one)."""
+        marker = "\uE000ACTIVE_RAG_USER\uE000"
+        if self.has_chat_template:
+            messages = []
+            if self.system_prompt:
+                messages.append({"role": "system", "content": self.system_prompt})
+            messages.append({"role": "user", "content": marker})
+            with self._tok_lock:
+                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        else:
+            text = (self.system_prompt + "\n\n" if self.system_prompt else "") + marker + "\nAnswer:"
+        before, _, after = str(text).partition(marker)
+        return before, after
+
+    def prompt_ids(self, user: str) -> list[int]:
+        before, after = self.chat_parts(user)
+        with self._tok_lock:
+            return list(self.tokenizer.encode(before + user + after, add_special_tokens=False))
+
+    # -- generation ---------------------------------------------------------------------------------
+    def session(self, ids: Sequence[int], *, capture_attention: bool = False) -> DecodingSession:
+        if capture_attention:
+            self.require_attention()
+        return DecodingSession(self, list(ids), capture_attention=capture_attention)
+
+    def stream(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_new_tokens: int = 128,
+        capture_attention: bool = True,
+        stop: StopCondition | None = None,
+        logits_processor: LogitsProcessor | None = None,
+        chat: bool = True,
+        temperature: float = 0.0,
+    ) -> Iterator[TokenStep]:
+        """Generate from a user message (wrapped in the chat template when ``chat``) or from token ids."""
+        if isinstance(prompt, str):
+            ids = self.prompt_ids(prompt) if chat else self.encode(prompt)
+        else:
+            ids = list(prompt)
+        session = self.session(ids, capture_attention=capture_attention and self.supports_attention)
+        yield from session.generate(max_new_tokens, stop=stop, logits_processor=logits_processor, temperature=temperature)
+
+    def complete(self, prompt: str, *, max_new_tokens: int = 32, chat: bool = True, stop: StopCondition | None = None) -> str:
+        """Plain greedy completion (no signals kept): used by routers and question generation."""
+        steps = list(self.stream(prompt, max_new_tokens=max_new_tokens, capture_attention=False, chat=chat, stop=stop))
+        return "".join(s.text for s in steps)
+
+    def __repr__(self) -> str:
+        return f"ActiveLM(name={self.name!r}, layers={getattr(self.model.config, 'num_hidden_layers', '?')}, captured_layer={self.captured_layer})"
+
+
+def entropy_of(logits: torch.Tensor) -> float:
+    """Entropy of ``softmax(logits)`` in nats (DRAGIN Eq. 1)."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    return float(-(logprobs.exp() * logprobs).nan_to_num().sum())
+
+
+__all__ = ["ActiveLM", "DecodingSession", "CAPTURE_IMPLEMENTATION", "entropy_of", "LogitsProcessor", "StopCondition"]

@@ -1,0 +1,101 @@
+"""Text helpers: NLTK punkt sentence splitting (FLARE, App. A), spaCy stop words (DRAGIN Eq. 4), and the
+grouping of sub-word tokens into words."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_SENTENCE_END = re.compile(r"[.!?\n]")
+
+
+@functools.lru_cache(maxsize=1)
+def _punkt() -> Any:
+    """English punkt from NLTK's data path, else the copy llama-index-core ships, else untrained punkt."""
+    import nltk
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    try:
+        return nltk.tokenize.PunktTokenizer("english")
+    except LookupError:
+        pass
+    spec = importlib.util.find_spec("llama_index.core")
+    if spec is not None and spec.submodule_search_locations:
+        cache = Path(next(iter(spec.submodule_search_locations))) / "_static" / "nltk_cache"
+        if (cache / "tokenizers" / "punkt_tab").exists():
+            if str(cache) not in nltk.data.path:
+                nltk.data.path.append(str(cache))
+            try:
+                return nltk.tokenize.PunktTokenizer("english")
+            except LookupError:
+                pass
+    warnings.warn(
+        "NLTK's English punkt model was not found (nltk.download('punkt_tab') or install llama-index-core); "
+        "falling back to untrained punkt sentence splitting.",
+        stacklevel=2,
+    )
+    return PunktSentenceTokenizer()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split into sentences with punkt; line breaks also end a sentence."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        if line.strip():
+            out.extend(s for s in _punkt().tokenize(line) if s.strip())
+    return out
+
+
+def first_sentence_end(text: str) -> int | None:
+    """Character offset just after the first sentence of ``text`` when a second one has begun, else ``None``.
+
+    A sentence counts as complete only once something follows it, so a look-ahead can stop as soon as
+    its first sentence is known (FLARE generates 64 tokens and keeps the first sentence, App. A)."""
+    if not _SENTENCE_END.search(text):
+        return None
+    newline = text.find("\n", len(text) - len(text.lstrip()))
+    head = text if newline < 0 else text[:newline]
+    if head.strip():
+        spans = list(_punkt().span_tokenize(head))
+        if len(spans) >= 2:
+            return spans[0][1]
+    if newline >= 0 and text[:newline].strip() and text[newline:].strip():
+        return newline
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    """spaCy's English stop words (no spaCy model needed), lower-cased."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(w.lower() for w in STOP_WORDS)
+
+
+def is_content_word(word: str) -> bool:
+    """DRAGIN's ``s_i`` (Eq. 4): 0 for stop words; punctuation-only pieces carry no content either."""
+    w = word.strip().lower().strip("\"'`.,;:!?()[]{}")
+    return bool(w) and any(c.isalnum() for c in w) and w not in stop_words() and not w.startswith("<|")
+
+
+def word_groups(pieces: Sequence[str]) -> list[list[int]]:
+    """Group token indices into words: a piece that starts with whitespace or punctuation starts a word."""
+    groups: list[list[int]] = []
+    for i, piece in enumerate(pieces):
+        starts_word = not groups or not piece or piece[0].isspace() or not piece[0].isalnum() or (
+            bool(pieces[i - 1]) and not pieces[i - 1][-1].isalnum()
+        )
+        if starts_word:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def word_of(pieces: Sequence[str], group: Sequence[int]) -> str:
+    return "".join(pieces[i] for i in group).strip()

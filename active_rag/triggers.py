@@ -1,0 +1,330 @@
+"""Triggers decide *when* to retrieve. Each one looks at a generated segment and returns a
+:class:`~active_rag.types.TriggerDecision`; its ``action`` tells the loop what to do when it fires:
+
+- ``"never"`` / ``"once"``: no decisions during generation (wo-RAG, single-round RAG);
+- ``"continue"``: keep the segment, retrieve for what comes next (FL-RAG, FS-RAG/IRCoT, self-ask);
+- ``"regenerate"``: discard the look-ahead, retrieve, and regenerate it (FLARE-direct);
+- ``"truncate"``: cut the output just before the triggering token, retrieve, continue (DRAGIN, FLARE-instruct).
+
+A trigger also says how a segment is generated: ``unit`` ("answer", "tokens" or "sentence") and
+``max_tokens``. Any trigger combines with any query formulator.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import torch
+
+from .errors import UnknownNameError
+from .signals import rind_scores, semantic_indicator
+from .types import TokenStep, TriggerDecision
+
+Action = Literal["never", "once", "continue", "regenerate", "truncate"]
+Unit = Literal["answer", "tokens", "sentence"]
+
+
+@dataclass
+class SegmentContext:
+    """What a trigger sees: the new segment, and the session's running ``a_max`` vector (DRAGIN Eq. 3)."""
+
+    segment: list[TokenStep]
+    max_attention: torch.Tensor | None = None
+    output_text: str = ""
+    finished: bool = False
+
+
+@dataclass
+class Trigger:
+    """Base class. Subclasses set ``name``, ``action``, ``unit`` and implement :meth:`check`."""
+
+    name: ClassVar[str] = "trigger"
+    action: ClassVar[Action] = "continue"
+    unit: ClassVar[Unit] = "tokens"
+    needs_attention: ClassVar[bool] = False
+    max_tokens: int = 64
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def segment_done(self, text: str) -> bool:
+        """Extra stop rule for a segment (e.g. a closed ``[Search(...)]`` tag)."""
+        return False
+
+    def logits_processor(self, lm: Any) -> Any:
+        """A stateful logits processor for the whole answer, or ``None``."""
+        return None
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{self.name}({fields})"
+
+    def _fire(self, **kw: Any) -> TriggerDecision:
+        return TriggerDecision(fire=True, trigger=self.name, **kw)
+
+    def _hold(self, **kw: Any) -> TriggerDecision:
+        return TriggerDecision(fire=False, trigger=self.name, **kw)
+
+
+@dataclass
+class NeverTrigger(Trigger):
+    """wo-RAG (DRAGIN §4.3): answer without retrieval."""
+
+    name: ClassVar[str] = "never"
+    action: ClassVar[Action] = "never"
+    unit: ClassVar[Unit] = "answer"
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        return self._hold(reason="never retrieves")
+
+
+@dataclass
+class OnceTrigger(Trigger):
+    """SR-RAG, single-round retrieval (FLARE §2.2, DRAGIN §4.3): retrieve once with the input, before generating."""
+
+    name: ClassVar[str] = "once"
+    action: ClassVar[Action] = "once"
+    unit: ClassVar[Unit] = "answer"
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        return self._hold(reason="single-round retrieval happens before generation")
+
+
+@dataclass
+class FixedLengthTrigger(Trigger):
+    """FL-RAG, previous-window retrieval (FLARE §4, Ram et al. 2023): retrieve every ``l = 16`` tokens."""
+
+    name: ClassVar[str] = "fixed-length"
+    action: ClassVar[Action] = "continue"
+    unit: ClassVar[Unit] = "tokens"
+    max_tokens: int = 16
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        if not ctx.segment or ctx.finished:
+            return self._hold(reason="generation ended")
+        last = len(ctx.segment) - 1
+        return self._fire(index=None, token=ctx.segment[last].text, reason=f"every {self.max_tokens} tokens")
+
+
+@dataclass
+class FixedSentenceTrigger(Trigger):
+    """FS-RAG, previous-sentence retrieval (IRCoT; FLARE §4): retrieve after every sentence."""
+
+    name: ClassVar[str] = "fixed-sentence"
+    action: ClassVar[Action] = "continue"
+    unit: ClassVar[Unit] = "sentence"
+    max_tokens: int = 64
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        if not ctx.segment or ctx.finished:
+            return self._hold(reason="generation ended")
+        return self._fire(index=None, token=ctx.segment[-1].text, reason="every sentence")
+
+
+@dataclass
+class LowConfidenceTrigger(Trigger):
+    """FLARE-direct (Jiang et al. 2023, §3.2, Eq. 3): generate a look-ahead sentence (at most 64 tokens,
+    App. A) and retrieve if any of its tokens has probability below ``theta``.
+
+    ``theta = 0.8`` is the setting of FLARE's released 2WikiMultihopQA configuration."""
+
+    name: ClassVar[str] = "low-confidence"
+    action: ClassVar[Action] = "regenerate"
+    unit: ClassVar[Unit] = "sentence"
+    theta: float = 0.8
+    max_tokens: int = 64
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        if not ctx.segment:
+            return self._hold(reason="empty segment")
+        probs = [s.prob for s in ctx.segment]
+        i = min(range(len(probs)), key=probs.__getitem__)
+        kw = dict(index=i, token=ctx.segment[i].text, score=probs[i], threshold=self.theta, token_scores=probs)
+        if probs[i] < self.theta:
+            return self._fire(reason=f"token {ctx.segment[i].text!r} has p={probs[i]:.3f} < theta={self.theta}", **kw)
+        return self._hold(reason=f"all token probabilities >= theta={self.theta}", **kw)
+
+
+@dataclass
+class RindTrigger(Trigger):
+    """DRAGIN's RIND (Su et al. 2024, §3.1, Eq. 1-5): retrieve at the first token whose
+    ``S_RIND = H_i * a_max(i) * s_i`` exceeds ``theta``.
+
+    Defaults follow Table 9 for HotpotQA with Llama2-13b-chat: ``theta = 1.2`` and a generation length
+    of 100 tokens per segment; ``a_max`` comes from the last layer (footnote 2), stop words from spaCy."""
+
+    name: ClassVar[str] = "rind"
+    action: ClassVar[Action] = "truncate"
+    unit: ClassVar[Unit] = "tokens"
+    needs_attention: ClassVar[bool] = True
+    theta: float = 1.2
+    max_tokens: int = 100
+
+    def scores(self, ctx: SegmentContext) -> list[float]:
+        seg = ctx.segment
+        if ctx.max_attention is None:
+            raise ValueError("RindTrigger needs the session's attention (capture_attention=True).")
+        a_max = [float(ctx.max_attention[s.position]) if s.position < ctx.max_attention.shape[0] else 0.0 for s in seg]
+        semantic = semantic_indicator([s.text for s in seg])
+        return rind_scores([s.entropy for s in seg], a_max, semantic)
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        if not ctx.segment:
+            return self._hold(reason="empty segment")
+        scores = self.scores(ctx)
+        for i, score in enumerate(scores):
+            if score > self.theta:
+                return self._fire(
+                    index=i,
+                    token=ctx.segment[i].text,
+                    score=score,
+                    threshold=self.theta,
+                    token_scores=scores,
+                    reason=f"S_RIND({ctx.segment[i].text!r}) = {score:.3f} > theta={self.theta}",
+                )
+        best = max(range(len(scores)), key=scores.__getitem__)
+        return self._hold(
+            index=best,
+            token=ctx.segment[best].text,
+            score=scores[best],
+            threshold=self.theta,
+            token_scores=scores,
+            reason=f"max S_RIND = {scores[best]:.3f} <= theta={self.theta}",
+        )
+
+
+_SEARCH_TAG = re.compile(r"\[\s*Search\s*\((.*?)\)\s*\]", re.IGNORECASE | re.DOTALL)
+_OPEN_TAG = re.compile(r"\[\s*Search\s*\((.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _token_at_char(segment: Sequence[TokenStep], char: int) -> int:
+    pos = 0
+    for i, s in enumerate(segment):
+        pos += len(s.text)
+        if pos > char:
+            return i
+    return max(len(segment) - 1, 0)
+
+
+@dataclass
+class SearchTagTrigger(Trigger):
+    """FLARE-instruct (§3.1, App. A): the model writes ``[Search(query)]`` when it needs information.
+
+    The logit of "[" is raised by ``bias = 2.0``; after each search "[" is forbidden (a large negative
+    logit) for the next ``forbid_tokens`` tokens. The tag is removed from the output (action ``truncate``)."""
+
+    name: ClassVar[str] = "search-tag"
+    action: ClassVar[Action] = "truncate"
+    unit: ClassVar[Unit] = "tokens"
+    max_tokens: int = 64
+    bias: float = 2.0
+    forbid_tokens: int = 8
+    forbid_value: float = -100.0
+
+    def segment_done(self, text: str) -> bool:
+        return _SEARCH_TAG.search(text) is not None
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        text = "".join(s.text for s in ctx.segment)
+        match = _SEARCH_TAG.search(text) or _OPEN_TAG.search(text)
+        if match is None:
+            return self._hold(reason="no [Search(...)] tag")
+        query = match.group(1).strip().strip("\"'").strip()
+        i = _token_at_char(ctx.segment, match.start())
+        return self._fire(index=i, token=ctx.segment[i].text, query_hint=query or None, reason=f"model asked [Search({query})]")
+
+    def logits_processor(self, lm: Any) -> Any:
+        return BracketBias(lm, bias=self.bias, forbid_tokens=self.forbid_tokens, forbid_value=self.forbid_value)
+
+
+@dataclass
+class BracketBias:
+    """FLARE-instruct's logit adjustment on every token whose text starts with "[" (App. A)."""
+
+    lm: Any
+    bias: float = 2.0
+    forbid_tokens: int = 8
+    forbid_value: float = -100.0
+    forbid_left: int = 0
+    _ids: torch.Tensor | None = field(default=None, repr=False)
+
+    def bracket_ids(self) -> torch.Tensor:
+        if self._ids is None:
+            tok = self.lm.tokenizer
+            vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else {}
+            ids = []
+            for _, i in vocab.items():
+                text = self.lm.decode([i], skip_special_tokens=False).lstrip()
+                if text.startswith("["):
+                    ids.append(i)
+            self._ids = torch.tensor(sorted(set(ids)), dtype=torch.long)
+        return self._ids
+
+    def after_search(self) -> None:
+        self.forbid_left = self.forbid_tokens
+
+    def __call__(self, ids: Sequence[int], logits: torch.Tensor) -> torch.Tensor:
+        idx = self.bracket_ids()
+        idx = idx[idx < logits.shape[0]]
+        if self.forbid_left > 0:
+            logits[idx] = self.forbid_value
+            self.forbid_left -= 1
+        else:
+            logits[idx] += self.bias
+        return logits
+
+
+_FOLLOW_UP = re.compile(r"Follow up:\s*(.+?)\s*(?:\n|Intermediate answer:|$)", re.IGNORECASE)
+
+
+@dataclass
+class FollowUpTrigger(Trigger):
+    """Self-ask (Press et al. 2022; FLARE §4 question decomposition): retrieve for every generated
+    ``Follow up:`` question; generation pauses at ``Intermediate answer:`` and resumes with the documents."""
+
+    name: ClassVar[str] = "follow-up"
+    action: ClassVar[Action] = "continue"
+    unit: ClassVar[Unit] = "tokens"
+    max_tokens: int = 64
+
+    def segment_done(self, text: str) -> bool:
+        return bool(re.search(r"Follow up:.*\S.*(\n|Intermediate answer:)", text, re.IGNORECASE | re.DOTALL))
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        text = "".join(s.text for s in ctx.segment)
+        matches = list(_FOLLOW_UP.finditer(text))
+        if not matches:
+            return self._hold(reason="no follow-up question")
+        m = matches[-1]
+        i = _token_at_char(ctx.segment, m.start())
+        return self._fire(index=i, token=ctx.segment[i].text, query_hint=m.group(1).strip(), reason="follow-up question")
+
+
+TRIGGERS: dict[str, type[Trigger]] = {
+    cls.name: cls
+    for cls in (
+        NeverTrigger,
+        OnceTrigger,
+        FixedLengthTrigger,
+        FixedSentenceTrigger,
+        LowConfidenceTrigger,
+        RindTrigger,
+        SearchTagTrigger,
+        FollowUpTrigger,
+    )
+}
+TRIGGER_ALIASES = {"flare": "low-confidence", "dragin": "rind", "fl-rag": "fixed-length", "fs-rag": "fixed-sentence",
+                   "wo-rag": "never", "sr-rag": "once", "flare-instruct": "search-tag", "self-ask": "follow-up"}
+
+
+def make_trigger(spec: str | Trigger, **kwargs: Any) -> Trigger:
+    """A trigger from its name (``rind``, ``low-confidence``, ... or a method alias) or an instance."""
+    if isinstance(spec, Trigger):
+        return spec
+    key = TRIGGER_ALIASES.get(spec, spec)
+    if key not in TRIGGERS:
+        raise UnknownNameError("trigger", spec, list(TRIGGERS) + list(TRIGGER_ALIASES))
+    return TRIGGERS[key](**kwargs)

@@ -1,0 +1,1 @@
+"""LangChain integration of active-rag: active retrieval-augmented generation as LangChain components."""

@@ -1,0 +1,1 @@
+"""LlamaIndex integration of active-rag: active retrieval-augmented generation as LlamaIndex components."""
