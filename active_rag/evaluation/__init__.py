@@ -1,0 +1,71 @@
+"""Evaluation harness pieces that need no model: metrics, dataset loaders, answer extraction and the papers' prompts.
+
+* :mod:`~active_rag.evaluation.metrics` -- SQuAD EM, HotpotQA F1, StrategyQA accuracy, RetrievalQA match,
+  router decision metrics, aggregation.
+* :mod:`~active_rag.evaluation.answers` -- DRAGIN-style "So the answer is" extraction and stop detection.
+* :mod:`~active_rag.evaluation.datasets` -- HotpotQA, 2WikiMultihopQA, StrategyQA and RetrievalQA loaders.
+* :mod:`~active_rag.evaluation.prompts` -- DRAGIN appendix F exemplars/templates, RetrievalQA templates.
+"""
+
+from __future__ import annotations
+
+from active_rag.evaluation.answers import (
+    ANSWER_PHRASE,
+    COMPLETED_ANSWER_RE,
+    extract_answer,
+    has_completed_answer,
+    needs_answer_prompt,
+    retrievalqa_decision,
+)
+from active_rag.evaluation.datasets import (
+    DATASETS,
+    Example,
+    corpus_path,
+    default_data_dir,
+    load_dataset,
+    questions_path,
+)
+from active_rag.evaluation.metrics import (
+    F1Score,
+    aggregate,
+    decision_metrics,
+    exact_match,
+    extract_yes_no,
+    f1_precision_recall,
+    match,
+    match_accent_folded,
+    normalize_answer,
+    qa_scores,
+    strategyqa_accuracy,
+)
+from active_rag.evaluation.prompts import EXEMPLARS, build_eval_prompt, build_router_prompt, fewshot_block
+
+__all__ = [
+    "ANSWER_PHRASE",
+    "COMPLETED_ANSWER_RE",
+    "DATASETS",
+    "EXEMPLARS",
+    "Example",
+    "F1Score",
+    "aggregate",
+    "build_eval_prompt",
+    "build_router_prompt",
+    "corpus_path",
+    "decision_metrics",
+    "default_data_dir",
+    "exact_match",
+    "extract_answer",
+    "extract_yes_no",
+    "f1_precision_recall",
+    "fewshot_block",
+    "has_completed_answer",
+    "load_dataset",
+    "match",
+    "match_accent_folded",
+    "needs_answer_prompt",
+    "normalize_answer",
+    "qa_scores",
+    "questions_path",
+    "retrievalqa_decision",
+    "strategyqa_accuracy",
+]

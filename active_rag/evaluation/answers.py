@@ -1,0 +1,124 @@
+"""Reading the final answer out of a chain-of-thought generation, the DRAGIN way.
+
+DRAGIN (Su et al., 2024), appendix B "Evaluation Details": the exemplars end with "So the answer is X.";
+if "So the answer is" is absent from the model's generation, the evaluation appends "So the answer is" to
+the output and lets the model continue; the words after "So the answer is" are the final answer.
+
+* :func:`extract_answer` returns the text after the last "the answer is" (case-insensitive, so "So the answer
+  is" and "Therefore, the answer is" both count), or None when there is none (the engine then appends
+  :data:`ANSWER_PHRASE` and continues: :func:`needs_answer_prompt`).
+* :data:`COMPLETED_ANSWER_RE` / :func:`has_completed_answer` tell a streaming generator that the answer
+  sentence is finished, so generation may stop.
+* :func:`retrievalqa_decision` reads a router's "[Yes]"/"[No]" output the way RetrievalQA's code does.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "ANSWER_PHRASE",
+    "ANSWER_PHRASE_RE",
+    "COMPLETED_ANSWER_RE",
+    "extract_answer",
+    "has_completed_answer",
+    "needs_answer_prompt",
+    "retrievalqa_decision",
+]
+
+#: The phrase every exemplar answer ends with, and the one the engine appends when it is missing.
+ANSWER_PHRASE = "So the answer is"
+
+#: "the answer is" as words, any case and spacing ("So the answer is", "Thus, THE ANSWER IS"), also "the final
+#: answer is" (self-ask's "So the final answer is:"); not "the answer isn't" (word boundary after "is").
+ANSWER_PHRASE_RE = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\b", re.IGNORECASE)
+
+# Abbreviations whose period does not end the answer sentence: single capitals (initials "F.W.", "L.",
+# "D.C.") and a few titles common in the exemplars and data ("Mr. T", "Dr. Caligari"). "No." is left out on
+# purpose: "So the answer is No." must end the sentence.
+_NOT_A_SENTENCE_END = "".join(
+    rf"(?<!\b{abbr})" for abbr in ("[A-Z]", "Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Vol", "vs", "Mt", "Ft")
+)
+
+#: A completed answer sentence: the answer phrase, some answer text, then a sentence end (".", "!" or "?"
+#: followed by whitespace or the end of the text, not after an initial or a listed abbreviation) or a newline.
+#: The phrase matches in any case; the abbreviation guard is case-sensitive.
+COMPLETED_ANSWER_RE = re.compile(
+    r"(?i:\bthe\s+(?:final\s+)?answer\s+is\b)[ \t:]*[^\s.!?].*?(?:" + _NOT_A_SENTENCE_END + r"[.!?](?=\s|$)|\n)",
+    re.DOTALL,
+)
+
+_TRAILING_JUNK = ("</s>", "<|endoftext|>", "<|eot_id|>", "<|im_end|>")
+_DOUBLE_QUOTES = "\"“”„«»"
+_SINGLE_QUOTES = ("'", "'"), ("‘", "’")
+
+
+def _clean(answer: str) -> str:
+    answer = answer.strip()
+    changed = True
+    while changed and answer:
+        changed = False
+        for junk in _TRAILING_JUNK:
+            if answer.endswith(junk):
+                answer = answer[: -len(junk)].rstrip()
+                changed = True
+        stripped = answer.strip().strip(_DOUBLE_QUOTES).strip().rstrip(".").strip()
+        for opening, closing in _SINGLE_QUOTES:
+            if len(stripped) >= 2 and stripped[0] == opening and stripped[-1] == closing:
+                stripped = stripped[1:-1].strip()
+        if stripped != answer:
+            answer = stripped
+            changed = True
+    return answer
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer of a generation: the text after the last "the answer is", cleaned; None when absent.
+
+    Case-insensitive, so "So the answer is", "so The Answer Is", "Therefore, the answer is" and self-ask's
+    "So the final answer is:" all count; when
+    the phrase occurs several times the last one wins. The answer runs to the end of its line; a leading ":",
+    surrounding whitespace, double quotes (straight or curly), a pair of enclosing single quotes, trailing
+    periods and end-of-text tokens such as ``</s>`` are removed ("So the answer is "Paris"." -> "Paris").
+    None when the phrase is absent or nothing follows it (the engine then appends :data:`ANSWER_PHRASE` and
+    continues, as in DRAGIN appendix B).
+    """
+    matches = list(ANSWER_PHRASE_RE.finditer(text))
+    if not matches:
+        return None
+    rest = text[matches[-1].end():].lstrip(" \t:")
+    rest = rest.split("\n", 1)[0]
+    answer = _clean(rest)
+    return answer or None
+
+
+def needs_answer_prompt(text: str) -> bool:
+    """True when the generation holds no answer ("the answer is" + text): append the phrase and continue."""
+    return extract_answer(text) is None
+
+
+def has_completed_answer(text: str) -> bool:
+    """True when ``text`` holds a finished answer sentence (see :data:`COMPLETED_ANSWER_RE`), so generation may stop.
+
+    Check only the generated text, not a prompt whose exemplars contain answer sentences. An answer made of a
+    single capital letter ("So the answer is B.") counts as finished only at a newline, because "B." could be an
+    initial; end-of-text without a period does not count either (the answer may still be growing).
+    """
+    return COMPLETED_ANSWER_RE.search(text) is not None
+
+
+_RETRIEVALQA_YES = frozenset({'"yes"', "'yes'", '["yes"]', "['yes']", "[yes]", "yes"})
+
+
+def retrievalqa_decision(output: str) -> bool:
+    """Whether a router's output asks to retrieve, exactly as RetrievalQA's ``check_string_exist``.
+
+    github.com/hyintell/RetrievalQA ``utils.check_string_exist``: remove commas, periods and double quotes,
+    split on spaces, lowercase and strip each word; retrieve when any word is ``yes``, ``[yes]``, ``'yes'``,
+    ``['yes']`` (the quoted forms with double quotes cannot survive the quote removal). So "[Yes].", "Yes, I
+    need to" and "yes\\n" retrieve; "[No]", "Yes!" and "Yes\\nI do" (only spaces split words) do not. The
+    authors first replaced newlines with spaces (``postprocess_output``); do that before calling if you need to.
+    """
+    cleaned = output.replace(",", "").replace(".", "").replace('"', "")
+    words = {w.lower().strip() for w in cleaned.split(" ")}
+    return bool(words & _RETRIEVALQA_YES)

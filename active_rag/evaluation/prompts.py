@@ -1,0 +1,309 @@
+"""The papers' evaluation prompts: DRAGIN's chain-of-thought exemplars and RetrievalQA's answer/router templates.
+
+DRAGIN (Su et al., 2024), appendix F "Prompt Template": Prompt 1 (2WikiMultihopQA Direct), Prompt 3 (HotpotQA
+Direct) and Prompt 5 (StrategyQA Direct) give the exemplars; Prompts 2, 4 and 6 show the same exemplars
+followed by ``Context:``, the numbered documents and ``Answer in the same format as before.``. The
+exemplars are kept verbatim from the appendix text except for the slips noted next to them. How the pieces
+are joined (the instruction line of each dataset, ``Answer:`` at the end) follows the appendix and DRAGIN's
+``src/data.py`` (``test_input_template``); exemplars are separated by a blank line.
+
+RetrievalQA (Zhang et al., 2024), github.com/hyintell/RetrievalQA @ f26134c ``utils.py`` ``PROMPT_DICT`` and
+``run_lm.py`` ``format_context``: the ``openai_chat_*`` templates, the first 5 contexts formatted as
+``"[i] title\\ntext"`` and joined by newlines. For the chat models the authors also sent the system message
+:data:`RETRIEVALQA_SYSTEM_PROMPT`; for TinyLlama, phi-2 and Llama-2 they wrapped the same texts in each
+model's own chat markup (not reproduced here: apply the model's chat template instead).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from active_rag.errors import UnknownNameError
+from active_rag.types import Passage
+
+__all__ = [
+    "CONTEXT_FOOTER",
+    "EXEMPLARS",
+    "INSTRUCTIONS",
+    "RETRIEVALQA_NO_RETRIEVAL_TEMPLATE",
+    "RETRIEVALQA_RETRIEVAL_TEMPLATE",
+    "RETRIEVALQA_ROUTER_TEMPLATE",
+    "RETRIEVALQA_SYSTEM_PROMPT",
+    "RETRIEVALQA_TAARE_ROUTER_TEMPLATE",
+    "RETRIEVALQA_TOP_N",
+    "TAARE_FEWSHOT_EXAMPLES",
+    "build_eval_prompt",
+    "build_router_prompt",
+    "format_dragin_context",
+    "format_retrievalqa_evidence",
+    "fewshot_block",
+    "question_block",
+]
+
+# ---------------------------------------------------------------------------------------- DRAGIN appendix F
+
+_WIKI2_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 1: exemplars of 2WMQA Direct
+    (
+        "When did the director of film Hypocrite (Film) die?",
+        "The film Hypocrite was directed by Miguel Morayta. Miguel Morayta died on 19 June 2013. "
+        "So the answer is 19 June 2013.",
+    ),
+    (
+        "Are both Kurram Garhi and Trojkrsti located in the same country?",
+        "Kurram Garhi is located in the country of Pakistan. Trojkrsti is located in the country of Republic of "
+        "Macedonia. Thus, they are not in the same country. So the answer is no.",
+    ),
+    (
+        # Prompt 1 ends this answer with "no."; Prompt 2 (RAG) drops the final period, a slip.
+        "Do director of film Coolie No. 1 (1995 Film) and director of film The Sensational Trial have the same "
+        "nationality?",
+        "Coolie No. 1 (1995 film) was directed by David Dhawan. The Sensational Trial was directed by Karl Freund. "
+        "David Dhawan's nationality is India. Karl Freund's nationality is Germany. Thus, they do not have the "
+        "same nationality. So the answer is no.",
+    ),
+    (
+        "Who is Boraqchin (Wife Of Ögedei)'s father-in-law?",
+        "Boraqchin is married to Ögedei Khan. Ögedei Khan's father is Genghis Khan. Thus, Boraqchin's "
+        "father-in-law is Genghis Khan. So the answer is Genghis Khan.",
+    ),
+    (
+        "Who was born first out of Martin Hodge and Ivania Martinich?",
+        "Martin Hodge was born on 4 February 1959. Ivania Martinich was born on 25 July 1995. Thus, Martin Hodge "
+        "was born first. So the answer is Martin Hodge.",
+    ),
+    (
+        "When did the director of film Laughter In Hell die?",
+        "The film Laughter In Hell was directed by Edward L. Cahn. Edward L. Cahn died on August 25, 1963. "
+        "So the answer is August 25, 1963.",
+    ),
+)
+
+_HOTPOTQA_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 3: exemplars of HotpotQA Direct
+    (
+        "Jeremy Theobald and Christopher Nolan share what profession?",
+        "Jeremy Theobald is an actor and producer. Christopher Nolan is a director, producer, and screenwriter. "
+        "Therefore, they both share the profession of being a producer. So the answer is producer.",
+    ),
+    (
+        # Verbatim "Of these Nosferatu" (appendix F); appendix A quotes it as "Of these, Nosferatu".
+        "What film directed by Brian Patrick Butler was inspired by a film directed by F.W. Murnau?",
+        "Brian Patrick Butler directed the film The Phantom Hour. The Phantom Hour was inspired by the films such "
+        "as Nosferatu and The Cabinet of Dr. Caligari. Of these Nosferatu was directed by F.W. Murnau. "
+        "So the answer is The Phantom Hour.",
+    ),
+    (
+        "How many episodes were in the South Korean television series in which Ryu Hye-young played Bo-ra?",
+        "The South Korean television series in which Ryu Hye-young played Bo-ra is Reply 1988. The number of "
+        "episodes Reply 1988 has is 20. So the answer is 20.",
+    ),
+    (
+        "Were Lonny and Allure both founded in the 1990s?",
+        "Lonny (magazine) was founded in 2009. Allure (magazine) was founded in 1991. Thus, of the two, only "
+        "Allure was founded in 1990s. So the answer is no.",
+    ),
+    (
+        'Vertical Limit stars which actor who also played astronaut Alan Shepard in "The Right Stuff"?',
+        'The actor who played astronaut Alan Shepard in "The Right Stuff" is Scott Glenn. The movie Vertical '
+        "Limit also starred Scott Glenn. So the answer is Scott Glenn.",
+    ),
+    (
+        "What was the 2014 population of the city where Lake Wales Medical Center is located?",
+        "Lake Wales Medical Center is located in the city of Polk County, Florida. The population of Polk County "
+        "in 2014 was 15,140. So the answer is 15,140.",
+    ),
+    (
+        "Who was born first? Jan de Bont or Raoul Walsh?",
+        "Jan de Bont was born on 22 October 1943. Raoul Walsh was born on March 11, 1887. Thus, Raoul Walsh was "
+        "born the first. So the answer is Raoul Walsh.",
+    ),
+    (
+        "In what country was Lost Gravity manufactured?",
+        "The Lost Gravity (roller coaster) was manufactured by Mack Rides. Mack Rides is a German company. "
+        "So the answer is Germany.",
+    ),
+)
+
+_STRATEGYQA_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 5: exemplars of StrategyQA Direct
+    (
+        # Prompt 5 reads "yes"; Prompt 6 (RAG) has the OCR slip "ves".
+        "Do hamsters provide food for any animals?",
+        "Hamsters are prey animals. Prey are food for predators. Thus, hamsters provide food for some animals. "
+        "So the answer is yes.",
+    ),
+    (
+        "Could Brooke Shields succeed at University of Pennsylvania?",
+        "Brooke Shields went to Princeton University. Princeton University is about as academically rigorous as "
+        "the University of Pennsylvania. Thus, Brooke Shields could also succeed at the University of "
+        "Pennsylvania. So the answer is yes.",
+    ),
+    (
+        "Hydrogen's atomic number squared exceeds number of Spice Girls?",
+        "Hydrogen has an atomic number of 1. 1 squared is 1. There are 5 Spice Girls. Thus, Hydrogen's atomic "
+        "number squared is less than 5. So the answer is no.",
+    ),
+    (
+        "Is it common to see frost during some college commencements?",
+        "College commencement ceremonies can happen in December, May, and June. December is in the winter, so "
+        "there can be frost. Thus, there could be frost at some commencements. So the answer is yes.",
+    ),
+    (
+        "Could a llama birth twice during War in Vietnam (1945-46)?",
+        "The War in Vietnam was 6 months. The gestation period for a llama is 11 months, which is more than "
+        "6 months. Thus, a llama could not give birth twice during the War in Vietnam. So the answer is no.",
+    ),
+    (
+        # The appendix text has "$0.6g/cm^3$" (LaTeX math delimiters left by the PDF conversion); DRAGIN's
+        # src/data.py exemplar reads "0.6g/cm^3".
+        "Would a pear sink in water?",
+        "The density of a pear is about 0.6g/cm^3, which is less than water. Objects less dense than water "
+        "float. Thus, a pear would float. So the answer is no.",
+    ),
+)
+
+#: Few-shot chain-of-thought exemplars per dataset: (question, answer) pairs, each answer ending with
+#: "So the answer is X.".
+EXEMPLARS: dict[str, tuple[tuple[str, str], ...]] = {
+    "hotpotqa": _HOTPOTQA_EXEMPLARS,
+    "2wikimultihopqa": _WIKI2_EXEMPLARS,
+    "strategyqa": _STRATEGYQA_EXEMPLARS,
+}
+
+#: The instruction line before the test question, per dataset (appendix F; DRAGIN ``test_input_template``).
+#: 2WikiMultihopQA has none: Prompts 1 and 2 go straight from the exemplars (or the context) to the question.
+INSTRUCTIONS: dict[str, str | None] = {
+    "hotpotqa": "Answer the following question by reasoning step-by-step, following the example above.",
+    "2wikimultihopqa": None,
+    "strategyqa": "Following the examples above, answer the question by reasoning step-by-step.",
+}
+
+# DRAGIN's src/data.py puts a blank line between StrategyQA's instruction and the question, a newline for HotpotQA.
+_INSTRUCTION_SEPARATOR = {"hotpotqa": "\n", "strategyqa": "\n\n"}
+
+#: The line between the retrieved documents and the instruction/question (Prompts 2, 4 and 6).
+CONTEXT_FOOTER = "Answer in the same format as before."
+
+
+def _check_fewshot(dataset: str) -> str:
+    if dataset not in EXEMPLARS:
+        raise UnknownNameError("few-shot dataset", dataset, EXEMPLARS)
+    return dataset
+
+
+def fewshot_block(dataset: str) -> str:
+    """The exemplars of ``dataset`` as ``"Question: ...\\nAnswer: ...\\n\\n"`` repeated (ends with a blank line)."""
+    return "".join(f"Question: {q}\nAnswer: {a}\n\n" for q, a in EXEMPLARS[_check_fewshot(dataset)])
+
+
+def question_block(dataset: str, question: str) -> str:
+    """The instruction line (if the dataset has one) and ``"Question: {question}\\nAnswer:"``."""
+    instruction = INSTRUCTIONS[_check_fewshot(dataset)]
+    head = "" if instruction is None else instruction + _INSTRUCTION_SEPARATOR[dataset]
+    return f"{head}Question: {question}\nAnswer:"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def format_dragin_context(passages: list[Passage]) -> str:
+    """``"Context:\\n[1] title text\\n[2] ...\\n"`` (appendix F); whitespace runs (newlines too) become one space."""
+    lines = []
+    for i, p in enumerate(passages, start=1):
+        body = _one_line(f"{p.title} {p.text}" if p.title else p.text)
+        lines.append(f"[{i}] {body}\n")
+    return "Context:\n" + "".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- RetrievalQA
+
+#: The system message the authors sent with the OpenAI chat templates (``run_lm.call_openai_api``).
+RETRIEVALQA_SYSTEM_PROMPT = "You are a helpful assistant to answer questions."
+
+#: ``PROMPT_DICT["openai_chat_no_retrieval"]``.
+RETRIEVALQA_NO_RETRIEVAL_TEMPLATE = (
+    "Please use your own knowledge to answer the questions. Only include the answer in your response and try to be "
+    'concise. If you do not know the answer, just say "I don\'t know".\n\nQuestion: {question}\nAnswer:'
+)
+
+#: ``PROMPT_DICT["openai_chat_retrieval"]``.
+RETRIEVALQA_RETRIEVAL_TEMPLATE = (
+    "Please answer the question based on the provided context. Only include the answer in your response and try to "
+    'be concise. If you do not know the answer, just say "I don\'t know".\n\n'
+    "Paragraph:\n{evidence}\n\n"
+    "Question: {question}\n"
+    "Answer:"
+)
+
+#: ``PROMPT_DICT["openai_chat_adaptive_retrieval"]``: the vanilla router prompt.
+RETRIEVALQA_ROUTER_TEMPLATE = (
+    "Given a question, determine whether you need to retrieve external resources, such as real-time search engines, "
+    'Wikipedia, or databases, to answer the question correctly. Only answer "[Yes]" or "[No]".\n\n'
+    "Question: {question}\n"
+    "Answer:"
+)
+
+#: ``PROMPT_DICT["openai_chat_adaptive_retrieval_TAARE"]``: the TA-ARE router prompt (date + demonstrations).
+#: As in the authors' code, ``{fewshot_examples}`` already ends with a blank line and is followed by another.
+RETRIEVALQA_TAARE_ROUTER_TEMPLATE = (
+    "Today is {today}. Given a question, determine whether you need to retrieve external resources, such as "
+    "real-time search engines, Wikipedia, or databases, to answer the question correctly. Only answer \"[Yes]\" or "
+    '"[No]".\n\n'
+    "Here are some examples:\n\n"
+    "{fewshot_examples}\n\n"
+    "Question: {question}\n"
+    "Answer:"
+)
+
+#: ``utils.fewshot_examples``: the 4 fixed TA-ARE demonstrations (2 [Yes], 2 [No]).
+TAARE_FEWSHOT_EXAMPLES = (
+    "Question: what is the water boiling point?\nAnswer: [No].\n\n"
+    "Question: As of today, name the 5 NFL teams that have never actually played in a super bowl?\nAnswer: [Yes].\n\n"
+    "Question: What is the capital of France?\nAnswer: [No].\n\n"
+    "Question: What is Walter de la Pole's occupation?\nAnswer: [Yes].\n\n"
+)
+
+#: How many of a question's contexts the authors put in the prompt (``--doc_top_n 5``).
+RETRIEVALQA_TOP_N = 5
+
+
+def format_retrievalqa_evidence(passages: list[Passage], top_n: int = RETRIEVALQA_TOP_N) -> str:
+    """``"[1] title\\ntext\\n[2] title\\ntext..."`` over the first ``top_n`` passages (``run_lm.format_context``)."""
+    return "\n".join(f"[{i}] {p.title.strip()}\n{p.text.strip()}" for i, p in enumerate(passages[:top_n], start=1))
+
+
+def build_router_prompt(question: str, taare: bool = False, today: _dt.date | str | None = None) -> str:
+    """RetrievalQA's router prompt: vanilla, or TA-ARE with today's date (``%Y-%m-%d``) and the 4 demonstrations."""
+    if not taare:
+        return RETRIEVALQA_ROUTER_TEMPLATE.format(question=question)
+    if today is None:
+        today = _dt.date.today()
+    day = today if isinstance(today, str) else today.strftime("%Y-%m-%d")
+    return RETRIEVALQA_TAARE_ROUTER_TEMPLATE.format(
+        today=day, fewshot_examples=TAARE_FEWSHOT_EXAMPLES, question=question
+    )
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+
+_EVAL_DATASETS = ("hotpotqa", "2wikimultihopqa", "strategyqa", "retrievalqa")
+
+
+def build_eval_prompt(dataset: str, question: str, passages: list[Passage] | None = None) -> str:
+    """The paper's prompt for answering ``question`` of ``dataset``, without or with documents.
+
+    HotpotQA, 2WikiMultihopQA, StrategyQA (DRAGIN appendix F): without passages (None or empty),
+    ``fewshot_block + question_block``; with passages, ``fewshot_block + "Context:\\n[1] title text\\n..." +
+    "Answer in the same format as before.\\n" + question_block``, using every passage given (DRAGIN used 3).
+    RetrievalQA: the authors' ``openai_chat_no_retrieval`` template, or ``openai_chat_retrieval`` with the first
+    :data:`RETRIEVALQA_TOP_N` passages as evidence. Every prompt ends with ``"Answer:"``.
+    """
+    if dataset not in _EVAL_DATASETS:
+        raise UnknownNameError("dataset", dataset, _EVAL_DATASETS)
+    if dataset == "retrievalqa":
+        if not passages:
+            return RETRIEVALQA_NO_RETRIEVAL_TEMPLATE.format(question=question)
+        return RETRIEVALQA_RETRIEVAL_TEMPLATE.format(evidence=format_retrievalqa_evidence(passages), question=question)
+    prompt = fewshot_block(dataset)
+    if passages:
+        prompt += format_dragin_context(passages) + CONTEXT_FOOTER + "\n"
+    return prompt + question_block(dataset, question)

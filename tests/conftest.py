@@ -1,0 +1,100 @@
+"""Shared fixtures: a tiny random Llama with a real byte-level BPE tokenizer trained in-test, and fake
+retrievers. Everything is built offline, deterministically, in well under a second."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+import torch
+
+from active_rag import ActiveLM, Passage
+
+CORPUS = [
+    "Kasper Schmeichel is a Danish professional footballer who plays as a goalkeeper.",
+    "He is the son of former Manchester United and Danish international goalkeeper Peter Schmeichel.",
+    "Peter Schmeichel was voted the IFFHS World's Best Goalkeeper in 1992 and 1993.",
+    "Scott Derrickson is an American director. Ed Wood was an American filmmaker.",
+    "The answer is yes. So the answer is no. Follow up: Who is he? Intermediate answer: He is a director.",
+    "[Search(Danish goalkeeper)] Question: Answer: Below are the external knowledge references.",
+]
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_tokenizer(vocab_size: int = 400):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(CORPUS * 3, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", bos_token="<|endoftext|>")
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_model(vocab_size: int, *, seed: int = 0, layers: int = 2, attn: str = "sdpa", max_positions: int = 2048):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        eos_token_id=None,
+        bos_token_id=None,
+        pad_token_id=None,
+        attn_implementation=attn,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_tokenizer):
+    return build_tiny_model(len(tiny_tokenizer))
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tiny_model, tiny_tokenizer) -> ActiveLM:
+    """A random 2-layer Llama (GQA, sdpa) wrapped in ActiveLM; it never emits end-of-sequence."""
+    return ActiveLM(tiny_model, tiny_tokenizer, name="tiny-llama")
+
+
+class FakeRetriever:
+    """Returns ``k`` deterministic passages per query and records every query."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        n = len(self.queries)
+        return [Passage(id=f"q{n}-d{i}", title=f"Title {n}.{i}", text=f"Passage {i} about {query[:40]}") for i in range(k)]
+
+
+@pytest.fixture
+def fake_retriever() -> FakeRetriever:
+    return FakeRetriever()
