@@ -69,6 +69,7 @@ class _Run:
     session: DecodingSession | None = None
     layout: _Layout | None = None
     done: bool = False
+    skip_check: bool = False
 
     @property
     def output_ids(self) -> list[int]:
@@ -204,11 +205,13 @@ class ActiveRAG:
                 or len(run.output) + len(steps) >= self.max_new_tokens
             )
             checkable = (
-                trigger.action in ("continue", "regenerate", "truncate")
+                not run.skip_check
+                and trigger.action in ("continue", "regenerate", "truncate")
                 and len(run.retrievals) < self.max_retrievals
                 and run.generated <= max_generated
                 and bool(steps)
             )
+            run.skip_check = False
             decision = None
             if checkable:
                 decision = trigger.check(
@@ -248,6 +251,7 @@ class ActiveRAG:
             elif trigger.action == "truncate":
                 yield from self._accept(run, steps[: decision.index])
                 run.session = None
+                run.skip_check = not trigger.recheck_after_retrieval
                 if hasattr(processor, "after_search"):
                     processor.after_search()
             else:  # continue
@@ -392,11 +396,14 @@ class ActiveRAG:
         assert run.session is not None
         sep = "" if not run.output or run.output_text.endswith((" ", "\n")) else " "
         forced_ids = self.model.encode(sep + self.answer_phrase)
-        run.session.extend(forced_ids)
+        context = list(run.session.ids)
+        forced: list[TokenStep] = []
         for i in forced_ids:
-            step = TokenStep(id=i, text=self.model.decode([i], skip_special_tokens=False), logprob=0.0, entropy=0.0, position=-1)
-            run.output.append(step)
-            yield TokenEvent(text=step.text, token_id=i, logprob=0.0, entropy=0.0, position=len(run.output) - 1)
+            text = self.model.token_text(context, i)
+            forced.append(TokenStep(id=i, text=text, logprob=0.0, entropy=0.0, position=len(context)))
+            context.append(i)
+        run.session.extend(forced_ids)
+        yield from self._accept(run, forced)
 
         def stop(steps: list[TokenStep]) -> bool:
             text = _text(steps)

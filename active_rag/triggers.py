@@ -45,6 +45,7 @@ class Trigger:
     action: ClassVar[Action] = "continue"
     unit: ClassVar[Unit] = "tokens"
     needs_attention: ClassVar[bool] = False
+    recheck_after_retrieval: ClassVar[bool] = True
     max_tokens: int = 64
 
     def check(self, ctx: SegmentContext) -> TriggerDecision:  # pragma: no cover - abstract
@@ -154,12 +155,15 @@ class RindTrigger(Trigger):
     ``S_RIND = H_i * a_max(i) * s_i`` exceeds ``theta``.
 
     Defaults follow Table 9 for HotpotQA with Llama2-13b-chat: ``theta = 1.2`` and a generation length
-    of 100 tokens per segment; ``a_max`` comes from the last layer (footnote 2), stop words from spaCy."""
+    of 100 tokens per segment; ``a_max`` comes from the last layer (footnote 2), stop words from spaCy.
+    After a retrieval the continuation (one segment) is accepted without a new check, as in DRAGIN's
+    released code; this also guarantees progress past the truncation point."""
 
     name: ClassVar[str] = "rind"
     action: ClassVar[Action] = "truncate"
     unit: ClassVar[Unit] = "tokens"
     needs_attention: ClassVar[bool] = True
+    recheck_after_retrieval: ClassVar[bool] = False
     theta: float = 1.2
     max_tokens: int = 100
 
@@ -197,7 +201,7 @@ class RindTrigger(Trigger):
 
 
 _SEARCH_TAG = re.compile(r"\[\s*Search\s*\((.*?)\)\s*\]", re.IGNORECASE | re.DOTALL)
-_OPEN_TAG = re.compile(r"\[\s*Search\s*\((.*)$", re.IGNORECASE | re.DOTALL)
+_OPEN_TAG = re.compile(r"\[\s*Search\s*\((.*?)\)?\s*$", re.IGNORECASE | re.DOTALL)  # unclosed: no "]" yet
 
 
 def _token_at_char(segment: Sequence[TokenStep], char: int) -> int:

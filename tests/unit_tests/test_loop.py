@@ -1,0 +1,344 @@
+"""The generation loop, preset by preset, driven by a scripted word-level model so that every token,
+probability, entropy and attention row is known: retrieval counts, positions, truncation points, tag
+removal, regeneration, budgets, errors and streaming order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from active_rag import (
+    ActiveRAG,
+    ActiveRAGResult,
+    ContextOverflowError,
+    EmptyQuestionError,
+    Passage,
+    Retrieval,
+    RetrieverError,
+    RouteDecision,
+    TokenEvent,
+    TokenStep,
+    UnknownNameError,
+)
+from active_rag.signals import max_later_attention
+
+ASSISTANT = "<assistant>"
+
+
+@dataclass
+class Word:
+    text: str
+    prob: float = 0.95
+    entropy: float = 0.1
+
+
+Script = Callable[[str], list[Word]]
+"""prompt text -> the whole answer the model would write for that prompt."""
+
+
+class ScriptedSession:
+    def __init__(self, lm: ScriptedLM, ids: list[int], capture_attention: bool) -> None:
+        self.lm, self.ids, self.capture_attention = lm, list(ids), capture_attention
+        self.finished = False
+        self.max_attention = torch.zeros(len(ids))
+        start = max(i for i, t in enumerate(ids) if lm.words[t] == ASSISTANT) + 1
+        self.prompt_text = lm.decode(ids[:start])
+        self.answer_start = start
+        lm.sessions.append(self)
+
+    def _row(self, position: int) -> torch.Tensor:
+        row = torch.full((position,), 0.01)
+        for j in range(position):
+            if self.lm.words[self.ids[j]].strip(".?,") in self.lm.focus:
+                row[j] = 1.0
+        return row / row.sum()
+
+    def generate(self, n: int, *, stop=None, logits_processor=None, **_: object) -> Iterator[TokenStep]:
+        answer = self.lm.script(self.prompt_text)
+        steps: list[TokenStep] = []
+        for _ in range(n):
+            k = len(self.ids) - self.answer_start
+            if k >= len(answer):
+                self.finished = True
+                return
+            w = answer[k]
+            tid = self.lm.word_id(w.text)
+            position = len(self.ids)
+            self.ids.append(tid)
+            row = self._row(position) if self.capture_attention else None
+            if row is not None:
+                if self.max_attention.shape[0] < position + 1:
+                    grown = torch.zeros(position + 1)
+                    grown[: self.max_attention.shape[0]] = self.max_attention
+                    self.max_attention = grown
+                self.max_attention[:position] = torch.maximum(self.max_attention[:position], row)
+            step = TokenStep(id=tid, text=" " + w.text, logprob=float(torch.tensor(w.prob).log()), entropy=w.entropy,
+                             position=position, attention=row)
+            steps.append(step)
+            yield step
+            if stop is not None and stop(steps):
+                return
+
+    def crop(self, length: int) -> None:
+        del self.ids[length:]
+        self.finished = False
+
+    def extend(self, ids: Sequence[int]) -> None:
+        self.ids.extend(ids)
+
+
+@dataclass
+class ScriptedLM:
+    script: Script
+    focus: set[str] = field(default_factory=set)
+    max_context: int = 100_000
+    name: str = "scripted"
+    supports_attention: bool = True
+    words: list[str] = field(default_factory=lambda: [ASSISTANT])
+    sessions: list[ScriptedSession] = field(default_factory=list)
+    completions: list[str] = field(default_factory=list)
+    eos_token_ids: frozenset[int] = frozenset()
+
+    def word_id(self, w: str) -> int:
+        if w not in self.words:
+            self.words.append(w)
+        return self.words.index(w)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.word_id(w) for w in text.split()]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+    def token_text(self, context: Sequence[int], token_id: int) -> str:
+        return " " + self.words[token_id]
+
+    def chat_parts(self, user: str) -> tuple[str, str]:
+        return "<user> ", f" {ASSISTANT}"
+
+    def session(self, ids: Sequence[int], *, capture_attention: bool = False) -> ScriptedSession:
+        return ScriptedSession(self, list(ids), capture_attention)
+
+    def require_attention(self) -> None:
+        pass
+
+    def complete(self, prompt: str, *, max_new_tokens: int = 32, **_: object) -> str:
+        self.completions.append(prompt)
+        return "[No]." if "capital of France" in prompt else "[Yes]."
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        n = len(self.queries)
+        return [Passage(id=f"r{n}-{i}", title=f"Doc {n}.{i}", text=f"evidence{n} text") for i in range(k)]
+
+
+def words(text: str, **overrides: tuple[float, float]) -> list[Word]:
+    """``overrides`` maps a word to (prob, entropy)."""
+    return [Word(w, *overrides.get(w.strip(".?,"), (0.95, 0.1))) for w in text.split()]
+
+
+QUESTION = "Who is the father of Kasper?"
+
+
+def run(preset: str, script: Script, **kw: object) -> tuple[ActiveRAGResult, Recorder, ScriptedLM]:
+    lm = ScriptedLM(script=script, focus=set(kw.pop("focus", set())))  # type: ignore[arg-type]
+    rec = Recorder()
+    result = ActiveRAG.from_preset(preset, lm, rec, **kw).run(QUESTION)  # type: ignore[arg-type]
+    return result, rec, lm
+
+
+def test_wo_rag_never_retrieves() -> None:
+    result, rec, _ = run("wo-rag", lambda p: words("Kasper's father is Peter."))
+    assert result.retrievals == [] and rec.queries == []
+    assert result.answer == "Kasper's father is Peter."
+
+
+def test_sr_rag_retrieves_once_with_the_question_before_generating() -> None:
+    prompts: list[str] = []
+
+    def script(p: str) -> list[Word]:
+        prompts.append(p)
+        return words("Peter.")
+
+    result, rec, _ = run("sr-rag", script)
+    assert rec.queries == [QUESTION]
+    assert [r.position for r in result.retrievals] == [0]
+    assert "evidence1" in prompts[0]  # documents are in the prompt of the first generation
+
+
+def test_fl_rag_retrieves_every_16_tokens_with_the_previous_window() -> None:
+    answer = " ".join(f"w{i}" for i in range(40))
+    result, rec, _ = run("fl-rag", lambda p: words(answer), max_new_tokens=40)
+    # initial retrieval with the input, then after tokens 16 and 32; not after the final window
+    assert [r.position for r in result.retrievals] == [0, 16, 32]
+    assert rec.queries[1] == " ".join(f"w{i}" for i in range(16))
+    assert rec.queries[2] == " ".join(f"w{i}" for i in range(16, 32))
+    assert len(result.tokens) == 40
+
+
+def test_fs_rag_retrieves_after_every_sentence_with_that_sentence() -> None:
+    result, rec, _ = run("fs-rag", lambda p: words("Kasper is a goalkeeper. His father is Peter. So the answer is Peter."))
+    assert rec.queries == [QUESTION, "Kasper is a goalkeeper.", "His father is Peter."]
+    assert result.answer == "Kasper is a goalkeeper. His father is Peter. So the answer is Peter."
+
+
+def test_flare_regenerates_a_low_confidence_sentence_with_a_masked_query() -> None:
+    def script(p: str) -> list[Word]:
+        if "evidence2" in p:  # after the look-ahead retrieval
+            return words("His father is Peter Schmeichel. Done.")
+        return words("His father is Bob Smith. Done.", Bob=(0.1, 3.0), Smith=(0.2, 2.0))
+
+    result, rec, _ = run("flare", script)
+    assert rec.queries[0] == QUESTION  # FLARE starts with the input
+    assert rec.queries[1] == "His father is"  # low-probability words (p < beta=0.4) are masked
+    assert result.retrievals[1].token == " Bob" and result.retrievals[1].score == pytest.approx(0.1)
+    assert result.answer.startswith("His father is Peter Schmeichel.")  # the look-ahead was regenerated
+    assert "Bob" not in result.answer
+
+
+def test_flare_keeps_confident_sentences_without_retrieving() -> None:
+    result, rec, _ = run("flare", lambda p: words("His father is Peter. Done."))
+    assert rec.queries == [QUESTION]
+    assert len(result.decisions) == 2 and not any(d.fire for d in result.decisions)
+
+
+def test_dragin_truncates_at_the_rind_token_and_queries_with_attention() -> None:
+    def script(p: str) -> list[Word]:
+        if "evidence1" in p:
+            return words("Kasper's father is Peter Schmeichel. So the answer is Peter.")
+        return words("Kasper's father is Bob Smith and more words follow here.", Bob=(0.2, 10.0))
+
+    result, rec, lm = run("dragin", script, focus={"father", "Kasper", "Kasper's", "Bob"}, max_new_tokens=60)
+    assert len(rec.queries) == 1
+    r = result.retrievals[0]
+    assert r.token == " Bob" and r.position == 3 and r.score is not None and r.score > 1.2
+    # QFS: attended words of the question and of the output before the trigger, in original order
+    assert rec.queries[0] == "father Kasper Kasper's father"
+    # output truncated before " Bob", then continued with the documents
+    assert result.answer == "Kasper's father is Peter Schmeichel. So the answer is Peter."
+    assert r.details["selected_words"]
+
+
+def test_dragin_without_a_trigger_keeps_one_cache() -> None:
+    result, rec, lm = run("dragin", lambda p: words("Peter is the father."), focus={"father"})
+    assert rec.queries == [] and len(lm.sessions) == 1
+    assert result.answer == "Peter is the father."
+
+
+def test_flare_instruct_removes_the_search_tag_and_uses_its_query() -> None:
+    def script(p: str) -> list[Word]:
+        if "evidence2" in p:
+            return words("The father is Peter. So the answer is Peter.")
+        return words("The father is [Search(Kasper father)] unknown.")
+
+    result, rec, _ = run("flare-instruct", script)
+    assert rec.queries == [QUESTION, "Kasper father"]
+    assert "[Search" not in result.answer
+    assert result.retrievals[1].position == 3
+    assert result.answer == "The father is Peter. So the answer is Peter."
+
+
+def test_self_ask_retrieves_for_each_follow_up_question() -> None:
+    def script(p: str) -> list[Word]:
+        return [Word(w) for w in "Yes. Follow up: Who is Kasper's father?\nIntermediate answer: Peter.\nSo the final answer is: Peter".replace("\n", " \n ").split(" ") if w]
+
+    result, rec, _ = run("self-ask", script)
+    assert rec.queries == ["Who is Kasper's father?"]
+    assert result.retrievals[0].trigger == "follow-up"
+    assert result.answer.endswith("So the final answer is: Peter")
+
+
+def test_retrieval_budget_is_respected() -> None:
+    answer = " ".join(f"w{i}" for i in range(80))
+    result, rec, _ = run("fl-rag", lambda p: words(answer), max_new_tokens=80, max_retrievals=2)
+    assert len(rec.queries) == 2
+
+
+def test_router_saying_no_skips_retrieval() -> None:
+    class No:
+        def decide(self, q: str) -> RouteDecision:
+            return RouteDecision(retrieve=False, router="stub", raw_output="[No].")
+
+    result, rec, _ = run("sr-rag", lambda p: words("Paris."), router=No())
+    assert rec.queries == [] and result.route is not None and result.route.raw_output == "[No]."
+
+
+def test_stream_yields_retrievals_then_the_tokens_they_enable() -> None:
+    lm = ScriptedLM(script=lambda p: words("Kasper is a goalkeeper. His father is Peter."))
+    events = list(ActiveRAG.from_preset("fs-rag", lm, Recorder()).stream(QUESTION))
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[0] == "Retrieval" and kinds[-1] == "ActiveRAGResult"
+    tokens = "".join(e.text for e in events if isinstance(e, TokenEvent))
+    assert tokens.strip() == events[-1].answer
+    first_retrieval_after_tokens = next(i for i, e in enumerate(events) if isinstance(e, Retrieval) and i > 0)
+    assert all(isinstance(e, TokenEvent) for e in events[1:first_retrieval_after_tokens])
+
+
+def test_answer_phrase_is_appended_when_missing() -> None:
+    def script(p: str) -> list[Word]:
+        return words("Peter.") if "So the answer is" not in p else words("Peter.")
+
+    lm = ScriptedLM(script=lambda p: words("Peter is his father."))
+    result = ActiveRAG.from_preset("wo-rag", lm, None, answer_phrase="So the answer is").run(QUESTION)
+    assert "So the answer is" in result.answer
+
+
+def test_stop_callable_ends_generation() -> None:
+    lm = ScriptedLM(script=lambda p: words("So the answer is Peter. Extra words here."))
+    result = ActiveRAG.from_preset("wo-rag", lm, None, stop=lambda t: t.rstrip().endswith("Peter.")).run(QUESTION)
+    assert result.answer == "So the answer is Peter."
+
+
+def test_errors_are_clear() -> None:
+    lm = ScriptedLM(script=lambda p: words("x."))
+    with pytest.raises(EmptyQuestionError):
+        ActiveRAG.from_preset("sr-rag", lm, Recorder()).run("   ")
+    with pytest.raises(UnknownNameError, match="dragin"):
+        ActiveRAG.from_preset("dragn", lm, Recorder())
+    with pytest.raises(ValueError, match="no retriever"):
+        ActiveRAG.from_preset("sr-rag", lm, None)
+
+    class Broken:
+        def retrieve(self, q: str, k: int) -> list[Passage]:
+            raise ConnectionError("index server down")
+
+    with pytest.raises(RetrieverError, match="index server down") as info:
+        ActiveRAG.from_preset("sr-rag", lm, Broken()).run(QUESTION)
+    assert isinstance(info.value.__cause__, ConnectionError)
+
+    class Wrong:
+        def retrieve(self, q: str, k: int) -> list[str]:
+            return ["text"]
+
+    with pytest.raises(RetrieverError, match="list of active_rag.Passage"):
+        ActiveRAG.from_preset("sr-rag", lm, Wrong()).run(QUESTION)  # type: ignore[arg-type]
+
+
+def test_context_overflow_drops_lowest_ranked_passages_then_fails() -> None:
+    lm = ScriptedLM(script=lambda p: words("Peter."))
+    prompt_words = len(("<user> " + "Below are the external knowledge references:").split())
+    # room for the prompt and two passages but not three
+    lm.max_context = 40
+    with pytest.warns(UserWarning, match="dropped the lowest-ranked passage"):
+        result = ActiveRAG.from_preset("sr-rag", lm, Recorder(), max_new_tokens=8).run(QUESTION)
+    assert result.warnings and "r1-2" in result.warnings[0]
+    assert prompt_words > 0
+    lm.max_context = 5
+    with pytest.raises(ContextOverflowError, match="context of 5 tokens"):
+        ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=8).run(QUESTION)
+
+
+def test_max_later_attention_matches_the_scripted_sessions_running_max() -> None:
+    lm = ScriptedLM(script=lambda p: words("Kasper father is Peter."), focus={"father"})
+    session = lm.session(lm.encode("<user> q <assistant>"), capture_attention=True)
+    steps = list(session.generate(5))
+    expected = max_later_attention([s.attention for s in steps if s.attention is not None], len(session.ids))
+    assert torch.allclose(expected, session.max_attention[: len(session.ids)])
