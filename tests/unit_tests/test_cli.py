@@ -1,0 +1,109 @@
+"""The command line on the tiny model saved to a folder (loaded like any local HF model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from active_rag.cli import main
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model, tiny_tokenizer) -> Path:
+    d = tmp_path_factory.mktemp("tiny-model")
+    tiny_model.save_pretrained(d)
+    tiny_tokenizer.save_pretrained(d)
+    return d
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    rows = [
+        {"id": "a", "title": "Kasper Schmeichel", "text": "Kasper Schmeichel is a Danish goalkeeper."},
+        {"id": "b", "title": "Peter Schmeichel", "text": "Peter Schmeichel was voted the IFFHS World's Best Goalkeeper."},
+        {"id": "c", "title": "Ed Wood", "text": "Ed Wood was an American filmmaker."},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_ask_json_schema(tiny_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["ask", "Who is Kasper Schmeichel?", "--model", str(tiny_dir), "--corpus", str(corpus),
+                 "--method", "fl-rag", "--max-new-tokens", "20", "--top-k", "2", "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"answer", "method", "retrievals", "passages"} <= set(data)
+    assert data["method"] == "fl-rag"
+    assert len(data["retrievals"]) == 2  # with the input, then after the first 16 tokens
+    for r in data["retrievals"]:
+        assert {"position", "token", "score", "threshold", "query", "passage_ids"} <= set(r)
+        assert len(r["passage_ids"]) == 2
+    ids = {p["id"] for p in data["passages"]}
+    assert ids == {i for r in data["retrievals"] for i in r["passage_ids"]}
+
+
+def test_ask_trigger_and_query_combination_prints_retrievals(tiny_dir: Path, corpus: Path, capsys) -> None:
+    code = main(["ask", "Who is Kasper Schmeichel?", "--model", str(tiny_dir), "--corpus", str(corpus),
+                 "--trigger", "fixed-length", "--query", "full-context", "--max-new-tokens", "20"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Method:   fixed-length+full-context" in out
+    assert "[retrieval @ token 16] trigger=fixed-length" in out
+
+
+def test_ask_stream(tiny_dir: Path, corpus: Path, capsys) -> None:
+    assert main(["ask", "Who?", "--model", str(tiny_dir), "--corpus", str(corpus), "--method", "sr-rag",
+                 "--max-new-tokens", "5", "--stream"]) == 0
+    assert "[retrieval @ token 0] trigger=once" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ask", "   "], "question is empty"),
+        (["ask", "q", "--method", "nope"], "Unknown method 'nope'. Valid methods: dragin"),
+        (["ask", "q", "--trigger", "nope", "--query", "input"], "Unknown trigger 'nope'"),
+        (["ask", "q", "--corpus", "/nonexistent/corpus.jsonl"], "does not exist"),
+    ],
+)
+def test_bad_input_gives_a_clear_error(argv: list[str], message: str, capsys, tiny_dir: Path) -> None:
+    assert main([*argv, "--model", str(tiny_dir)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_malformed_corpus_line_names_file_and_line(tmp_path: Path, tiny_dir: Path, capsys) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "title": "t", "text": "x"}\n{not json\n')
+    assert main(["ask", "q", "--corpus", str(bad), "--model", str(tiny_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl" in err and "line 2" in err
+
+
+def test_methods_lists_every_component(capsys) -> None:
+    from active_rag import PRESETS, QUERIES, TRIGGERS
+
+    assert main(["methods", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["presets"]) == set(PRESETS)
+    assert set(data["triggers"]) == set(TRIGGERS)
+    assert set(data["queries"]) == set(QUERIES)
+    assert set(data["routers"]) == {"ta-are", "vanilla", "none"}
+
+
+def test_index_builds_a_loadable_index(tmp_path: Path, corpus: Path, capsys) -> None:
+    from active_rag import BM25Index
+
+    out = tmp_path / "idx"
+    assert main(["index", str(corpus), str(out)]) == 0
+    assert "Indexed 3 passages" in capsys.readouterr().out
+    assert BM25Index.load(out).retrieve("IFFHS goalkeeper", 1)[0].id == "b"
+
+
+def test_models_lists_the_registry(capsys) -> None:
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in ("smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):
+        assert name in out
