@@ -1,62 +1,143 @@
-"""active-rag: active retrieval-augmented generation (FLARE, DRAGIN, TA-ARE) on local Hugging Face models."""
+"""active-rag: active retrieval-augmented generation (FLARE, DRAGIN, TA-ARE) on local Hugging Face models.
 
-from .errors import (
-    ActiveRAGError,
-    AttentionCaptureError,
-    ContextOverflowError,
-    CorpusError,
-    EmptyQuestionError,
-    ModelIntegrityError,
-    ModelNotInstalledError,
-    RetrieverError,
-    UnknownNameError,
-)
-from .loop import ActiveRAG, merge_rankings
-from .model import ActiveLM, DecodingSession
-from .presets import PRESETS
-from .prompts import PROMPTS, PromptTemplate
-from .queries import (
-    QUERIES,
-    AttentionQuery,
-    FollowUpQuery,
-    FullContextQuery,
-    GeneratedQuestionsQuery,
-    InputQuery,
-    LastSentenceQuery,
-    LastTokensQuery,
-    MaskedSentenceQuery,
-    QueryContext,
-    QueryFormulator,
-    SearchTagQuery,
-    make_query,
-)
-from .retrieval import BM25Index
-from .routing import ROUTERS, TaAreRouter, VanillaRouter, make_router
-from .triggers import (
-    TRIGGERS,
-    FixedLengthTrigger,
-    FixedSentenceTrigger,
-    FollowUpTrigger,
-    LowConfidenceTrigger,
-    NeverTrigger,
-    OnceTrigger,
-    RindTrigger,
-    SearchTagTrigger,
-    SegmentContext,
-    Trigger,
-    make_trigger,
-)
-from .types import (
-    ActiveRAGResult,
-    Passage,
-    Retrieval,
-    Retriever,
-    RouteDecision,
-    TokenEvent,
-    TokenStep,
-    TriggerDecision,
-)
+Names are imported lazily, so ``import active_rag.evaluation`` or the CLI's light commands do not pay
+for importing torch and transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+_EXPORTS: dict[str, str] = {
+    'ActiveRAGError': 'errors',
+    'AttentionCaptureError': 'errors',
+    'ContextOverflowError': 'errors',
+    'CorpusError': 'errors',
+    'EmptyQuestionError': 'errors',
+    'ModelIntegrityError': 'errors',
+    'ModelNotInstalledError': 'errors',
+    'RetrieverError': 'errors',
+    'UnknownNameError': 'errors',
+    'ActiveRAG': 'loop',
+    'merge_rankings': 'loop',
+    'ActiveLM': 'model',
+    'DecodingSession': 'model',
+    'PRESETS': 'presets',
+    'PROMPTS': 'prompts',
+    'PromptTemplate': 'prompts',
+    'AttentionQuery': 'queries',
+    'FollowUpQuery': 'queries',
+    'FullContextQuery': 'queries',
+    'GeneratedQuestionsQuery': 'queries',
+    'InputQuery': 'queries',
+    'LastSentenceQuery': 'queries',
+    'LastTokensQuery': 'queries',
+    'MaskedSentenceQuery': 'queries',
+    'QUERIES': 'queries',
+    'QueryContext': 'queries',
+    'QueryFormulator': 'queries',
+    'SearchTagQuery': 'queries',
+    'make_query': 'queries',
+    'BM25Index': 'retrieval',
+    'ROUTERS': 'routing',
+    'TaAreRouter': 'routing',
+    'VanillaRouter': 'routing',
+    'make_router': 'routing',
+    'FixedLengthTrigger': 'triggers',
+    'FixedSentenceTrigger': 'triggers',
+    'FollowUpTrigger': 'triggers',
+    'LowConfidenceTrigger': 'triggers',
+    'NeverTrigger': 'triggers',
+    'OnceTrigger': 'triggers',
+    'RindTrigger': 'triggers',
+    'SearchTagTrigger': 'triggers',
+    'SegmentContext': 'triggers',
+    'TRIGGERS': 'triggers',
+    'Trigger': 'triggers',
+    'make_trigger': 'triggers',
+    'ActiveRAGResult': 'types',
+    'Passage': 'types',
+    'Retrieval': 'types',
+    'Retriever': 'types',
+    'RouteDecision': 'types',
+    'TokenEvent': 'types',
+    'TokenStep': 'types',
+    'TriggerDecision': 'types',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'active_rag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .errors import (
+        ActiveRAGError,
+        AttentionCaptureError,
+        ContextOverflowError,
+        CorpusError,
+        EmptyQuestionError,
+        ModelIntegrityError,
+        ModelNotInstalledError,
+        RetrieverError,
+        UnknownNameError,
+    )
+    from .loop import ActiveRAG, merge_rankings
+    from .model import ActiveLM, DecodingSession
+    from .presets import PRESETS
+    from .prompts import PROMPTS, PromptTemplate
+    from .queries import (
+        QUERIES,
+        AttentionQuery,
+        FollowUpQuery,
+        FullContextQuery,
+        GeneratedQuestionsQuery,
+        InputQuery,
+        LastSentenceQuery,
+        LastTokensQuery,
+        MaskedSentenceQuery,
+        QueryContext,
+        QueryFormulator,
+        SearchTagQuery,
+        make_query,
+    )
+    from .retrieval import BM25Index
+    from .routing import ROUTERS, TaAreRouter, VanillaRouter, make_router
+    from .triggers import (
+        TRIGGERS,
+        FixedLengthTrigger,
+        FixedSentenceTrigger,
+        FollowUpTrigger,
+        LowConfidenceTrigger,
+        NeverTrigger,
+        OnceTrigger,
+        RindTrigger,
+        SearchTagTrigger,
+        SegmentContext,
+        Trigger,
+        make_trigger,
+    )
+    from .types import (
+        ActiveRAGResult,
+        Passage,
+        Retrieval,
+        Retriever,
+        RouteDecision,
+        TokenEvent,
+        TokenStep,
+        TriggerDecision,
+    )
