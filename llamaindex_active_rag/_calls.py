@@ -1,0 +1,157 @@
+"""One question through the engine: a per-call view of an :class:`active_rag.ActiveRAG`.
+
+The engine loop is never reimplemented here. For each question, :class:`EngineCall` takes a shallow
+copy of the configured ``ActiveRAG`` (sharing its model, trigger, query formulator and prompt) and
+only swaps two of its public attributes:
+
+- ``retriever``: a fresh :class:`~llamaindex_active_rag.retriever.LlamaIndexRetrieverAdapter` (or a
+  caller-supplied stand-in, e.g. the workflow's retrieve-step bridge) that remembers this question's
+  nodes, so concurrent questions never share state;
+- ``trigger``: a transparent wrapper whose ``check`` forwards to the real trigger and records its
+  decision. ``ActiveRAG.stream`` yields a ``Retrieval`` for every decision that fires, but not the
+  decisions that let a segment through; the wrapper surfaces those, so that *every* trigger decision
+  becomes an instrumentation event (and a workflow stream event).
+
+``EngineCall.events`` yields the engine's own events in order, with each non-firing
+``TriggerDecision`` placed just before the tokens of the segment it accepted, and dispatches the
+LlamaIndex instrumentation events as it goes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.schema import NodeWithScore
+
+from active_rag.loop import ActiveRAG
+from active_rag.triggers import SegmentContext
+from active_rag.types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent, TriggerDecision
+
+from .events import ActiveRetrievalEvent, ActiveRouteEvent, dispatch
+from .retriever import LlamaIndexRetrieverAdapter
+
+CallEvent = TokenEvent | Retrieval | RouteDecision | ActiveRAGResult | TriggerDecision
+
+
+class _ObservedTrigger:
+    """Delegates everything to the wrapped trigger; ``check`` also reports each decision."""
+
+    def __init__(self, inner: Any, on_decision: Callable[[TriggerDecision], None]) -> None:
+        self._inner = inner
+        self._on_decision = on_decision
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        decision = self._inner.check(ctx)
+        self._on_decision(decision)
+        return decision
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class FixedRouter:
+    """A router that returns a verdict already taken (the workflow's route step), so the engine applies
+    it exactly as it applies its own router's (no retrieval at all when ``retrieve`` is false)."""
+
+    def __init__(self, decision: RouteDecision) -> None:
+        self.decision = decision
+
+    def decide(self, question: str) -> RouteDecision:
+        return self.decision
+
+
+@dataclass
+class EngineCall:
+    """The engine run for one question; build with :meth:`start`, iterate :meth:`events`."""
+
+    rag: ActiveRAG
+    adapter: LlamaIndexRetrieverAdapter | None
+    question: str
+    retrievals: list[Retrieval] = field(default_factory=list)
+    route: RouteDecision | None = None
+    result: ActiveRAGResult | None = None
+    accepted: int = 0  # output tokens accepted so far (the position of a non-firing decision)
+    _pending: list[TriggerDecision] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls,
+        base: ActiveRAG,
+        question: str,
+        *,
+        adapter: LlamaIndexRetrieverAdapter | None = None,
+        retriever: Any = None,
+        router: Any = None,
+    ) -> EngineCall:
+        """A per-question copy of ``base``. ``adapter`` (fresh per question) records nodes; ``retriever``
+        replaces what the engine calls (default: the adapter); ``router`` replaces the engine's router."""
+        rag = copy.copy(base)
+        if retriever is not None or adapter is not None:
+            rag.retriever = retriever if retriever is not None else adapter
+        if router is not None:
+            rag.router = router
+        call = cls(rag=rag, adapter=adapter, question=question)
+        rag.trigger = _ObservedTrigger(base.trigger, call._pending.append)  # type: ignore[assignment]
+        return call
+
+    @property
+    def method(self) -> str:
+        return self.rag.method
+
+    def events(self) -> Iterator[CallEvent]:
+        """The engine's stream events, plus each non-firing :class:`TriggerDecision`, in order.
+
+        Dispatches an :class:`ActiveRetrievalEvent` per decision and an :class:`ActiveRouteEvent` per route.
+        Raises the engine's errors (``EmptyQuestionError``, ``RetrieverError``, ...) unchanged.
+        """
+        for event in self.rag.stream(self.question):
+            pending, self._pending[:] = list(self._pending), []
+            for decision in pending:
+                if not decision.fire:  # a fired decision is reported by the Retrieval that follows it
+                    position = self.decision_position(decision)
+                    dispatch(ActiveRetrievalEvent.from_decision(decision, question=self.question, method=self.method, position=position))
+                    yield decision
+            if isinstance(event, TokenEvent):
+                self.accepted += 1
+            elif isinstance(event, Retrieval):
+                self.retrievals.append(event)
+                dispatch(ActiveRetrievalEvent.from_retrieval(event, question=self.question, method=self.method))
+            elif isinstance(event, RouteDecision):
+                self.route = event
+                dispatch(ActiveRouteEvent.from_decision(event, question=self.question))
+            elif isinstance(event, ActiveRAGResult):
+                self.result = event
+            yield event
+
+    def decision_position(self, decision: TriggerDecision) -> int:
+        """Output tokens before the segment a decision checked (``TriggerDecision.output_start`` when the
+        engine sets it; otherwise the tokens accepted so far, which is the same number)."""
+        start = getattr(decision, "output_start", None)
+        return start if isinstance(start, int) else self.accepted
+
+    # -- what the LlamaIndex objects report -------------------------------------------------------
+    def source_nodes(self) -> list[NodeWithScore]:
+        """The nodes behind every passage the engine retrieved so far (deduplicated, first retrieval first)."""
+        if self.adapter is None:
+            return []
+        ids: list[str] = []
+        for r in self.retrievals:
+            ids.extend(i for i in r.passage_ids if i not in ids)
+        return self.adapter.source_nodes(ids)
+
+    def metadata(self) -> dict[str, Any]:
+        """The retrieval trace: method, ``Retrieval.to_dict()`` per retrieval, route, and (when done) the rest."""
+        meta: dict[str, Any] = {
+            "method": self.method,
+            "retrievals": [r.to_dict() for r in self.retrievals],
+            "route": self.route.to_dict() if self.route else None,
+            "complete": self.result is not None,
+        }
+        if self.result is not None:
+            meta["warnings"] = list(self.result.warnings)
+            meta["generated_tokens"] = self.result.generated_tokens
+            meta["decisions"] = len(self.result.decisions)
+        return meta

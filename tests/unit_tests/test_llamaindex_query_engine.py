@@ -1,0 +1,318 @@
+"""ActiveRAGQueryEngine: query / aquery / streaming, source nodes vs. trace, instrumentation, errors.
+
+Uses the tiny random Llama (never emits EOS, so every answer has exactly ``max_new_tokens`` tokens) with
+presets that always retrieve (``fl-rag``, ``sr-rag``), a LlamaIndex ``BaseRetriever`` fake, and
+``BM25Retriever`` over the bundled demo corpus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events.retrieval import RetrievalStartEvent
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from active_rag import ActiveLM, ActiveRAG
+from active_rag.errors import EmptyQuestionError, RetrieverError, UnknownNameError
+from llamaindex_active_rag import ActiveRAGQueryEngine, ActiveRetrievalEvent, ActiveRouteEvent, LlamaIndexRetrieverAdapter
+
+QUESTION = "What was the father of Kasper Schmeichel voted to be by the IFFHS in 1992?"
+
+
+class FakeLIRetriever(BaseRetriever):
+    """A LlamaIndex retriever: 10 deterministic nodes per query, ids ``r<n>-<i>``; records queries,
+    the ``similarity_top_k`` seen during each call, and every node object it returned."""
+
+    def __init__(self, similarity_top_k: int | None = 2, fail: bool = False) -> None:
+        super().__init__()
+        if similarity_top_k is not None:
+            self.similarity_top_k = similarity_top_k
+        self.fail = fail
+        self.queries: list[str] = []
+        self.seen_top_k: list[int | None] = []
+        self.returned: dict[str, NodeWithScore] = {}
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if self.fail:
+            raise ConnectionError("vector store unreachable")
+        self.queries.append(query_bundle.query_str)
+        self.seen_top_k.append(getattr(self, "similarity_top_k", None))
+        n = len(self.queries)
+        count = getattr(self, "similarity_top_k", 10)
+        nodes = [
+            NodeWithScore(node=TextNode(id_=f"r{n}-{i}", text=f"Passage {i} for {query_bundle.query_str[:30]}", metadata={"title": f"T{n}.{i}", "rank": i}), score=1.0 / (i + 1))
+            for i in range(count)
+        ]
+        for node in nodes:
+            self.returned[node.node.node_id] = node
+        return nodes
+
+
+class Collector(BaseEventHandler):
+    """Collects every instrumentation event."""
+
+    events: list[Any] = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Collector"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    handler = Collector(events=[])
+    root = get_dispatcher()
+    root.add_event_handler(handler)
+    yield handler
+    root.event_handlers.remove(handler)
+
+
+def trace_ids(response: Response | StreamingResponse | AsyncStreamingResponse) -> list[str]:
+    """Passage ids of the retrieval trace, deduplicated, first retrieval first."""
+    ids: list[str] = []
+    for r in (response.metadata or {})["retrievals"]:
+        ids.extend(i for i in r["passage_ids"] if i not in ids)
+    return ids
+
+
+def node_ids(response: Any) -> list[str]:
+    return [n.node.node_id for n in response.source_nodes]
+
+
+# -- query -------------------------------------------------------------------------------------------
+def test_query_source_nodes_are_the_retrieved_nodes(tiny_lm: ActiveLM) -> None:
+    retriever = FakeLIRetriever()
+    engine = ActiveRAGQueryEngine(tiny_lm, retriever, preset="fl-rag", top_k=3, max_new_tokens=40)
+    response = engine.query(QUESTION)
+
+    assert isinstance(response, Response)
+    meta = response.metadata
+    assert meta["method"] == "fl-rag" and meta["complete"] is True
+    # fl-rag: initial retrieval with the question, then one every 16 tokens -> 3 retrievals in 40 tokens
+    assert [r["position"] for r in meta["retrievals"]] == [0, 16, 32]
+    assert meta["retrievals"][0]["query"] == QUESTION
+    assert set(meta["retrievals"][0]) >= {"position", "token", "score", "threshold", "query", "passage_ids", "trigger", "reason", "titles"}
+    assert meta["generated_tokens"] == 40
+    # source nodes: the nodes the engine retrieved, mapped back by id, in trace order, originals (same objects)
+    assert node_ids(response) == trace_ids(response) == ["r1-0", "r1-1", "r1-2", "r2-0", "r2-1", "r2-2", "r3-0", "r3-1", "r3-2"]
+    assert all(n is retriever.returned[n.node.node_id] for n in response.source_nodes)
+    assert meta["retrievals"][0]["titles"] == ["T1.0", "T1.1", "T1.2"]
+    # every retrieval went through the retriever, with similarity_top_k = top_k for the call, then restored
+    assert retriever.queries == [r["query"] for r in meta["retrievals"]]
+    assert retriever.seen_top_k == [3, 3, 3] and retriever.similarity_top_k == 2
+    assert response.response == response.response.strip() and len(tiny_lm.encode(response.response)) > 0
+
+
+def test_retriever_without_similarity_top_k_is_sliced(tiny_lm: ActiveLM) -> None:
+    retriever = FakeLIRetriever(similarity_top_k=None)  # returns 10 nodes
+    response = ActiveRAGQueryEngine(tiny_lm, retriever, preset="sr-rag", top_k=2, max_new_tokens=8).query(QUESTION)
+    assert node_ids(response) == ["r1-0", "r1-1"]
+    assert response.metadata["retrievals"][0]["passage_ids"] == ["r1-0", "r1-1"]
+
+
+def test_passages_seen_by_the_engine_come_from_the_nodes() -> None:
+    node = NodeWithScore(node=TextNode(id_="n1", text="Body text.", metadata={"title": "A title", "year": 1992}), score=0.5)
+    from llamaindex_active_rag import node_from_passage, passage_from_node
+
+    passage = passage_from_node(node)
+    assert (passage.id, passage.title, passage.text, passage.score, passage.metadata) == ("n1", "A title", "Body text.", 0.5, {"year": 1992})
+    back = node_from_passage(passage)
+    assert back.node.node_id == "n1" and back.node.metadata == {"year": 1992, "title": "A title"} and back.score == 0.5
+
+
+def test_engine_retriever_is_accepted_and_turned_into_nodes(tiny_lm: ActiveLM, fake_retriever: Any) -> None:
+    response = ActiveRAGQueryEngine(tiny_lm, fake_retriever, preset="sr-rag", top_k=2, max_new_tokens=8).query(QUESTION)
+    assert node_ids(response) == trace_ids(response) == ["q1-d0", "q1-d1"]
+    assert response.source_nodes[0].node.metadata["title"] == "Title 1.0"
+    assert fake_retriever.queries == [QUESTION]
+
+
+def test_from_engine_wraps_a_configured_activerag(tiny_lm: ActiveLM, fake_retriever: Any) -> None:
+    rag = ActiveRAG.from_preset("sr-rag", tiny_lm, fake_retriever, top_k=1, max_new_tokens=6)
+    engine = ActiveRAGQueryEngine.from_engine(rag)
+    response = engine.query(QUESTION)
+    assert engine.rag is rag and rag.retriever is fake_retriever  # the configured engine is never mutated
+    fresh = ActiveRAG.from_preset("sr-rag", tiny_lm, type(fake_retriever)(), top_k=1, max_new_tokens=6)
+    assert node_ids(response) == ["q1-d0"] and response.response == fresh.run(QUESTION).answer
+
+
+def test_options_pass_through_to_the_engine(tiny_lm: ActiveLM) -> None:
+    engine = ActiveRAGQueryEngine(
+        tiny_lm, FakeLIRetriever(), trigger="fixed-length", query="last-tokens", top_k=1, max_retrievals=1, max_new_tokens=40, prompt="flare"
+    )
+    assert (engine.rag.trigger.name, engine.rag.query.name, engine.rag.prompt.name) == ("fixed-length", "last-tokens", "flare")
+    response = engine.query(QUESTION)
+    assert len(response.metadata["retrievals"]) == 1  # max_retrievals
+    assert response.metadata["method"] == "fixed-length+last-tokens"
+
+
+# -- async and streaming ------------------------------------------------------------------------------
+def test_aquery_matches_query(tiny_lm: ActiveLM) -> None:
+    sync = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=2, max_new_tokens=20).query(QUESTION)
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=2, max_new_tokens=20)
+    result = asyncio.run(engine.aquery(QUESTION))
+    assert isinstance(result, Response)
+    assert result.response == sync.response and node_ids(result) == node_ids(sync) == trace_ids(result)
+    assert result.metadata["retrievals"] == sync.metadata["retrievals"]
+
+
+def test_streaming_yields_tokens_and_fills_sources_when_done(tiny_lm: ActiveLM) -> None:
+    full = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=2, max_new_tokens=20).query(QUESTION)
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=2, max_new_tokens=20, streaming=True)
+    streaming = engine.query(QUESTION)
+    assert isinstance(streaming, StreamingResponse)
+    # lazy: nothing ran yet
+    assert streaming.source_nodes == [] and streaming.metadata["complete"] is False and streaming.metadata["retrievals"] == []
+    tokens = list(streaming.response_gen)
+    assert len(tokens) == 20 and "".join(tokens).strip() == full.response
+    assert streaming.metadata["complete"] is True
+    assert streaming.metadata["retrievals"] == full.metadata["retrievals"]
+    assert node_ids(streaming) == node_ids(full) == trace_ids(streaming)
+
+
+def test_streaming_sources_grow_as_retrievals_happen(tiny_lm: ActiveLM) -> None:
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=1, max_new_tokens=40, streaming=True)
+    streaming = engine.query(QUESTION)
+    gen = streaming.response_gen
+    next(gen)
+    # fl-rag retrieves with the question first, then (action "continue") retrieves for the next window
+    # right after checking the first 16 tokens, before they are streamed
+    assert node_ids(streaming) == ["r1-0", "r2-0"] and streaming.metadata["complete"] is False
+    assert [r["position"] for r in streaming.metadata["retrievals"]] == [0, 16]
+    list(gen)
+    assert node_ids(streaming) == ["r1-0", "r2-0", "r3-0"]
+
+
+def test_async_streaming(tiny_lm: ActiveLM) -> None:
+    full = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag", top_k=2, max_new_tokens=12).query(QUESTION)
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag", top_k=2, max_new_tokens=12, streaming=True)
+
+    async def run() -> tuple[AsyncStreamingResponse, list[str]]:
+        response = await engine.aquery(QUESTION)
+        assert isinstance(response, AsyncStreamingResponse)
+        return response, [t async for t in response.async_response_gen()]
+
+    response, tokens = asyncio.run(run())
+    assert len(tokens) == 12 and "".join(tokens).strip() == full.response
+    assert response.metadata["complete"] is True and node_ids(response) == node_ids(full) == ["r1-0", "r1-1"]
+
+
+# -- BM25Retriever -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bm25() -> Any:
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    from llamaindex_active_rag import demo_nodes
+
+    return BM25Retriever.from_defaults(nodes=demo_nodes(), similarity_top_k=2)
+
+
+def test_bm25_retriever(tiny_lm: ActiveLM, bm25: Any) -> None:
+    engine = ActiveRAGQueryEngine(tiny_lm, bm25, preset="fl-rag", top_k=3, max_new_tokens=20)
+    response = engine.query(QUESTION)
+    first = response.metadata["retrievals"][0]
+    assert first["query"] == QUESTION and len(first["passage_ids"]) == 3
+    assert {"Kasper Schmeichel", "Peter Schmeichel"} <= set(first["titles"])  # BM25 finds both supporting paragraphs
+    assert node_ids(response) == trace_ids(response)
+    assert all(n.node.node_id.startswith("hotpot-") and n.score is not None for n in response.source_nodes)
+    assert bm25.similarity_top_k == 2  # restored after each call
+
+
+def test_bm25_retriever_streaming(tiny_lm: ActiveLM, bm25: Any) -> None:
+    streaming = ActiveRAGQueryEngine(tiny_lm, bm25, preset="sr-rag", top_k=2, max_new_tokens=10, streaming=True).query(QUESTION)
+    assert len(list(streaming.response_gen)) == 10
+    assert {n.node.metadata["title"] for n in streaming.source_nodes} == {"Kasper Schmeichel", "Peter Schmeichel"}
+
+
+def test_adapter_clamps_k_to_the_bm25_corpus(bm25: Any) -> None:
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    from llamaindex_active_rag import demo_nodes
+
+    small = BM25Retriever.from_defaults(nodes=demo_nodes()[:3], similarity_top_k=2)
+    assert len(LlamaIndexRetrieverAdapter(small).retrieve("Meet Corliss Archer", 5)) == 3
+
+
+# -- instrumentation -----------------------------------------------------------------------------------
+def test_every_trigger_decision_is_an_instrumentation_event(tiny_lm: ActiveLM, collector: Collector) -> None:
+    retriever = FakeLIRetriever()
+    response = ActiveRAGQueryEngine(tiny_lm, retriever, preset="fl-rag", top_k=2, max_new_tokens=40).query(QUESTION)
+    decisions = [e for e in collector.events if isinstance(e, ActiveRetrievalEvent)]
+    fired = [e for e in decisions if e.fired]
+    held = [e for e in decisions if not e.fired]
+    trace = response.metadata["retrievals"]
+    assert [(e.position, e.query, e.node_ids, e.trigger, e.token, e.score, e.threshold) for e in fired] == [
+        (r["position"], r["query"], r["passage_ids"], r["trigger"], r["token"], r["score"], r["threshold"]) for r in trace
+    ]
+    # 40 tokens: segments of 16, 16 (both fire) and 8 (generation ended: no retrieval)
+    assert len(held) == 1 and held[0].position == 32 and held[0].query is None and held[0].node_ids == []
+    assert len(decisions) == response.metadata["decisions"] + 1  # + the initial retrieval
+    assert all(e.method == "fl-rag" and e.question == QUESTION for e in decisions)
+    # the retriever's own retrieve() ran (LlamaIndex retrieval events), once per engine query
+    starts = [e for e in collector.events if isinstance(e, RetrievalStartEvent)]
+    assert [str(e.str_or_query_bundle) for e in starts] == retriever.queries
+    assert ActiveRetrievalEvent.class_name() == "ActiveRetrievalEvent"
+
+
+def test_router_option_routes_and_dispatches(tiny_lm: ActiveLM, collector: Collector, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", router="ta-are", top_k=2, max_new_tokens=20)
+    monkeypatch.setattr(tiny_lm, "complete", lambda prompt, **kw: "[No]")
+    no = engine.query(QUESTION)
+    assert no.metadata["route"]["retrieve"] is False and no.metadata["retrievals"] == [] and no.source_nodes == []
+    monkeypatch.setattr(tiny_lm, "complete", lambda prompt, **kw: "[Yes]")
+    yes = engine.query(QUESTION)
+    assert yes.metadata["route"]["retrieve"] is True and len(yes.metadata["retrievals"]) == 2
+    routes = [e for e in collector.events if isinstance(e, ActiveRouteEvent)]
+    assert [(e.retrieve, e.router, e.raw_output) for e in routes] == [(False, "ta-are", "[No]"), (True, "ta-are", "[Yes]")]
+
+
+# -- errors --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("question", ["", "   \n"])
+def test_empty_question(tiny_lm: ActiveLM, question: str) -> None:
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag", max_new_tokens=4)
+    with pytest.raises(EmptyQuestionError, match="empty"):
+        engine.query(question)
+    with pytest.raises(EmptyQuestionError):
+        asyncio.run(engine.aquery(question))
+    streaming = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag", max_new_tokens=4, streaming=True)
+    with pytest.raises(EmptyQuestionError):  # raised by query(), not later by the generator
+        streaming.query(question)
+
+
+def test_unknown_preset(tiny_lm: ActiveLM) -> None:
+    with pytest.raises(UnknownNameError, match="Unknown method 'dragon'.*dragin"):
+        ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="dragon")
+    with pytest.raises(UnknownNameError, match="router"):
+        ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag", router="oracle")
+
+
+def test_retrieving_method_without_retriever(tiny_lm: ActiveLM) -> None:
+    with pytest.raises(ValueError, match="no retriever was given"):
+        ActiveRAGQueryEngine(tiny_lm, preset="fl-rag")
+    assert ActiveRAGQueryEngine(tiny_lm, preset="wo-rag", max_new_tokens=3).query(QUESTION).source_nodes == []
+
+
+def test_not_a_retriever(tiny_lm: ActiveLM) -> None:
+    with pytest.raises(TypeError, match="BaseRetriever"):
+        ActiveRAGQueryEngine(tiny_lm, object(), preset="sr-rag")  # type: ignore[arg-type]
+
+
+def test_retriever_raising_surfaces_as_retriever_error(tiny_lm: ActiveLM) -> None:
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(fail=True), preset="sr-rag", max_new_tokens=4)
+    with pytest.raises(RetrieverError, match="vector store unreachable") as info:
+        engine.query(QUESTION)
+    assert isinstance(info.value.__cause__, ConnectionError)
+    assert QUESTION in str(info.value)
+    streaming = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(fail=True), preset="sr-rag", max_new_tokens=4, streaming=True)
+    with pytest.raises(RetrieverError):
+        list(streaming.query(QUESTION).response_gen)
