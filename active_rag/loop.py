@@ -217,6 +217,7 @@ class ActiveRAG:
                 decision = trigger.check(
                     SegmentContext(steps, run.session.max_attention if capture else None, run.output_text, ended)
                 )
+                decision.output_start = len(run.output)
                 run.decisions.append(decision)
             if decision is None or not decision.fire:
                 yield from self._accept(run, steps)
@@ -339,6 +340,8 @@ class ActiveRAG:
         return steps
 
     def _accept(self, run: _Run, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:
+        if run.session is not None and not self.keep_attention:
+            run.session.commit()
         for s in steps:
             if not self.keep_attention:
                 s.attention = None

@@ -110,7 +110,7 @@ class DecodingSession:
     """One KV-cached decoding state over ``ids``: generate token by token, crop, extend.
 
     ``max_attention[j]`` is DRAGIN's ``a_max(j)`` (Eq. 3): the largest attention that any later token
-    generated in this session with capture on paid to position ``j``; updated in place, linear memory.
+    generated in this session with capture on (and not cropped since) paid to position ``j``.
     """
 
     lm: ActiveLM
@@ -128,6 +128,11 @@ class DecodingSession:
         self._cache = DynamicCache(config=self.lm.model.config)
         self._fed = 0  # number of ids already in the KV cache
         self._next_logits: torch.Tensor | None = None
+        # rows of the tokens generated since the last commit() (position -> row), and a_max of everything
+        # committed before: crop() can rebuild a_max exactly while memory stays one segment of rows
+        self._rows: dict[int, torch.Tensor] = {}
+        self._committed_max = torch.zeros(0, dtype=torch.float32)
+        self._committed = len(self.ids)
         self.max_attention = torch.zeros(len(self.ids), dtype=torch.float32)
         self._feed_pending()
 
@@ -181,6 +186,7 @@ class DecodingSession:
             grown[: self.max_attention.shape[0]] = self.max_attention
             self.max_attention = grown
         torch.maximum(self.max_attention[:n], earlier, out=self.max_attention[:n])
+        self._rows[n] = earlier
         return earlier
 
     # -- public --------------------------------------------------------------------------------------
@@ -198,9 +204,26 @@ class DecodingSession:
             self._cache.crop(keep - self._fed)  # a negative count removes that many cached positions
         self._fed = keep
         del self.ids[length:]
-        self.max_attention[length:] = 0.0
+        if length < self._committed:
+            raise ValueError(f"cannot crop to {length}: the first {self._committed} tokens were committed")
+        # a_max must not keep the attention of the forgotten tokens: rebuild it from the committed part and
+        # the rows that remain
+        self._rows = {p: r for p, r in self._rows.items() if p < length}
+        self.max_attention = torch.zeros(length, dtype=torch.float32)
+        base = self._committed_max[:length]
+        self.max_attention[: base.shape[0]] = base
+        for r in self._rows.values():
+            torch.maximum(self.max_attention[: r.shape[0]], r, out=self.max_attention[: r.shape[0]])
         self.finished = False
         self._feed_pending()
+
+    def commit(self) -> None:
+        """Accept every token so far: their attention rows are released (only ``a_max`` is kept), so the
+        session holds at most one segment of rows and extra memory stays linear in the sequence length.
+        Committed tokens can no longer be cropped away."""
+        self._committed_max = self.max_attention.clone()
+        self._committed = len(self.ids)
+        self._rows.clear()
 
     def extend(self, new_ids: Sequence[int]) -> None:
         """Append tokens (e.g. a forced answer phrase) to the sequence."""
@@ -342,11 +365,16 @@ class ActiveLM:
             return str(self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))
 
     def token_text(self, context: Sequence[int], token_id: int) -> str:
-        """Text that ``token_id`` adds after ``context`` (robust to byte-level pieces and leading spaces)."""
+        """Text that ``token_id`` adds after ``context`` (robust to byte-level pieces and leading spaces).
+
+        A character split over several byte-level tokens is attributed to the token that completes it
+        (the earlier pieces add ``""``), so the texts of consecutive tokens join to the decoded text."""
         window = list(context[-6:])
         with self._tok_lock:
             before = self.tokenizer.decode(window, skip_special_tokens=False)
             after = self.tokenizer.decode([*window, token_id], skip_special_tokens=False)
+        # An incomplete UTF-8 sequence at the end decodes to U+FFFD; it is not text yet.
+        before, after = before.rstrip("\ufffd"), after.rstrip("\ufffd")
         if after.startswith(before):
             return after[len(before) :]
         with self._tok_lock:

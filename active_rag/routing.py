@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import itertools
 import json
 import math
 import re
@@ -137,10 +138,12 @@ class TaAreRouter(_PromptRouter):
         q = list(self.embed([question])[0])
         ranked = sorted(range(len(self.pool)), key=lambda i: -_cosine(q, self._pool_vectors[i]))
         yes = [self.pool[i] for i in ranked[: self.n_yes]]
+        # a pool smaller than n_yes is topped up with the fixed [Yes] demonstrations
+        yes += [d for d in self.demonstrations if d.needs_retrieval and d not in yes][: self.n_yes - len(yes)]
         no = [d for d in self.demonstrations if not d.needs_retrieval]
         chosen: list[Demonstration] = []
-        for pair in zip(no, yes):  # alternate [No], [Yes] as the authors' fixed set does
-            chosen.extend(pair)
+        for pair in itertools.zip_longest(no, yes):  # alternate [No], [Yes] as the authors' fixed set does
+            chosen.extend(d for d in pair if d is not None)
         return chosen
 
     def prompt(self, question: str) -> str:

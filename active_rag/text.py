@@ -62,8 +62,12 @@ def first_sentence_end(text: str) -> int | None:
     head = text if newline < 0 else text[:newline]
     if head.strip():
         spans = list(_punkt().span_tokenize(head))
-        if len(spans) >= 2:
-            return spans[0][1]
+        # a list marker such as "1." is not a sentence of its own: extend to the first span with a letter
+        k = 0
+        while k < len(spans) and not any(c.isalpha() for c in head[: spans[k][1]]):
+            k += 1
+        if k + 1 < len(spans):
+            return spans[k][1]
     if newline >= 0 and text[:newline].strip() and text[newline:].strip():
         return newline
     return None
@@ -79,21 +83,35 @@ def stop_words() -> frozenset[str]:
 
 def is_content_word(word: str) -> bool:
     """DRAGIN's ``s_i`` (Eq. 4): 0 for stop words; punctuation-only pieces carry no content either."""
-    w = word.strip().lower().strip("\"'`.,;:!?()[]{}")
-    return bool(w) and any(c.isalnum() for c in w) and w not in stop_words() and not w.startswith("<|")
+    bare = word.strip().lower().strip("\"`.,;:!?()[]{}")  # keeps apostrophes: "'s" is a spaCy stop word
+    w = bare.strip("'")
+    return bool(w) and any(c.isalnum() for c in w) and w not in stop_words() and bare not in stop_words() and not w.startswith("<|")
 
 
 def word_groups(pieces: Sequence[str]) -> list[list[int]]:
-    """Group token indices into words: a piece that starts with whitespace or punctuation starts a word."""
+    """Group token indices into words: a piece that starts with whitespace or punctuation starts a word.
+
+    An empty piece (the leading bytes of a character split over byte-level tokens, whose text goes to
+    the token that completes the character) belongs to the word of the next non-empty piece."""
     groups: list[list[int]] = []
+    pending: list[int] = []  # empty pieces waiting for the piece that completes their character
+    previous = ""  # the last non-empty piece
     for i, piece in enumerate(pieces):
-        starts_word = not groups or not piece or piece[0].isspace() or not piece[0].isalnum() or (
-            bool(pieces[i - 1]) and not pieces[i - 1][-1].isalnum()
-        )
+        if not piece:
+            pending.append(i)
+            continue
+        starts_word = not groups or piece[0].isspace() or not piece[0].isalnum() or not previous[-1].isalnum()
         if starts_word:
-            groups.append([i])
+            groups.append([*pending, i])
         else:
-            groups[-1].append(i)
+            groups[-1].extend([*pending, i])
+        pending = []
+        previous = piece
+    if pending:
+        if groups:
+            groups[-1].extend(pending)
+        else:
+            groups.append(pending)
     return groups
 
 

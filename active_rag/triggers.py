@@ -143,7 +143,9 @@ class LowConfidenceTrigger(Trigger):
             return self._hold(reason="empty segment")
         probs = [s.prob for s in ctx.segment]
         i = min(range(len(probs)), key=probs.__getitem__)
-        kw = dict(index=i, token=ctx.segment[i].text, score=probs[i], threshold=self.theta, token_scores=probs)
+        signals = {"prob": probs, "entropy": [s.entropy for s in ctx.segment]}
+        kw = dict(index=i, token=ctx.segment[i].text, score=probs[i], threshold=self.theta, token_scores=probs,
+                  token_signals=signals)
         if probs[i] < self.theta:
             return self._fire(reason=f"token {ctx.segment[i].text!r} has p={probs[i]:.3f} < theta={self.theta}", **kw)
         return self._hold(reason=f"all token probabilities >= theta={self.theta}", **kw)
@@ -167,18 +169,31 @@ class RindTrigger(Trigger):
     theta: float = 1.2
     max_tokens: int = 100
 
-    def scores(self, ctx: SegmentContext) -> list[float]:
+    def signals(self, ctx: SegmentContext) -> dict[str, list[float]]:
+        """The segment's per-token signals: ``prob``, ``entropy`` (Eq. 1), ``max_attention`` (Eq. 3),
+        ``semantic`` (Eq. 4) and ``rind`` (Eq. 5)."""
         seg = ctx.segment
         if ctx.max_attention is None:
             raise ValueError("RindTrigger needs the session's attention (capture_attention=True).")
         a_max = [float(ctx.max_attention[s.position]) if s.position < ctx.max_attention.shape[0] else 0.0 for s in seg]
         semantic = semantic_indicator([s.text for s in seg])
-        return rind_scores([s.entropy for s in seg], a_max, semantic)
+        entropies = [s.entropy for s in seg]
+        return {
+            "prob": [s.prob for s in seg],
+            "entropy": entropies,
+            "max_attention": a_max,
+            "semantic": [float(v) for v in semantic],
+            "rind": rind_scores(entropies, a_max, semantic),
+        }
+
+    def scores(self, ctx: SegmentContext) -> list[float]:
+        return self.signals(ctx)["rind"]
 
     def check(self, ctx: SegmentContext) -> TriggerDecision:
         if not ctx.segment:
             return self._hold(reason="empty segment")
-        scores = self.scores(ctx)
+        signals = self.signals(ctx)
+        scores = signals["rind"]
         for i, score in enumerate(scores):
             if score > self.theta:
                 return self._fire(
@@ -187,6 +202,7 @@ class RindTrigger(Trigger):
                     score=score,
                     threshold=self.theta,
                     token_scores=scores,
+                    token_signals=signals,
                     reason=f"S_RIND({ctx.segment[i].text!r}) = {score:.3f} > theta={self.theta}",
                 )
         best = max(range(len(scores)), key=scores.__getitem__)
@@ -196,6 +212,7 @@ class RindTrigger(Trigger):
             score=scores[best],
             threshold=self.theta,
             token_scores=scores,
+            token_signals=signals,
             reason=f"max S_RIND = {scores[best]:.3f} <= theta={self.theta}",
         )
 

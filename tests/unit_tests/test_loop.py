@@ -89,6 +89,9 @@ class ScriptedSession:
     def extend(self, ids: Sequence[int]) -> None:
         self.ids.extend(ids)
 
+    def commit(self) -> None:
+        self.committed = len(self.ids)
+
 
 @dataclass
 class ScriptedLM:

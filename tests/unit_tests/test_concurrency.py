@@ -1,0 +1,77 @@
+"""Concurrent generations on one ActiveLM: capture state lives in a per-call ContextVar, so threads
+generating at once get exactly the tokens, log-probs and attention rows of serial runs."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from active_rag.model import _CAPTURE
+
+PROMPTS = [
+    "Who is Peter Schmeichel?",
+    "Were Scott Derrickson and Ed Wood of the same nationality?",
+    "Which Danish goalkeeper was voted the IFFHS World's Best Goalkeeper in 1992?",
+    "Follow up: Who is he?",
+]
+N_TOKENS = 20
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The model is tiny: one intra-op thread per generation keeps the run fast on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def generate(lm, prompt: str, capture: bool, barrier: threading.Barrier | None = None):
+    session = lm.session(lm.prompt_ids(prompt), capture_attention=capture)
+    if barrier is not None:
+        barrier.wait(timeout=30)  # all threads decode at the same time
+    steps = list(session.generate(N_TOKENS))
+    return steps, session.max_attention.clone()
+
+
+def assert_same(a, b) -> None:
+    (steps_a, amax_a), (steps_b, amax_b) = a, b
+    assert [s.id for s in steps_a] == [s.id for s in steps_b]
+    assert [s.text for s in steps_a] == [s.text for s in steps_b]
+    assert [s.position for s in steps_a] == [s.position for s in steps_b]
+    assert [s.logprob for s in steps_a] == [s.logprob for s in steps_b]
+    assert [s.entropy for s in steps_a] == [s.entropy for s in steps_b]
+    for x, y in zip(steps_a, steps_b, strict=True):
+        if x.attention is None or y.attention is None:
+            assert x.attention is None and y.attention is None
+        else:
+            assert torch.equal(x.attention, y.attention)
+    assert torch.equal(amax_a, amax_b)
+
+
+def test_four_concurrent_generations_equal_serial_ones(tiny_lm) -> None:
+    serial = [generate(tiny_lm, p, capture=True) for p in PROMPTS]
+    assert len({tuple(s.id for s in steps) for steps, _ in serial}) == len(PROMPTS)  # really different runs
+    assert all(len(steps) == N_TOKENS and steps[-1].attention is not None for steps, _ in serial)
+
+    barrier = threading.Barrier(len(PROMPTS))
+    with ThreadPoolExecutor(max_workers=len(PROMPTS)) as pool:
+        futures = [pool.submit(generate, tiny_lm, p, True, barrier) for p in PROMPTS]
+        concurrent = [f.result(timeout=120) for f in futures]
+    for a, b in zip(serial, concurrent, strict=True):
+        assert_same(a, b)
+    assert _CAPTURE.get() is None  # nothing leaked into the calling context
+
+
+def test_capture_on_and_off_generations_do_not_interfere(tiny_lm) -> None:
+    jobs = [(p, capture) for p in PROMPTS[:2] for capture in (True, False)]
+    serial = [generate(tiny_lm, p, c) for p, c in jobs]
+    barrier = threading.Barrier(len(jobs))
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        concurrent = [f.result(timeout=120) for f in [pool.submit(generate, tiny_lm, p, c, barrier) for p, c in jobs]]
+    for (p, c), a, b in zip(jobs, serial, concurrent, strict=True):
+        assert_same(a, b)
+        assert all((s.attention is not None) == c for s in b[0])
