@@ -1,1 +1,36 @@
-"""LangChain integration of active-rag: active retrieval-augmented generation as LangChain components."""
+"""LangChain integration of active-rag: active retrieval-augmented generation as LangChain components.
+
+Everything delegates to the framework-neutral engine :mod:`active_rag`:
+
+- :class:`ActiveRAG`: the active retrieval loop (DRAGIN, FLARE, FL-RAG, ...) as a Runnable over any
+  LangChain retriever; streams tokens and retrievals, dispatches ``active_rag.retrieval`` events.
+- :class:`TaAreRouter`: TA-ARE (or vanilla) routing between a retrieval chain and a direct chain.
+- :class:`TriggerRunnable`, :class:`QueryRunnable`: triggers and query formulators as LCEL components.
+- :class:`ChatActiveHF`: a chat model over :class:`active_rag.ActiveLM` (logprobs, token streaming).
+- :class:`BM25sRetriever`: the engine's bm25s index as a retriever.
+- :class:`MiniLMEmbeddings`: offline all-MiniLM-L6-v2 embeddings (for Chroma and other vector stores).
+"""
+
+from .adapter import RetrieverAdapter
+from .chain import ActiveRAG, ActiveRAGInput, paired_query
+from .chat_models import ChatActiveHF
+from .components import QueryRunnable, TriggerRunnable
+from .embeddings import MiniLMEmbeddings
+from .events import RETRIEVAL_EVENT, ROUTE_EVENT
+from .retrievers import BM25sRetriever
+from .router import TaAreRouter
+
+__all__ = [
+    "ActiveRAG",
+    "ActiveRAGInput",
+    "BM25sRetriever",
+    "ChatActiveHF",
+    "MiniLMEmbeddings",
+    "QueryRunnable",
+    "RETRIEVAL_EVENT",
+    "ROUTE_EVENT",
+    "RetrieverAdapter",
+    "TaAreRouter",
+    "TriggerRunnable",
+    "paired_query",
+]

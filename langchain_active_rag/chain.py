@@ -1,0 +1,296 @@
+"""``ActiveRAG``: the engine's active retrieval loop as a LangChain ``Runnable``.
+
+Input: a question string or ``{"question": "..."}``. Output::
+
+    {"answer": str,
+     "documents": [Document, ...],   # the retriever's own Documents the engine put in context
+     "trace": [Retrieval.to_dict(), ...],
+     "route": {...}}                 # only with router=
+
+``stream``/``astream`` yield, as they happen, ``{"route": {...}}`` (with a router), ``{"token": text,
+"position", "logprob", "entropy"}`` per token, ``{"retrieval": Retrieval.to_dict()}`` per retrieval, and
+finally the output dict above. Tokens come as the engine accepts them: a segment's tokens follow the
+trigger's check of that segment, so a retrieval that fires after a segment (e.g. FL-RAG's every 16
+tokens; ``position`` says where) is streamed before the segment's tokens.
+
+Each retrieval and route is also dispatched as the custom events ``active_rag.retrieval`` /
+``active_rag.route``. Retriever calls go through the retriever's own ``invoke`` with this run's child
+config, so traces nest them under the chain.
+
+Nothing of the method lives here: one :class:`active_rag.ActiveRAG` is built per call (cheap) around a
+per-call :class:`~langchain_active_rag.adapter.RetrieverAdapter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import ConfigurableField, RunnableConfig, RunnableSerializable
+from langchain_core.runnables.config import run_in_executor
+from pydantic import ConfigDict, InstanceOf, field_validator
+from typing_extensions import TypedDict
+
+import active_rag
+from active_rag import (
+    PRESETS,
+    ActiveRAGResult,
+    PromptTemplate,
+    QueryFormulator,
+    Retrieval,
+    RouteDecision,
+    TokenEvent,
+    Trigger,
+    make_router,
+    make_trigger,
+)
+
+from ._async import aiter_in_thread
+from ._convert import question_of, resolve_lm
+from .adapter import RetrieverAdapter, adapt
+from .events import RETRIEVAL_EVENT, ROUTE_EVENT, dispatch, route_dict
+
+
+class ActiveRAGInput(TypedDict):
+    """The mapping form of the input."""
+
+    question: str
+
+
+#: Per-call keyword overrides accepted by ``invoke``/``stream``/... (``rag.invoke(q, top_k=2)``).
+OVERRIDABLE = (
+    "preset",
+    "trigger",
+    "query",
+    "prompt",
+    "top_k",
+    "max_new_tokens",
+    "max_retrievals",
+    "initial_retrieval",
+    "router",
+    "answer_phrase",
+)
+#: The fields :meth:`ActiveRAG.as_configurable` exposes by default.
+CONFIGURABLE = ("preset", "trigger", "query", "top_k", "max_new_tokens", "max_retrievals")
+_DESCRIPTIONS = {
+    "preset": "A method of active_rag.PRESETS (dragin, flare, flare-instruct, fl-rag, fs-rag, sr-rag, wo-rag, self-ask).",
+    "trigger": "When to retrieve: an active_rag trigger name (rind, low-confidence, fixed-length, ...) or method alias.",
+    "query": "What to retrieve: an active_rag query formulator name (attention, masked-sentence, last-tokens, ...).",
+    "top_k": "Passages per retrieval.",
+    "max_new_tokens": "Maximum answer length in tokens.",
+    "max_retrievals": "Maximum retrievals during generation.",
+}
+
+
+def paired_query(trigger: str | Trigger) -> str | None:
+    """The query formulator that the paper method using ``trigger`` pairs with it (from ``PRESETS``)."""
+    name = make_trigger(trigger).name
+    for preset in PRESETS.values():
+        if preset.trigger == name:
+            return preset.query
+    return None
+
+
+class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
+    """Active retrieval-augmented generation (DRAGIN, FLARE, ...) over any LangChain retriever.
+
+    >>> rag = ActiveRAG(ActiveLM.load("smollm2"), retriever, preset="dragin")  # doctest: +SKIP
+    >>> rag.invoke("Who was the father of Kasper Schmeichel?")["answer"]      # doctest: +SKIP
+
+    Choosing the method: ``preset`` names one of :data:`active_rag.PRESETS`; ``trigger`` and ``query``
+    (names or instances) override its parts. Without a preset, ``trigger`` alone picks its paper's
+    query formulator (``fixed-length`` -> ``last-tokens``, ``low-confidence`` -> ``masked-sentence``, ...);
+    with neither, the engine's default (DRAGIN: ``rind`` + ``attention``) applies. When ``trigger`` is set
+    and ``query`` is not, the trigger's paired query also replaces the preset's, so switching the trigger
+    at run time (:meth:`as_configurable`) always gives a working combination.
+
+    ``model`` is an :class:`active_rag.ActiveLM`, a :class:`~langchain_active_rag.ChatActiveHF` or a
+    registry name; ``router`` is ``"ta-are"``, ``"vanilla"`` or an engine router object; any other
+    :class:`active_rag.ActiveRAG` keyword goes in ``engine_options``.
+    """
+
+    model: Any
+    retriever: InstanceOf[BaseRetriever] | None = None
+    preset: str | None = None
+    trigger: str | InstanceOf[Trigger] | None = None
+    query: str | InstanceOf[QueryFormulator] | None = None
+    prompt: str | InstanceOf[PromptTemplate] | None = None
+    top_k: int = 3
+    max_new_tokens: int = 256
+    max_retrievals: int = 5
+    initial_retrieval: bool | None = None
+    router: Any = None
+    answer_phrase: str | None = None
+    stop: Callable[[str], bool] | None = None
+    engine_options: dict[str, Any] = {}
+    pass_k: bool = True
+    """Pass ``k=top_k`` to ``retriever.invoke`` (turn off for retrievers that reject extra keywords)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
+
+    def __init__(self, model: Any = None, retriever: Any = None, **kwargs: Any) -> None:
+        if model is None:
+            raise TypeError("ActiveRAG needs a model: an active_rag.ActiveLM, a ChatActiveHF or a model name.")
+        super().__init__(model=model, retriever=retriever, **kwargs)
+
+    @field_validator("retriever", mode="before")
+    @classmethod
+    def _wrap_engine_index(cls, value: Any) -> Any:
+        if isinstance(value, active_rag.BM25Index):
+            from .retrievers import BM25sRetriever
+
+            return BM25sRetriever.from_index(value)
+        return value
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        return False
+
+    @property
+    def InputType(self) -> Any:  # noqa: N802
+        return str | ActiveRAGInput
+
+    @property
+    def OutputType(self) -> Any:  # noqa: N802
+        return dict[str, Any]
+
+    # -- configuration ------------------------------------------------------------------------------
+    def as_configurable(self, *fields: str, prefix: str = "") -> Any:
+        """This runnable with ``fields`` (default: preset, trigger, query, top_k, max_new_tokens,
+        max_retrievals) switchable at run time, e.g.
+        ``rag.as_configurable().with_config(configurable={"trigger": "flare"})``.
+
+        Config keys are ``prefix + field``; this is ``configurable_fields`` with one
+        :class:`~langchain_core.runnables.ConfigurableField` per field."""
+        names = fields or CONFIGURABLE
+        unknown = [n for n in names if n not in type(self).model_fields]
+        if unknown:
+            raise ValueError(f"ActiveRAG has no field(s) {unknown}; configurable ones include {list(CONFIGURABLE)}.")
+        return self.configurable_fields(
+            **{
+                n: ConfigurableField(id=prefix + n, name=n, description=_DESCRIPTIONS.get(n, f"ActiveRAG.{n}"))
+                for n in names
+            }
+        )
+
+    def _settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(overrides) - set(OVERRIDABLE))
+        if unknown:
+            raise TypeError(f"ActiveRAG got unexpected keyword argument(s) {unknown}; per-call overrides: {list(OVERRIDABLE)}.")
+        return {**{name: getattr(self, name) for name in OVERRIDABLE}, **overrides}
+
+    def build_engine(
+        self, retriever: Any = None, config: RunnableConfig | None = None, **overrides: Any
+    ) -> active_rag.ActiveRAG:
+        """The :class:`active_rag.ActiveRAG` this runnable runs.
+
+        ``retriever`` is an engine retriever; by default a :class:`RetrieverAdapter` over this runnable's
+        LangChain retriever whose calls run with ``config``."""
+        s = self._settings(overrides)
+        if retriever is None and self.retriever is not None:
+            retriever = adapt(self.retriever, config, pass_k=self.pass_k)
+        lm = resolve_lm(self.model)
+        kwargs: dict[str, Any] = dict(self.engine_options)
+        trigger, query = s["trigger"], s["query"]
+        if trigger is not None:
+            kwargs["trigger"] = trigger
+            if query is None:
+                query = paired_query(trigger)
+        if query is not None:
+            kwargs["query"] = query
+        for name in ("prompt", "initial_retrieval", "answer_phrase"):
+            if s[name] is not None:
+                kwargs[name] = s[name]
+        router = s["router"]
+        if isinstance(router, str):
+            router = make_router(router, lm)
+        kwargs.update(top_k=s["top_k"], max_new_tokens=s["max_new_tokens"], max_retrievals=s["max_retrievals"])
+        kwargs.update(router=router, stop=self.stop)
+        if s["preset"] is not None:
+            if trigger is not None or query is not None:
+                kwargs.setdefault("method", None)  # the engine names the combination "trigger+query"
+            return active_rag.ActiveRAG.from_preset(s["preset"], lm, retriever, **kwargs)
+        return active_rag.ActiveRAG(lm, retriever, **kwargs)
+
+    # -- the one loop -------------------------------------------------------------------------------
+    def _chunks(self, question: Any, config: RunnableConfig, overrides: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Run the engine for one question; yield stream chunks, the output dict last."""
+        adapter = adapt(self.retriever, config, pass_k=self.pass_k) if self.retriever is not None else None
+        engine = self.build_engine(adapter, **overrides)
+        for event in engine.stream(question):
+            if isinstance(event, TokenEvent):
+                yield {"token": event.text, "position": event.position, "logprob": event.logprob, "entropy": event.entropy}
+            elif isinstance(event, Retrieval):
+                data = event.to_dict()
+                dispatch(RETRIEVAL_EVENT, data, config)
+                yield {"retrieval": data}
+            elif isinstance(event, RouteDecision):
+                data = route_dict(event)
+                dispatch(ROUTE_EVENT, data, config)
+                yield {"route": data}
+            elif isinstance(event, ActiveRAGResult):
+                yield self._output(event, adapter)
+
+    @staticmethod
+    def _output(result: ActiveRAGResult, adapter: RetrieverAdapter | None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "answer": result.answer,
+            "documents": adapter.documents(result.passages) if adapter is not None else [],
+            "trace": [r.to_dict() for r in result.retrievals],
+        }
+        if result.route is not None:
+            out["route"] = route_dict(result.route)
+        return out
+
+    def _run(self, input: Any, config: RunnableConfig, **overrides: Any) -> dict[str, Any]:
+        output: dict[str, Any] = {}
+        for chunk in self._chunks(question_of(input), config, overrides):
+            output = chunk
+        return output
+
+    # -- Runnable interface -------------------------------------------------------------------------
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+        return self._call_with_config(self._run, input, config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+        async def run(value: Any, config: RunnableConfig) -> dict[str, Any]:
+            return await run_in_executor(config, self._run, value, config, **kwargs)
+
+        return await self._acall_with_config(run, input, config)
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        def transform(inputs: Iterator[Any], config: RunnableConfig) -> Iterator[dict[str, Any]]:
+            value = _last(inputs)
+            yield from self._chunks(question_of(value), config, kwargs)
+
+        yield from self._transform_stream_with_config(iter([input]), transform, config)
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        async def transform(inputs: AsyncIterator[Any], config: RunnableConfig) -> AsyncIterator[dict[str, Any]]:
+            value = None
+            async for value in inputs:  # noqa: B007 - the input is one value
+                pass
+            question = question_of(value)
+            async for chunk in aiter_in_thread(lambda: self._chunks(question, config, kwargs), config):
+                yield chunk
+
+        async for chunk in self._atransform_stream_with_config(_aiter([input]), transform, config):
+            yield chunk
+
+
+def _last(values: Iterator[Any]) -> Any:
+    value = None
+    for value in values:  # noqa: B007
+        pass
+    return value
+
+
+async def _aiter(values: list[Any]) -> AsyncIterator[Any]:
+    for v in values:
+        yield v
+
+
+__all__ = ["ActiveRAG", "ActiveRAGInput", "paired_query", "OVERRIDABLE", "CONFIGURABLE"]

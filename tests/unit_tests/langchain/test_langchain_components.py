@@ -1,0 +1,118 @@
+"""TriggerRunnable and QueryRunnable: the engine's triggers and query formulators as LCEL components."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from langchain_core.runnables import RunnableLambda
+
+from active_rag import (
+    LowConfidenceTrigger,
+    QueryContext,
+    SegmentContext,
+    TokenStep,
+    TriggerDecision,
+    UnknownNameError,
+    make_query,
+    make_trigger,
+)
+from langchain_active_rag import ActiveRAG, QueryRunnable, TriggerRunnable
+
+
+def _steps(pairs: list[tuple[str, float]]) -> list[TokenStep]:
+    return [TokenStep(id=i, text=t, logprob=math.log(p), entropy=1.0, position=i) for i, (t, p) in enumerate(pairs)]
+
+
+SEGMENT = [(" Peter", 0.9), (" Schmeichel", 0.3), (" was", 0.95), (" a", 0.97), (" goalkeeper", 0.5), (".", 0.99)]
+
+
+@pytest.mark.parametrize("name", ["low-confidence", "fixed-length", "fixed-sentence", "never", "search-tag"])
+def test_trigger_runnable_gives_the_engine_decision(name):
+    steps = _steps(SEGMENT)
+    expected = make_trigger(name).check(SegmentContext(steps)).to_dict()
+    runnable = TriggerRunnable(name)
+    assert runnable.invoke(SegmentContext(steps)) == expected
+    as_dicts = [{"text": s.text, "logprob": s.logprob, "entropy": s.entropy} for s in steps]
+    assert runnable.invoke({"segment": as_dicts}) == expected
+    assert runnable.invoke([{"token": t, "prob": p} for t, p in SEGMENT])["fire"] == expected["fire"]
+
+
+def test_low_confidence_decision_fields():
+    decision = TriggerRunnable("flare").invoke([{"token": t, "prob": p} for t, p in SEGMENT])
+    assert decision["fire"] is True and decision["trigger"] == "low-confidence"
+    assert decision["index"] == 1 and decision["token"] == " Schmeichel"
+    assert decision["score"] == pytest.approx(0.3) and decision["threshold"] == 0.8
+    tokens = [{"token": t, "prob": p} for t, p in SEGMENT]
+    assert TriggerRunnable(LowConfidenceTrigger(theta=0.2)).invoke(tokens)["fire"] is False
+    assert TriggerRunnable("low-confidence", trigger_options={"theta": 0.2}).invoke(tokens)["fire"] is False
+
+
+def test_rind_trigger_takes_max_attention():
+    steps = [{"token": " Schmeichel", "logprob": -2.0, "entropy": 4.0}, {"token": " goalkeeper", "logprob": -1.0, "entropy": 3.0}]
+    ctx = {"segment": steps, "max_attention": [0.9, 0.05]}
+    decision = TriggerRunnable("rind").invoke(ctx)
+    segment = [TokenStep(0, " Schmeichel", -2.0, 4.0, 0), TokenStep(0, " goalkeeper", -1.0, 3.0, 1)]
+    expected = make_trigger("rind").check(SegmentContext(segment, torch.tensor([0.9, 0.05])))
+    assert decision == expected.to_dict()
+    assert decision["fire"] is True and decision["index"] == 0  # S_RIND = 4.0 * 0.9 * 1 > 1.2
+
+
+def test_streamed_tokens_feed_a_trigger(tiny_lm, fake_retriever):
+    """Compose: stream an answer with ActiveRAG, then ask another trigger about its tokens."""
+    from langchain_active_rag import ActiveRAG as Chain
+
+    tokens = [c for c in Chain(tiny_lm, preset="wo-rag", max_new_tokens=8).stream("Who?") if "token" in c]
+    decision = (RunnableLambda(lambda ts: {"segment": ts}) | TriggerRunnable("low-confidence")).invoke(tokens)
+    assert decision["fire"] is True  # a random model is never confident
+    assert decision["token"] == tokens[decision["index"]]["token"]
+
+
+def test_query_runnable_gives_the_engine_query():
+    steps = _steps(SEGMENT)
+    decision = TriggerDecision(fire=True, trigger="low-confidence", index=1, token=" Schmeichel")
+    ctx = QueryContext(question="Who was Peter?", output=[], segment=steps, decision=decision, action="regenerate")
+    assert QueryRunnable("masked-sentence").invoke(ctx) == make_query("masked-sentence").formulate(ctx)[0]
+    assert QueryRunnable("masked-sentence").invoke(ctx) == "Peter was a goalkeeper ."
+    mapping = {
+        "question": "Who was Peter?",
+        "segment": [{"token": t, "prob": p} for t, p in SEGMENT],
+        "decision": {"index": 1, "token": " Schmeichel", "trigger": "low-confidence"},
+        "action": "regenerate",
+    }
+    assert QueryRunnable("flare").invoke(mapping) == "Peter was a goalkeeper ."
+    assert QueryRunnable("input").invoke({"question": "Who was Peter?"}) == "Who was Peter?"
+    assert QueryRunnable("input", as_list=True).invoke("Who was Peter?") == ["Who was Peter?"]
+    assert QueryRunnable("full-context").invoke({"question": "Who?", "output": "He was"}) == "Who? He was"
+    assert QueryRunnable("last-tokens", query_options={"n": 2}).invoke(mapping) == "goalkeeper."
+
+
+def test_components_batch_and_unknown_names():
+    assert len(TriggerRunnable("fixed-length").batch([[" a"], [" b"]])) == 2
+    with pytest.raises(UnknownNameError, match="trigger"):
+        TriggerRunnable("sometimes").invoke([" a"])
+    with pytest.raises(UnknownNameError, match="query formulator"):
+        QueryRunnable("psychic").invoke({"question": "q"})
+    with pytest.raises(ValueError, match="no 'segment'"):
+        TriggerRunnable("fixed-length").invoke({"tokens_x": []})
+    with pytest.raises(ValueError, match="no 'question'"):
+        QueryRunnable("input").invoke({"output": "x"})
+
+
+def test_generated_questions_uses_the_model(tiny_lm):
+    mapping = {
+        "question": "Who was Peter?",
+        "segment": [{"token": t, "prob": p} for t, p in SEGMENT],
+        "decision": {"index": 4},
+        "action": "regenerate",
+    }
+    queries = QueryRunnable("generated-questions", lm=tiny_lm, query_options={"max_new_tokens": 4}, as_list=True).invoke(mapping)
+    assert len(queries) == 1 and queries[0]  # one low-probability span (" Schmeichel"), one generated question
+
+
+def test_trigger_runnable_instances_work_inside_active_rag(tiny_lm, fake_retriever):
+    # the same trigger object a TriggerRunnable wraps drives the engine
+    trigger = TriggerRunnable("fixed-length").engine_trigger
+    rag = ActiveRAG(tiny_lm, trigger=trigger, query="last-tokens", max_new_tokens=4)
+    assert rag.build_engine(fake_retriever).trigger is trigger
