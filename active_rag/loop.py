@@ -175,8 +175,9 @@ class ActiveRAG:
     __call__ = run
 
     def stream(self, question: str) -> Iterator[StreamEvent]:
-        """Yield a :class:`RouteDecision` (with a router), :class:`Retrieval` events and accepted
-        :class:`TokenEvent` tokens as they happen, then the final :class:`ActiveRAGResult`."""
+        """Yield, as they happen: a :class:`RouteDecision` (with a router), every
+        :class:`TriggerDecision` (fired or not), a :class:`Retrieval` per retrieval, the accepted
+        :class:`TokenEvent` tokens, and finally the :class:`ActiveRAGResult`."""
         if not isinstance(question, str) or not question.strip():
             raise EmptyQuestionError()
         run = _Run(question=question.strip(), trigger=self.trigger)
@@ -219,6 +220,7 @@ class ActiveRAG:
                 )
                 decision.output_start = len(run.output)
                 run.decisions.append(decision)
+                yield decision
             if decision is None or not decision.fire:
                 yield from self._accept(run, steps)
                 if ended or not steps:

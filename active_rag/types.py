@@ -177,4 +177,4 @@ class ActiveRAGResult:
         }
 
 
-StreamEvent = TokenEvent | Retrieval | RouteDecision | ActiveRAGResult
+StreamEvent = TokenEvent | TriggerDecision | Retrieval | RouteDecision | ActiveRAGResult

@@ -16,7 +16,7 @@ from .chain import ActiveRAG, ActiveRAGInput, paired_query
 from .chat_models import ChatActiveHF
 from .components import QueryRunnable, TriggerRunnable
 from .embeddings import MiniLMEmbeddings
-from .events import RETRIEVAL_EVENT, ROUTE_EVENT
+from .events import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT
 from .retrievers import BM25sRetriever
 from .router import TaAreRouter
 
@@ -27,6 +27,7 @@ __all__ = [
     "ChatActiveHF",
     "MiniLMEmbeddings",
     "QueryRunnable",
+    "DECISION_EVENT",
     "RETRIEVAL_EVENT",
     "ROUTE_EVENT",
     "RetrieverAdapter",

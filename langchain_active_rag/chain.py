@@ -42,6 +42,7 @@ from active_rag import (
     RouteDecision,
     TokenEvent,
     Trigger,
+    TriggerDecision,
     make_router,
     make_trigger,
 )
@@ -49,7 +50,7 @@ from active_rag import (
 from ._async import aiter_in_thread
 from ._convert import question_of, resolve_lm
 from .adapter import RetrieverAdapter, adapt
-from .events import RETRIEVAL_EVENT, ROUTE_EVENT, dispatch, route_dict
+from .events import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT, dispatch, route_dict
 
 
 class ActiveRAGInput(TypedDict):
@@ -225,6 +226,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                 data = event.to_dict()
                 dispatch(RETRIEVAL_EVENT, data, config)
                 yield {"retrieval": data}
+            elif isinstance(event, TriggerDecision):
+                dispatch(DECISION_EVENT, event.to_dict(), config)
             elif isinstance(event, RouteDecision):
                 data = route_dict(event)
                 dispatch(ROUTE_EVENT, data, config)

@@ -18,6 +18,8 @@ from active_rag import RouteDecision
 RETRIEVAL_EVENT = "active_rag.retrieval"
 #: A router's verdict: ``{"retrieve", "router", "raw_output"}``.
 ROUTE_EVENT = "active_rag.route"
+#: Every trigger decision, fired or not: ``TriggerDecision.to_dict()``.
+DECISION_EVENT = "active_rag.decision"
 
 
 def route_dict(decision: RouteDecision) -> dict[str, Any]:

@@ -7,49 +7,28 @@ only swaps two of its public attributes:
 - ``retriever``: a fresh :class:`~llamaindex_active_rag.retriever.LlamaIndexRetrieverAdapter` (or a
   caller-supplied stand-in, e.g. the workflow's retrieve-step bridge) that remembers this question's
   nodes, so concurrent questions never share state;
-- ``trigger``: a transparent wrapper whose ``check`` forwards to the real trigger and records its
-  decision. ``ActiveRAG.stream`` yields a ``Retrieval`` for every decision that fires, but not the
-  decisions that let a segment through; the wrapper surfaces those, so that *every* trigger decision
-  becomes an instrumentation event (and a workflow stream event).
-
-``EngineCall.events`` yields the engine's own events in order, with each non-firing
-``TriggerDecision`` placed just before the tokens of the segment it accepted, and dispatches the
-LlamaIndex instrumentation events as it goes.
+``ActiveRAG.stream`` yields every ``TriggerDecision``; ``EngineCall.events`` passes on the ones that
+let a segment through (a fired decision is reported by the ``Retrieval`` that follows it), so that
+*every* trigger decision becomes an instrumentation event (and a workflow stream event), and
+dispatches the LlamaIndex instrumentation events as it goes.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.schema import NodeWithScore
 
 from active_rag.loop import ActiveRAG
-from active_rag.triggers import SegmentContext
 from active_rag.types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent, TriggerDecision
 
 from .events import ActiveRetrievalEvent, ActiveRouteEvent, dispatch
 from .retriever import LlamaIndexRetrieverAdapter
 
 CallEvent = TokenEvent | Retrieval | RouteDecision | ActiveRAGResult | TriggerDecision
-
-
-class _ObservedTrigger:
-    """Delegates everything to the wrapped trigger; ``check`` also reports each decision."""
-
-    def __init__(self, inner: Any, on_decision: Callable[[TriggerDecision], None]) -> None:
-        self._inner = inner
-        self._on_decision = on_decision
-
-    def check(self, ctx: SegmentContext) -> TriggerDecision:
-        decision = self._inner.check(ctx)
-        self._on_decision(decision)
-        return decision
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 class FixedRouter:
@@ -74,7 +53,6 @@ class EngineCall:
     route: RouteDecision | None = None
     result: ActiveRAGResult | None = None
     accepted: int = 0  # output tokens accepted so far (the position of a non-firing decision)
-    _pending: list[TriggerDecision] = field(default_factory=list)
 
     @classmethod
     def start(
@@ -93,9 +71,7 @@ class EngineCall:
             rag.retriever = retriever if retriever is not None else adapter
         if router is not None:
             rag.router = router
-        call = cls(rag=rag, adapter=adapter, question=question)
-        rag.trigger = _ObservedTrigger(base.trigger, call._pending.append)  # type: ignore[assignment]
-        return call
+        return cls(rag=rag, adapter=adapter, question=question)
 
     @property
     def method(self) -> str:
@@ -108,12 +84,12 @@ class EngineCall:
         Raises the engine's errors (``EmptyQuestionError``, ``RetrieverError``, ...) unchanged.
         """
         for event in self.rag.stream(self.question):
-            pending, self._pending[:] = list(self._pending), []
-            for decision in pending:
-                if not decision.fire:  # a fired decision is reported by the Retrieval that follows it
-                    position = self.decision_position(decision)
-                    dispatch(ActiveRetrievalEvent.from_decision(decision, question=self.question, method=self.method, position=position))
-                    yield decision
+            if isinstance(event, TriggerDecision):
+                if not event.fire:  # a fired decision is reported by the Retrieval that follows it
+                    position = self.decision_position(event)
+                    dispatch(ActiveRetrievalEvent.from_decision(event, question=self.question, method=self.method, position=position))
+                    yield event
+                continue
             if isinstance(event, TokenEvent):
                 self.accepted += 1
             elif isinstance(event, Retrieval):

@@ -21,6 +21,7 @@ from active_rag import (
     RouteDecision,
     TokenEvent,
     TokenStep,
+    TriggerDecision,
     UnknownNameError,
 )
 from active_rag.signals import max_later_attention
@@ -282,7 +283,11 @@ def test_stream_yields_retrievals_then_the_tokens_they_enable() -> None:
     tokens = "".join(e.text for e in events if isinstance(e, TokenEvent))
     assert tokens.strip() == events[-1].answer
     first_retrieval_after_tokens = next(i for i, e in enumerate(events) if isinstance(e, Retrieval) and i > 0)
-    assert all(isinstance(e, TokenEvent) for e in events[1:first_retrieval_after_tokens])
+    # the first sentence's decision comes first, then its retrieval ("continue": the tokens follow it)
+    assert isinstance(events[1], TriggerDecision) and events[1].fire
+    assert first_retrieval_after_tokens == 2
+    decisions = [e for e in events if isinstance(e, TriggerDecision)]
+    assert decisions == events[-1].decisions
 
 
 def test_answer_phrase_is_appended_when_missing() -> None:

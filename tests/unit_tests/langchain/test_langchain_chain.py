@@ -12,7 +12,7 @@ from langchain_core.runnables import ConfigurableField, RunnableLambda, Runnable
 
 import active_rag
 from active_rag import BM25Index, EmptyQuestionError, Passage, RetrieverError, UnknownNameError
-from langchain_active_rag import RETRIEVAL_EVENT, ROUTE_EVENT, ActiveRAG, BM25sRetriever, ChatActiveHF
+from langchain_active_rag import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT, ActiveRAG, BM25sRetriever, ChatActiveHF
 from langchain_active_rag._convert import document_id
 
 QUESTION = "Who is the father of Kasper Schmeichel?"
@@ -112,9 +112,13 @@ async def test_astream_events_v2_nests_retrievers_and_dispatches_custom_events(t
         assert e["name"] == "RecordingRetriever"
         assert e["parent_ids"] == [chain_id]
     assert len([e for e in events if e["event"] == "on_retriever_end"]) == 2
-    custom = [e for e in events if e["event"] == "on_custom_event"]
+    everything = [e for e in events if e["event"] == "on_custom_event"]
+    assert all(e["run_id"] == chain_id for e in everything)
+    # every trigger decision is an event too (fired or not), each fired one followed by its retrieval
+    decisions = [e for e in everything if e["name"] == DECISION_EVENT]
+    assert decisions and all({"fire", "trigger", "score", "threshold"} <= set(e["data"]) for e in decisions)
+    custom = [e for e in everything if e["name"] != DECISION_EVENT]
     assert [e["name"] for e in custom] == [RETRIEVAL_EVENT, RETRIEVAL_EVENT]
-    assert all(e["run_id"] == chain_id for e in custom)
     for e in custom:
         assert {"token", "score", "query", "threshold", "position", "passage_ids"} <= set(e["data"])
     (end,) = [e for e in events if e["event"] == "on_chain_end"]
@@ -122,7 +126,10 @@ async def test_astream_events_v2_nests_retrievers_and_dispatches_custom_events(t
     streamed = [e["data"]["chunk"] for e in events if e["event"] == "on_chain_stream"]
     assert sum("token" in c for c in streamed) == 20
     # order: custom event for a retrieval precedes the retrieval's own stream chunk
-    order = [e["event"] for e in events if e["event"] in ("on_retriever_start", "on_custom_event")]
+    order = [
+        e["event"] for e in events
+        if e["event"] == "on_retriever_start" or (e["event"] == "on_custom_event" and e["name"] == RETRIEVAL_EVENT)
+    ]
     assert order == ["on_retriever_start", "on_custom_event"] * 2
 
 
@@ -153,7 +160,9 @@ def test_sync_callbacks_see_nested_retrievers_and_custom_events(tiny_lm, lc_retr
     ((name, chain_id, parent),) = recorder.chains
     assert name == "ActiveRAG" and parent is None
     assert recorder.retrievers == [chain_id, chain_id]
-    assert [(n, d, r) for n, d, r in recorder.custom] == [(RETRIEVAL_EVENT, t, chain_id) for t in out["trace"]]
+    retrievals = [(n, d, r) for n, d, r in recorder.custom if n != DECISION_EVENT]
+    assert retrievals == [(RETRIEVAL_EVENT, t, chain_id) for t in out["trace"]]
+    assert any(n == DECISION_EVENT for n, _, _ in recorder.custom)
 
 
 def test_config_switches_the_trigger_at_run_time(tiny_lm, lc_retriever):
