@@ -5,6 +5,10 @@
 * :mod:`~active_rag.evaluation.answers` -- DRAGIN-style "So the answer is" extraction and stop detection.
 * :mod:`~active_rag.evaluation.datasets` -- HotpotQA, 2WikiMultihopQA, StrategyQA and RetrievalQA loaders.
 * :mod:`~active_rag.evaluation.prompts` -- DRAGIN appendix F exemplars/templates, RetrievalQA templates.
+* :mod:`~active_rag.evaluation.runner` -- ``active-rag eval``: :func:`run_eval` runs engine methods on a dataset.
+* :mod:`~active_rag.evaluation.bench` -- ``active-rag bench``: :func:`run_bench` measures the engine's overhead.
+* :mod:`~active_rag.evaluation.plots` -- :func:`plot_methods`, :func:`plot_sweep` (matplotlib, Agg).
+* :mod:`~active_rag.evaluation.cli` -- :func:`register` adds the ``eval`` and ``bench`` subcommands.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from active_rag.evaluation.answers import (
     needs_answer_prompt,
     retrievalqa_decision,
 )
+from active_rag.evaluation.bench import BenchConfig, run_bench
 from active_rag.evaluation.datasets import (
     DATASETS,
     Example,
@@ -38,21 +43,28 @@ from active_rag.evaluation.metrics import (
     qa_scores,
     strategyqa_accuracy,
 )
+from active_rag.evaluation.plots import plot_methods, plot_sweep
 from active_rag.evaluation.prompts import EXEMPLARS, build_eval_prompt, build_router_prompt, fewshot_block
+from active_rag.evaluation.runner import EvalConfig, EvalReport, MethodSpec, eval_prompt_template, run_eval
 
 __all__ = [
     "ANSWER_PHRASE",
     "COMPLETED_ANSWER_RE",
     "DATASETS",
     "EXEMPLARS",
+    "BenchConfig",
+    "EvalConfig",
+    "EvalReport",
     "Example",
     "F1Score",
+    "MethodSpec",
     "aggregate",
     "build_eval_prompt",
     "build_router_prompt",
     "corpus_path",
     "decision_metrics",
     "default_data_dir",
+    "eval_prompt_template",
     "exact_match",
     "extract_answer",
     "extract_yes_no",
@@ -64,8 +76,12 @@ __all__ = [
     "match_accent_folded",
     "needs_answer_prompt",
     "normalize_answer",
+    "plot_methods",
+    "plot_sweep",
     "qa_scores",
     "questions_path",
     "retrievalqa_decision",
+    "run_bench",
+    "run_eval",
     "strategyqa_accuracy",
 ]

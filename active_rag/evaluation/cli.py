@@ -1,0 +1,181 @@
+"""The ``active-rag eval`` and ``active-rag bench`` subcommands: a thin argparse layer over
+:func:`active_rag.evaluation.runner.run_eval` and :func:`active_rag.evaluation.bench.run_bench`.
+
+``register(subparsers)`` adds both to the main CLI's subparsers; ``python -m active_rag.evaluation.cli``
+runs them standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_bench_parser", "add_eval_parser", "cmd_bench", "cmd_eval", "main", "register"]
+
+
+def _csv(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def _ints(value: str) -> list[int]:
+    try:
+        out = [int(v) for v in _csv(value)]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from exc
+    if any(v < 1 for v in out):
+        raise argparse.ArgumentTypeError("token counts must be positive")
+    return out
+
+
+def _sweep(value: str) -> tuple[str, list[float]]:
+    name, sep, rest = value.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected PARAM=V1,V2,... (e.g. theta=0.5,1,1.5), got {value!r}")
+    try:
+        values = [float(v) for v in _csv(rest)]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"sweep values must be numbers, got {rest!r}") from exc
+    return name.strip(), values
+
+
+def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from active_rag.evaluation.datasets import DATASETS
+    from active_rag.evaluation.runner import DEFAULT_EVAL_MODEL
+
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate methods on HotpotQA, 2WikiMultihopQA, StrategyQA or RetrievalQA",
+        description="Run the papers' methods (engine presets, or any trigger with any query formulator) on a "
+        "question set; write per-question JSONL (resumable), results.md, summary.json and PNG plots.",
+    )
+    p.add_argument("--dataset", required=True, choices=DATASETS)
+    p.add_argument("--data-dir", type=Path, default=None, help="data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
+    p.add_argument("--methods", type=_csv, default=None,
+                   help="comma-separated presets (default: all; wo-rag,sr-rag for retrievalqa)")
+    p.add_argument("--trigger", type=_csv, default=[], help="ablation: trigger name(s), comma-separated")
+    p.add_argument("--query", type=_csv, default=[], help="ablation: query formulator name(s), comma-separated")
+    p.add_argument("--grid", action="store_true", help="run every --trigger x --query combination")
+    p.add_argument("--initial-retrieval", action="store_true", help="ablation methods retrieve with the question first")
+    p.add_argument("--router", choices=("ta-are", "vanilla", "none"), default=None,
+                   help="route each question before generating (default: ta-are for retrievalqa, none otherwise)")
+    p.add_argument("--model", default=DEFAULT_EVAL_MODEL, help=f"model name or path (default: {DEFAULT_EVAL_MODEL})")
+    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--out", type=Path, default=Path("runs/eval"), help="output folder (default: runs/eval)")
+    p.add_argument("--top-k", type=int, default=3, help="passages per retrieval (default 3; retrievalqa uses its 5)")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="cap on answer tokens (default 128)")
+    p.add_argument("--max-retrievals", type=int, default=5, help="cap on retrievals per question (default 5)")
+    p.add_argument("--sweep", type=_sweep, default=None, metavar="PARAM=V1,V2,...",
+                   help="run each method whose trigger has PARAM once per value, e.g. theta=0.5,1,1.5")
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="skip questions already in the JSONL files (default: on)")
+    p.add_argument("--index-cache", type=Path, default=None,
+                   help="folder for built BM25 indexes (default: $ACTIVE_RAG_CACHE/indexes or ~/.cache/active-rag/indexes)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_eval)
+    return p
+
+
+def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "bench",
+        help="measure the engine's overhead against model.generate and a naive attention reference",
+        description="(a) DRAGIN/FLARE loops with retrieval disabled vs model.generate; (b) vs re-running a full "
+        "forward pass with output_attentions; (c) retrieval share with BM25; peak memory per output length.",
+    )
+    p.add_argument("--model", default="smollm2", help="model name or path (default: smollm2)")
+    p.add_argument("--tokens", type=_ints, default=[64, 128, 256], help="output lengths (default 64,128,256)")
+    p.add_argument("--prompts", type=int, default=3, help="number of demo questions used as prompts (default 3)")
+    p.add_argument("--repeats", type=int, default=1, help="repeats of every timing (default 1)")
+    p.add_argument("--out", type=Path, default=Path("runs/bench"), help="output folder (default: runs/bench)")
+    p.add_argument("--methods", type=_csv, default=["dragin", "flare"], help="engine loops (default dragin,flare)")
+    p.add_argument("--naive", type=_csv, default=["token", "segment"], help="naive references (token,segment)")
+    p.add_argument("--naive-prompts", type=int, default=1,
+                   help="prompts the slow naive references run on (default 1; 0 skips them)")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+    p.add_argument("--memory-tokens", type=_ints, default=None,
+                   help="output lengths for the memory measurement (default: --tokens)")
+    p.add_argument("--no-retrieval", action="store_true", help="skip the retrieval-share measurement")
+    p.add_argument("--profile", action="store_true", help="cProfile the DRAGIN loop at the longest length")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+    return p
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``eval`` and ``bench`` subcommands (each with ``func(args) -> int``) to an argparse subparsers object."""
+    add_eval_parser(subparsers)
+    add_bench_parser(subparsers)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from active_rag.errors import ActiveRAGError
+    from active_rag.evaluation.runner import EvalConfig, run_eval
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _set_threads(args.threads)
+    try:
+        config = EvalConfig(
+            dataset=args.dataset, data_dir=args.data_dir, methods=args.methods, triggers=args.trigger,
+            queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
+            model=args.model, limit=args.limit, out_dir=args.out, top_k=args.top_k,
+            max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
+            resume=args.resume, index_cache=args.index_cache, plots=not args.no_plots,
+        )
+        report = run_eval(config, progress=not args.no_progress)
+    except (ActiveRAGError, ValueError) as exc:
+        print(f"active-rag eval: error: {exc}", file=sys.stderr)
+        return 2
+    print(report.markdown)
+    print(f"Results in {report.out_dir}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from active_rag.errors import ActiveRAGError
+    from active_rag.evaluation.bench import BenchConfig, format_bench_table, run_bench
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        config = BenchConfig(
+            model=args.model, tokens=args.tokens, prompts=args.prompts, repeats=args.repeats, out_dir=args.out,
+            methods=args.methods, naive=args.naive if args.naive_prompts > 0 else [],
+            naive_prompts=args.naive_prompts, memory=not args.no_memory, retrieval=not args.no_retrieval,
+            profile=args.profile, threads=args.threads, memory_tokens=args.memory_tokens,
+        )
+        result = run_bench(config, progress=not args.no_progress)
+    except (ActiveRAGError, ValueError) as exc:
+        print(f"active-rag bench: error: {exc}", file=sys.stderr)
+        return 2
+    print(format_bench_table(result))
+    print(f"Results in {config.out_dir / 'bench.json'}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point: ``python -m active_rag.evaluation.cli {eval,bench} ...``."""
+    parser = argparse.ArgumentParser(prog="active-rag")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
