@@ -134,3 +134,14 @@ class MiniLMEncoder:
 
     def __repr__(self) -> str:
         return f"MiniLMEncoder(path={str(self.path) if self.path else MINILM_PACKAGE!r}, batch_size={self.batch_size})"
+
+
+def ephemeral_chroma_client() -> Any:
+    """An in-process Chroma client with telemetry off.
+
+    Chroma keeps one shared system per process and refuses a second ephemeral client with other
+    settings, so every part of active-rag (recipes, notebooks, tests) creates its clients here."""
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))

@@ -27,8 +27,7 @@ DEFAULT_QUESTION = "What was the father of Kasper Schmeichel voted to be by the 
 
 def build_vectorstore(limit: int | None = None, embeddings: Any = None) -> Any:
     """An in-process (ephemeral) Chroma collection over the demo corpus, embedded with MiniLM."""
-    import chromadb
-    from chromadb.config import Settings
+    from active_rag.embeddings import ephemeral_chroma_client
     from langchain_chroma import Chroma
 
     passages = read_jsonl_passages(demo_corpus_path())[:limit]
@@ -36,7 +35,7 @@ def build_vectorstore(limit: int | None = None, embeddings: Any = None) -> Any:
     store = Chroma(
         collection_name=f"active-rag-demo-{uuid.uuid4().hex[:8]}",
         embedding_function=embeddings or MiniLMEmbeddings(),
-        client=chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)),
+        client=ephemeral_chroma_client(),
     )
     store.add_documents(docs, ids=[d.id for d in docs])
     return store

@@ -350,8 +350,7 @@ print(f"\\n({time.perf_counter() - t0:.1f} s)")
             '''
 import uuid
 
-import chromadb
-from chromadb.config import Settings
+from active_rag.embeddings import ephemeral_chroma_client
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 
@@ -367,7 +366,7 @@ t0 = time.perf_counter()
 store = Chroma(
     collection_name=f"active-rag-demo-{uuid.uuid4().hex[:8]}",
     embedding_function=MiniLMEmbeddings(),
-    client=chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)),
+    client=ephemeral_chroma_client(),
 )
 store.add_documents(docs, ids=[d.id for d in docs])
 print(f"embedded {len(docs)} passages in {time.perf_counter() - t0:.1f} s")
@@ -546,15 +545,16 @@ for n in response.source_nodes:
             '''
 import uuid
 
-import chromadb
-from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core import StorageContext
+
+from active_rag.embeddings import ephemeral_chroma_client, VectorStoreIndex
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llamaindex_active_rag import MiniLMEmbedding
 
 subset = nodes if CORPUS_LIMIT is None else [n for n in nodes if "Schmeichel" in n.metadata["title"]] + nodes[:CORPUS_LIMIT]
 t0 = time.perf_counter()
-collection = chromadb.EphemeralClient().create_collection(f"active-rag-{uuid.uuid4().hex[:8]}")
+collection = ephemeral_chroma_client().create_collection(f"active-rag-{uuid.uuid4().hex[:8]}")
 vector_index = VectorStoreIndex(
     subset,
     storage_context=StorageContext.from_defaults(vector_store=ChromaVectorStore(chroma_collection=collection)),

@@ -82,15 +82,14 @@ def test_minilm_matches_sentence_transformers_semantics():
 @pytest.fixture(scope="module")
 def chroma_retriever() -> Any:
     """Chroma (ephemeral, in-process) over 40 demo paragraphs, embedded with MiniLM."""
-    import chromadb
-    from chromadb.config import Settings
+    from active_rag.embeddings import ephemeral_chroma_client
     from langchain_chroma import Chroma
 
     passages = read_jsonl_passages(demo_corpus_path())[:40]
     store = Chroma(
         collection_name=f"test-{uuid.uuid4().hex[:8]}",
         embedding_function=MiniLMEmbeddings(),
-        client=chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)),
+        client=ephemeral_chroma_client(),
     )
     store.add_documents([Document(page_content=p.text, id=p.id, metadata={"title": p.title}) for p in passages])
     return store.as_retriever(search_kwargs={"k": 5})

@@ -5,6 +5,8 @@ Token budgets are small so each test stays well under a minute on two CPU cores.
 
 from __future__ import annotations
 
+from active_rag.embeddings import ephemeral_chroma_client
+
 import importlib.util
 import sys
 import uuid
@@ -125,7 +127,7 @@ def test_chroma_vector_index_with_minilm(smollm2: ActiveLM) -> None:
 
     nodes = demo_nodes()
     subset = [n for n in nodes if "Schmeichel" in n.metadata["title"]] + nodes[:10]
-    store = ChromaVectorStore(chroma_collection=chromadb.EphemeralClient().create_collection(f"it-{uuid.uuid4().hex}"))
+    store = ChromaVectorStore(chroma_collection=ephemeral_chroma_client().create_collection(f"it-{uuid.uuid4().hex}"))
     index = VectorStoreIndex(subset, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=MiniLMEmbedding())
     engine = ActiveRAGQueryEngine(smollm2, index.as_retriever(similarity_top_k=2), preset="sr-rag", top_k=2, max_new_tokens=8)
     response = engine.query(QUESTION)

@@ -3,6 +3,8 @@ and ActiveRAGQueryEngine over a VectorStoreIndex on an in-process Chroma store."
 
 from __future__ import annotations
 
+from active_rag.embeddings import ephemeral_chroma_client
+
 import asyncio
 import hashlib
 import math
@@ -68,7 +70,7 @@ def test_query_engine_over_chroma(tiny_lm: ActiveLM) -> None:
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    collection = chromadb.EphemeralClient().create_collection(f"test-{uuid.uuid4().hex}")
+    collection = ephemeral_chroma_client().create_collection(f"test-{uuid.uuid4().hex}")
     store = ChromaVectorStore(chroma_collection=collection)
     nodes = [n for n in demo_nodes() if "Schmeichel" in n.metadata["title"]] + demo_nodes()[:20]
     index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=MiniLMEmbedding(encoder=HashEncoder()))
