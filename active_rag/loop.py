@@ -411,8 +411,11 @@ class ActiveRAG:
         yield from self._accept(run, forced)
 
         def stop(steps: list[TokenStep]) -> bool:
-            text = _text(steps)
-            return "\n" in text.strip(" ") or first_sentence_end(text) is not None or text.rstrip().endswith(".")
+            # only once the answer itself has begun: "So the answer is:\n\nX" must not stop at the first newline
+            body = _text(steps).lstrip(" :\n")
+            if not body.strip():
+                return False
+            return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
 
         steps = list(run.session.generate(32, stop=stop))
         run.generated += len(steps)

@@ -77,7 +77,7 @@ def extract_answer(text: str) -> str | None:
 
     Case-insensitive, so "So the answer is", "so The Answer Is", "Therefore, the answer is" and self-ask's
     "So the final answer is:" all count; when
-    the phrase occurs several times the last one wins. The answer runs to the end of its line; a leading ":",
+    the phrase occurs several times the last one wins. The answer runs to the end of its first non-empty line; a leading ":",
     surrounding whitespace, double quotes (straight or curly), a pair of enclosing single quotes, trailing
     periods and end-of-text tokens such as ``</s>`` are removed ("So the answer is "Paris"." -> "Paris").
     None when the phrase is absent or nothing follows it (the engine then appends :data:`ANSWER_PHRASE` and
@@ -86,7 +86,7 @@ def extract_answer(text: str) -> str | None:
     matches = list(ANSWER_PHRASE_RE.finditer(text))
     if not matches:
         return None
-    rest = text[matches[-1].end():].lstrip(" \t:")
+    rest = text[matches[-1].end():].lstrip(" \t:\n")  # "So the answer is:\n\nX" answers X
     rest = rest.split("\n", 1)[0]
     answer = _clean(rest)
     return answer or None

@@ -308,3 +308,10 @@ def test_completed_answer_regex(text: str, complete: bool) -> None:
 )
 def test_retrievalqa_decision_matches_authors_check(output: str, retrieve: bool) -> None:
     assert retrievalqa_decision(output) is retrieve
+
+
+def test_extract_answer_skips_blank_lines_after_the_phrase() -> None:
+    from active_rag.evaluation.answers import extract_answer
+
+    assert extract_answer("So the answer is:\n\nPeter Schmeichel.\nMore") == "Peter Schmeichel"
+    assert extract_answer("So the answer is:\n\n") is None

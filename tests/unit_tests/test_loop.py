@@ -350,3 +350,16 @@ def test_max_later_attention_matches_the_scripted_sessions_running_max() -> None
     steps = list(session.generate(5))
     expected = max_later_attention([s.attention for s in steps if s.attention is not None], len(session.ids))
     assert torch.allclose(expected, session.max_attention[: len(session.ids)])
+
+
+def test_forced_answer_runs_past_a_newline_right_after_the_phrase() -> None:
+    """Qwen writes "So the answer is:" then a blank line then the answer; the answer must not be lost."""
+    from active_rag.evaluation.answers import extract_answer
+
+    def script(p: str) -> list[Word]:
+        return [Word(w) for w in ["Some", "reasoning", "without", "a", "conclusion", "So", "the", "answer", "is:", "\n", "\n", "Peter.", "More"]]
+
+    lm = ScriptedLM(script=script)
+    # the answer budget ends right after "conclusion": the phrase is forced, then the model finishes it
+    result = ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=5, answer_phrase="So the answer is").run(QUESTION)
+    assert extract_answer(result.answer) == "Peter"
