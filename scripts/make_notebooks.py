@@ -545,9 +545,9 @@ for n in response.source_nodes:
             '''
 import uuid
 
-from llama_index.core import StorageContext
+from llama_index.core import StorageContext, VectorStoreIndex
 
-from active_rag.embeddings import ephemeral_chroma_client, VectorStoreIndex
+from active_rag.embeddings import ephemeral_chroma_client
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llamaindex_active_rag import MiniLMEmbedding
