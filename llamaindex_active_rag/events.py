@@ -50,35 +50,41 @@ class ActiveRetrievalEvent(BaseEvent):
 
     @classmethod
     def from_retrieval(cls, retrieval: Retrieval, *, question: str, method: str) -> ActiveRetrievalEvent:
-        return cls(
-            question=question,
-            method=method,
-            fired=True,
-            trigger=retrieval.trigger,
-            position=retrieval.position,
-            token=retrieval.token,
-            score=retrieval.score,
-            threshold=retrieval.threshold,
-            reason=retrieval.reason,
-            query=retrieval.query,
-            node_ids=retrieval.passage_ids,
-        )
+        return cls(question=question, method=method, **retrieval_fields(retrieval))
 
     @classmethod
     def from_decision(
         cls, decision: TriggerDecision, *, question: str, method: str, position: int
     ) -> ActiveRetrievalEvent:
-        return cls(
-            question=question,
-            method=method,
-            fired=decision.fire,
-            trigger=decision.trigger,
-            position=position,
-            token=decision.token,
-            score=decision.score,
-            threshold=decision.threshold,
-            reason=decision.reason,
-        )
+        return cls(question=question, method=method, **decision_fields(decision, position))
+
+
+def retrieval_fields(retrieval: Retrieval) -> dict[str, Any]:
+    """The decision fields of a retrieval the engine performed (a fired decision)."""
+    return {
+        "fired": True,
+        "trigger": retrieval.trigger,
+        "position": retrieval.position,
+        "token": retrieval.token,
+        "score": retrieval.score,
+        "threshold": retrieval.threshold,
+        "reason": retrieval.reason,
+        "query": retrieval.query,
+        "node_ids": retrieval.passage_ids,
+    }
+
+
+def decision_fields(decision: TriggerDecision, position: int) -> dict[str, Any]:
+    """The decision fields of a trigger decision (no query or nodes: those come with a retrieval)."""
+    return {
+        "fired": decision.fire,
+        "trigger": decision.trigger,
+        "position": position,
+        "token": decision.token,
+        "score": decision.score,
+        "threshold": decision.threshold,
+        "reason": decision.reason,
+    }
 
 
 class ActiveRouteEvent(BaseEvent):

@@ -41,6 +41,7 @@ from active_rag.types import Passage, Retrieval, RouteDecision, TriggerDecision
 from active_rag.types import TokenEvent as EngineTokenEvent
 
 from ._calls import FixedRouter
+from .events import decision_fields, retrieval_fields
 from .query_engine import ActiveRAGQueryEngine
 from .retriever import LlamaIndexRetrieverAdapter
 
@@ -241,30 +242,10 @@ class ActiveRAGWorkflow(Workflow):
                         TokenEvent(text=event.text, token_id=event.token_id, logprob=event.logprob, entropy=event.entropy, position=event.position)
                     )
                 elif isinstance(event, Retrieval):
-                    ctx.write_event_to_stream(
-                        RetrievalDecisionEvent(
-                            fired=True,
-                            trigger=event.trigger,
-                            position=event.position,
-                            token=event.token,
-                            score=event.score,
-                            threshold=event.threshold,
-                            reason=event.reason,
-                            query=event.query,
-                            node_ids=event.passage_ids,
-                        )
-                    )
+                    ctx.write_event_to_stream(RetrievalDecisionEvent(**retrieval_fields(event)))
                 elif isinstance(event, TriggerDecision):
                     ctx.write_event_to_stream(
-                        RetrievalDecisionEvent(
-                            fired=False,
-                            trigger=event.trigger,
-                            position=call.decision_position(event),
-                            token=event.token,
-                            score=event.score,
-                            threshold=event.threshold,
-                            reason=event.reason,
-                        )
+                        RetrievalDecisionEvent(**decision_fields(event, call.decision_position(event)))
                     )
         finally:
             bridge.cancel_pending()
