@@ -44,7 +44,7 @@ from active_rag.evaluation.metrics import (
     strategyqa_accuracy,
 )
 from active_rag.evaluation.plots import plot_methods, plot_sweep
-from active_rag.evaluation.prompts import EXEMPLARS, build_eval_prompt, build_router_prompt, fewshot_block
+from active_rag.evaluation.prompts import EXEMPLARS, build_eval_prompt, fewshot_block
 from active_rag.evaluation.runner import EvalConfig, EvalReport, MethodSpec, eval_prompt_template, run_eval
 
 __all__ = [
@@ -60,7 +60,6 @@ __all__ = [
     "MethodSpec",
     "aggregate",
     "build_eval_prompt",
-    "build_router_prompt",
     "corpus_path",
     "decision_metrics",
     "default_data_dir",

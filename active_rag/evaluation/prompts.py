@@ -1,4 +1,4 @@
-"""The papers' evaluation prompts: DRAGIN's chain-of-thought exemplars and RetrievalQA's answer/router templates.
+"""The papers' evaluation prompts: DRAGIN's chain-of-thought exemplars and RetrievalQA's answer templates.
 
 DRAGIN (Su et al., 2024), appendix F "Prompt Template": Prompt 1 (2WikiMultihopQA Direct), Prompt 3 (HotpotQA
 Direct) and Prompt 5 (StrategyQA Direct) give the exemplars; Prompts 2, 4 and 6 show the same exemplars
@@ -16,9 +16,8 @@ model's own chat markup (not reproduced here: apply the model's chat template in
 
 from __future__ import annotations
 
-import datetime as _dt
-
 from active_rag.errors import UnknownNameError
+from active_rag.routing import ta_are_resources
 from active_rag.types import Passage
 
 __all__ = [
@@ -27,13 +26,9 @@ __all__ = [
     "INSTRUCTIONS",
     "RETRIEVALQA_NO_RETRIEVAL_TEMPLATE",
     "RETRIEVALQA_RETRIEVAL_TEMPLATE",
-    "RETRIEVALQA_ROUTER_TEMPLATE",
     "RETRIEVALQA_SYSTEM_PROMPT",
-    "RETRIEVALQA_TAARE_ROUTER_TEMPLATE",
     "RETRIEVALQA_TOP_N",
-    "TAARE_FEWSHOT_EXAMPLES",
     "build_eval_prompt",
-    "build_router_prompt",
     "format_dragin_context",
     "format_retrievalqa_evidence",
     "fewshot_block",
@@ -219,48 +214,15 @@ def format_dragin_context(passages: list[Passage]) -> str:
 #: The system message the authors sent with the OpenAI chat templates (``run_lm.call_openai_api``).
 RETRIEVALQA_SYSTEM_PROMPT = "You are a helpful assistant to answer questions."
 
+# The authors' answer templates, read from the file the package ships (``active_rag/data/ta_are_prompts.json``,
+# extracted from RetrievalQA ``utils.PROMPT_DICT``); the router prompts live in :mod:`active_rag.routing`.
+_AUTHORS_TEMPLATES = ta_are_resources()["prompt_templates"]
+
 #: ``PROMPT_DICT["openai_chat_no_retrieval"]``.
-RETRIEVALQA_NO_RETRIEVAL_TEMPLATE = (
-    "Please use your own knowledge to answer the questions. Only include the answer in your response and try to be "
-    'concise. If you do not know the answer, just say "I don\'t know".\n\nQuestion: {question}\nAnswer:'
-)
+RETRIEVALQA_NO_RETRIEVAL_TEMPLATE: str = _AUTHORS_TEMPLATES["openai_chat_no_retrieval"]
 
 #: ``PROMPT_DICT["openai_chat_retrieval"]``.
-RETRIEVALQA_RETRIEVAL_TEMPLATE = (
-    "Please answer the question based on the provided context. Only include the answer in your response and try to "
-    'be concise. If you do not know the answer, just say "I don\'t know".\n\n'
-    "Paragraph:\n{evidence}\n\n"
-    "Question: {question}\n"
-    "Answer:"
-)
-
-#: ``PROMPT_DICT["openai_chat_adaptive_retrieval"]``: the vanilla router prompt.
-RETRIEVALQA_ROUTER_TEMPLATE = (
-    "Given a question, determine whether you need to retrieve external resources, such as real-time search engines, "
-    'Wikipedia, or databases, to answer the question correctly. Only answer "[Yes]" or "[No]".\n\n'
-    "Question: {question}\n"
-    "Answer:"
-)
-
-#: ``PROMPT_DICT["openai_chat_adaptive_retrieval_TAARE"]``: the TA-ARE router prompt (date + demonstrations).
-#: As in the authors' code, ``{fewshot_examples}`` already ends with a blank line and is followed by another.
-RETRIEVALQA_TAARE_ROUTER_TEMPLATE = (
-    "Today is {today}. Given a question, determine whether you need to retrieve external resources, such as "
-    "real-time search engines, Wikipedia, or databases, to answer the question correctly. Only answer \"[Yes]\" or "
-    '"[No]".\n\n'
-    "Here are some examples:\n\n"
-    "{fewshot_examples}\n\n"
-    "Question: {question}\n"
-    "Answer:"
-)
-
-#: ``utils.fewshot_examples``: the 4 fixed TA-ARE demonstrations (2 [Yes], 2 [No]).
-TAARE_FEWSHOT_EXAMPLES = (
-    "Question: what is the water boiling point?\nAnswer: [No].\n\n"
-    "Question: As of today, name the 5 NFL teams that have never actually played in a super bowl?\nAnswer: [Yes].\n\n"
-    "Question: What is the capital of France?\nAnswer: [No].\n\n"
-    "Question: What is Walter de la Pole's occupation?\nAnswer: [Yes].\n\n"
-)
+RETRIEVALQA_RETRIEVAL_TEMPLATE: str = _AUTHORS_TEMPLATES["openai_chat_retrieval"]
 
 #: How many of a question's contexts the authors put in the prompt (``--doc_top_n 5``).
 RETRIEVALQA_TOP_N = 5
@@ -269,18 +231,6 @@ RETRIEVALQA_TOP_N = 5
 def format_retrievalqa_evidence(passages: list[Passage], top_n: int = RETRIEVALQA_TOP_N) -> str:
     """``"[1] title\\ntext\\n[2] title\\ntext..."`` over the first ``top_n`` passages (``run_lm.format_context``)."""
     return "\n".join(f"[{i}] {p.title.strip()}\n{p.text.strip()}" for i, p in enumerate(passages[:top_n], start=1))
-
-
-def build_router_prompt(question: str, taare: bool = False, today: _dt.date | str | None = None) -> str:
-    """RetrievalQA's router prompt: vanilla, or TA-ARE with today's date (``%Y-%m-%d``) and the 4 demonstrations."""
-    if not taare:
-        return RETRIEVALQA_ROUTER_TEMPLATE.format(question=question)
-    if today is None:
-        today = _dt.date.today()
-    day = today if isinstance(today, str) else today.strftime("%Y-%m-%d")
-    return RETRIEVALQA_TAARE_ROUTER_TEMPLATE.format(
-        today=day, fewshot_examples=TAARE_FEWSHOT_EXAMPLES, question=question
-    )
 
 
 # ------------------------------------------------------------------------------------------------ entry point

@@ -23,7 +23,6 @@ from active_rag.evaluation.prompts import (
     EXEMPLARS,
     RETRIEVALQA_NO_RETRIEVAL_TEMPLATE,
     build_eval_prompt,
-    build_router_prompt,
     fewshot_block,
 )
 from active_rag.types import Passage
@@ -366,9 +365,11 @@ def test_retrievalqa_prompts() -> None:
 
 
 def test_router_prompts() -> None:
-    vanilla = build_router_prompt("Q?")
+    from active_rag.routing import TaAreRouter, VanillaRouter
+
+    vanilla = VanillaRouter(None).prompt("Q?")  # type: ignore[arg-type]
     assert vanilla.endswith('Only answer "[Yes]" or "[No]".\n\nQuestion: Q?\nAnswer:')
-    taare = build_router_prompt("Q?", taare=True, today="2024-02-01")
+    taare = TaAreRouter(None, today="2024-02-01").prompt("Q?")  # type: ignore[arg-type]
     assert taare.startswith("Today is 2024-02-01. Given a question")
     assert "What is Walter de la Pole's occupation?\nAnswer: [Yes].\n\n\n\nQuestion: Q?\nAnswer:" in taare
 
