@@ -3,7 +3,8 @@
 Everything delegates to the framework-neutral engine :mod:`active_rag`:
 
 - :class:`ActiveRAG`: the active retrieval loop (DRAGIN, FLARE, FL-RAG, ...) as a Runnable over any
-  LangChain retriever; streams tokens and retrievals, dispatches ``active_rag.retrieval`` events.
+  LangChain retriever; streams AddableDict chunks that add up to its output, reports the generation as
+  chat-model runs and dispatches ``active_rag.*`` custom events.
 - :class:`TaAreRouter`: TA-ARE (or vanilla) routing between a retrieval chain and a direct chain.
 - :class:`TriggerRunnable`, :class:`QueryRunnable`: triggers and query formulators as LCEL components.
 - :class:`ChatActiveHF`: a chat model over :class:`active_rag.ActiveLM` (logprobs, token streaming).
@@ -16,7 +17,7 @@ from .chain import ActiveRAG, ActiveRAGInput, paired_query
 from .chat_models import ChatActiveHF
 from .components import QueryRunnable, TriggerRunnable
 from .embeddings import MiniLMEmbeddings
-from .events import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT
+from .events import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT, TOKEN_EVENT
 from .retrievers import BM25sRetriever
 from .router import TaAreRouter
 
@@ -30,6 +31,7 @@ __all__ = [
     "DECISION_EVENT",
     "RETRIEVAL_EVENT",
     "ROUTE_EVENT",
+    "TOKEN_EVENT",
     "RetrieverAdapter",
     "TaAreRouter",
     "TriggerRunnable",

@@ -23,7 +23,7 @@ class RetrieverAdapter:
     keyword (retrievers that take no extra arguments ignore it; set ``pass_k=False`` for retrievers that
     reject it) and the result is cut to ``k``. Every Document returned is remembered under its passage
     id (``doc.id``, else ``metadata["id"]``, else a content hash), so :meth:`documents` maps the engine's
-    passages back to the original Document objects.
+    passages back to the original Document objects (the first one returned under each id).
     """
 
     def __init__(self, retriever: BaseRetriever, config: RunnableConfig | None = None, *, pass_k: bool = True) -> None:
@@ -45,8 +45,8 @@ class RetrieverAdapter:
             if passage.id in seen:  # the same Document twice in one ranking
                 continue
             seen.add(passage.id)
-            with self._lock:
-                self._docs[passage.id] = doc
+            with self._lock:  # the first Document returned under an id stands for it (stream and output agree)
+                self._docs.setdefault(passage.id, doc)
             passages.append(passage)
             if len(passages) >= k:
                 break

@@ -7,15 +7,23 @@ Input: a question string or ``{"question": "..."}``. Output::
      "trace": [Retrieval.to_dict(), ...],
      "route": {...}}                 # only with router=
 
-``stream``/``astream`` yield, as they happen, ``{"route": {...}}`` (with a router), ``{"token": text,
-"position", "logprob", "entropy"}`` per token, ``{"retrieval": Retrieval.to_dict()}`` per retrieval, and
-finally the output dict above. Tokens come as the engine accepts them: a segment's tokens follow the
-trigger's check of that segment, so a retrieval that fires after a segment (e.g. FL-RAG's every 16
-tokens; ``position`` says where) is streamed before the segment's tokens.
+``stream``/``astream`` yield :class:`~langchain_core.runnables.AddableDict` chunks that add up to that
+output (``sum`` them with ``+``, as LCEL does): ``{"route": {...}}`` (with a router), then, as they
+happen, ``{"documents": [new Documents], "trace": [Retrieval.to_dict()]}`` per retrieval and
+``{"answer": text}`` per accepted token (leading and trailing whitespace held back so the texts join
+to the stripped answer). So ``rag.pick("answer").stream(q)`` streams plain text. Tokens come as the
+engine accepts them: a segment's tokens follow the trigger's check of that segment, so a retrieval
+that fires after a segment (e.g. FL-RAG's every 16 tokens; its ``position`` says where) is streamed
+before the segment's tokens.
 
-Each retrieval and route is also dispatched as the custom events ``active_rag.retrieval`` /
-``active_rag.route``. Retriever calls go through the retriever's own ``invoke`` with this run's child
-config, so traces nest them under the chain.
+Per-token and per-decision detail travels as custom events (``astream_events`` ``on_custom_event``,
+callback handlers' ``on_custom_event``): ``active_rag.token`` (text, token_id, position, logprob,
+entropy), ``active_rag.decision`` (every trigger decision), ``active_rag.retrieval`` and
+``active_rag.route``. The generation itself is reported as child chat-model runs
+(:mod:`langchain_active_rag.tracing`: ``on_chat_model_start`` / ``on_chat_model_stream`` /
+``on_chat_model_end`` with logprobs, token usage and model name), one per segment between
+retrievals and one for the router's decision. Retriever calls go through the retriever's own
+``invoke`` with this run's child config, so traces nest them under the chain.
 
 Nothing of the method lives here: one :class:`active_rag.ActiveRAG` is built per call (cheap) around a
 per-call :class:`~langchain_active_rag.adapter.RetrieverAdapter`.
@@ -27,8 +35,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import ConfigurableField, RunnableConfig, RunnableSerializable
-from langchain_core.runnables.config import run_in_executor
+from langchain_core.runnables import AddableDict, ConfigurableField, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, InstanceOf, field_validator
 from typing_extensions import TypedDict
 
@@ -47,10 +54,12 @@ from active_rag import (
     make_trigger,
 )
 
-from ._async import aiter_in_thread
+from active_rag._aio import aiter_in_thread, run_in_thread
+
 from ._convert import question_of, resolve_lm
-from .adapter import RetrieverAdapter, adapt
-from .events import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT, dispatch, route_dict
+from .adapter import adapt
+from .events import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT, TOKEN_EVENT, dispatch, route_dict, token_dict
+from .tracing import GenerationTracer
 
 
 class ActiveRAGInput(TypedDict):
@@ -215,42 +224,56 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         return active_rag.ActiveRAG(lm, retriever, **kwargs)
 
     # -- the one loop -------------------------------------------------------------------------------
-    def _chunks(self, question: Any, config: RunnableConfig, overrides: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """Run the engine for one question; yield stream chunks, the output dict last."""
+    def _chunks(self, question: Any, config: RunnableConfig, overrides: dict[str, Any]) -> Iterator[AddableDict]:
+        """Run the engine for one question; yield the output as AddableDict chunks (see the module docs)."""
         adapter = adapt(self.retriever, config, pass_k=self.pass_k) if self.retriever is not None else None
         engine = self.build_engine(adapter, **overrides)
-        for event in engine.stream(question):
-            if isinstance(event, TokenEvent):
-                yield {"token": event.text, "position": event.position, "logprob": event.logprob, "entropy": event.entropy}
-            elif isinstance(event, Retrieval):
-                data = event.to_dict()
-                dispatch(RETRIEVAL_EVENT, data, config)
-                yield {"retrieval": data}
-            elif isinstance(event, TriggerDecision):
-                dispatch(DECISION_EVENT, event.to_dict(), config)
-            elif isinstance(event, RouteDecision):
-                data = route_dict(event)
-                dispatch(ROUTE_EVENT, data, config)
-                yield {"route": data}
-            elif isinstance(event, ActiveRAGResult):
-                yield self._output(event, adapter)
-
-    @staticmethod
-    def _output(result: ActiveRAGResult, adapter: RetrieverAdapter | None) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "answer": result.answer,
-            "documents": adapter.documents(result.passages) if adapter is not None else [],
-            "trace": [r.to_dict() for r in result.retrievals],
-        }
-        if result.route is not None:
-            out["route"] = route_dict(result.route)
-        return out
+        tracer = GenerationTracer(
+            config, engine.model, engine.prompt, question.strip() if isinstance(question, str) else "",
+            max_new_tokens=engine.max_new_tokens,
+        )
+        answer = _StrippedText()
+        seen: set[str] = set()
+        keys: set[str] = set()
+        try:
+            for event in engine.stream(question):
+                chunk: AddableDict | None = None
+                if isinstance(event, TokenEvent):
+                    tracer.token(event)
+                    dispatch(TOKEN_EVENT, token_dict(event), config)
+                    delta = answer.push(event.text)
+                    chunk = AddableDict(answer=delta) if delta else None
+                elif isinstance(event, Retrieval):
+                    tracer.retrieval(event)
+                    data = event.to_dict()
+                    dispatch(RETRIEVAL_EVENT, data, config)
+                    new = [p for p in event.passages if p.id not in seen]
+                    seen.update(p.id for p in new)
+                    assert adapter is not None  # the engine retrieves only with a retriever
+                    chunk = AddableDict(documents=adapter.documents(new), trace=[data])
+                elif isinstance(event, TriggerDecision):
+                    dispatch(DECISION_EVENT, event.to_dict(), config)
+                elif isinstance(event, RouteDecision):
+                    tracer.route(event)
+                    data = route_dict(event)
+                    dispatch(ROUTE_EVENT, data, config)
+                    chunk = AddableDict(route=data)
+                elif isinstance(event, ActiveRAGResult):
+                    tracer.finish()
+                    empty = {"answer": "", "documents": [], "trace": []}
+                    chunk = AddableDict({k: v for k, v in empty.items() if k not in keys}) or None
+                if chunk is not None:
+                    keys.update(chunk)
+                    yield chunk
+        except BaseException as exc:
+            tracer.error(exc)
+            raise
 
     def _run(self, input: Any, config: RunnableConfig, **overrides: Any) -> dict[str, Any]:
-        output: dict[str, Any] = {}
+        total = AddableDict()
         for chunk in self._chunks(question_of(input), config, overrides):
-            output = chunk
-        return output
+            total = total + chunk
+        return {k: total[k] for k in ("answer", "documents", "trace", "route") if k in total}
 
     # -- Runnable interface -------------------------------------------------------------------------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -258,30 +281,48 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         async def run(value: Any, config: RunnableConfig) -> dict[str, Any]:
-            return await run_in_executor(config, self._run, value, config, **kwargs)
+            return await run_in_thread(self._run, value, config, **kwargs)
 
         return await self._acall_with_config(run, input, config)
 
-    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        def transform(inputs: Iterator[Any], config: RunnableConfig) -> Iterator[dict[str, Any]]:
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[AddableDict]:
+        def transform(inputs: Iterator[Any], config: RunnableConfig) -> Iterator[AddableDict]:
             value = _last(inputs)
             yield from self._chunks(question_of(value), config, kwargs)
 
         yield from self._transform_stream_with_config(iter([input]), transform, config)
 
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> AsyncIterator[dict[str, Any]]:
-        async def transform(inputs: AsyncIterator[Any], config: RunnableConfig) -> AsyncIterator[dict[str, Any]]:
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[AddableDict]:
+        async def transform(inputs: AsyncIterator[Any], config: RunnableConfig) -> AsyncIterator[AddableDict]:
             value = None
             async for value in inputs:  # noqa: B007 - the input is one value
                 pass
             question = question_of(value)
-            async for chunk in aiter_in_thread(lambda: self._chunks(question, config, kwargs), config):
+            async for chunk in aiter_in_thread(lambda: self._chunks(question, config, kwargs)):
                 yield chunk
 
         async for chunk in self._atransform_stream_with_config(_aiter([input]), transform, config):
             yield chunk
+
+
+class _StrippedText:
+    """Streams text so that the pieces join to ``full_text.strip()``: leading whitespace is dropped,
+    trailing whitespace is held back until more text follows."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.pending = ""
+
+    def push(self, text: str) -> str:
+        if not self.started:
+            text = text.lstrip()
+            if not text:
+                return ""
+            self.started = True
+        combined = self.pending + text
+        body = combined.rstrip()
+        self.pending = combined[len(body) :]
+        return body
 
 
 def _last(values: Iterator[Any]) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.callbacks.manager import adispatch_custom_event, dispatch_custom_event
 from langchain_core.runnables import RunnableConfig
 
-from active_rag import RouteDecision
+from active_rag import RouteDecision, TokenEvent
 
 #: A retrieval the engine performed: ``Retrieval.to_dict()`` (position, token, score, threshold, query,
 #: passage_ids, trigger, reason, titles).
@@ -20,6 +20,19 @@ RETRIEVAL_EVENT = "active_rag.retrieval"
 ROUTE_EVENT = "active_rag.route"
 #: Every trigger decision, fired or not: ``TriggerDecision.to_dict()``.
 DECISION_EVENT = "active_rag.decision"
+#: Every accepted output token: ``{"text", "token_id", "position", "logprob", "entropy"}``.
+TOKEN_EVENT = "active_rag.token"
+
+
+def token_dict(event: TokenEvent) -> dict[str, Any]:
+    """The payload of :data:`TOKEN_EVENT`."""
+    return {
+        "text": event.text,
+        "token_id": event.token_id,
+        "position": event.position,
+        "logprob": event.logprob,
+        "entropy": event.entropy,
+    }
 
 
 def route_dict(decision: RouteDecision) -> dict[str, Any]:
@@ -45,4 +58,4 @@ async def adispatch(name: str, data: dict[str, Any], config: RunnableConfig | No
             raise
 
 
-__all__ = ["RETRIEVAL_EVENT", "ROUTE_EVENT", "route_dict", "dispatch", "adispatch"]
+__all__ = ["DECISION_EVENT", "RETRIEVAL_EVENT", "ROUTE_EVENT", "TOKEN_EVENT", "route_dict", "token_dict", "dispatch", "adispatch"]

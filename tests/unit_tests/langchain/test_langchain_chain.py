@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 from uuid import UUID
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
-from langchain_core.runnables import ConfigurableField, RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import AddableDict, ConfigurableField, RunnableLambda, RunnablePassthrough
 
 import active_rag
-from active_rag import BM25Index, EmptyQuestionError, Passage, RetrieverError, UnknownNameError
-from langchain_active_rag import DECISION_EVENT, RETRIEVAL_EVENT, ROUTE_EVENT, ActiveRAG, BM25sRetriever, ChatActiveHF
+from active_rag import ActiveRAGError, BM25Index, EmptyQuestionError, Passage, RetrieverError, UnknownNameError
+from langchain_active_rag import (
+    DECISION_EVENT,
+    RETRIEVAL_EVENT,
+    ROUTE_EVENT,
+    TOKEN_EVENT,
+    ActiveRAG,
+    BM25sRetriever,
+    ChatActiveHF,
+)
 from langchain_active_rag._convert import document_id
 
 QUESTION = "Who is the father of Kasper Schmeichel?"
@@ -71,21 +81,29 @@ async def test_ainvoke_and_abatch(tiny_lm, bm25_retriever):
     assert await rag.abatch([QUESTION, {"question": QUESTION}]) == [expected, expected]
 
 
+def _add(chunks: list[Any]) -> Any:
+    return functools.reduce(operator.add, chunks)
+
+
 def _check_stream(chunks: list[dict[str, Any]], tokens_expected: int) -> dict[str, Any]:
-    final = chunks[-1]
-    assert set(final) == {"answer", "documents", "trace"}
-    tokens = [c for c in chunks if "token" in c]
-    retrievals = [c["retrieval"] for c in chunks if "retrieval" in c]
-    assert len(tokens) == tokens_expected
-    assert [t["position"] for t in tokens] == list(range(tokens_expected))
-    assert "".join(t["token"] for t in tokens).strip() == final["answer"]
-    assert retrievals == final["trace"]
+    """The chunks are AddableDicts that add up to the output; retrievals first (FL-RAG), then answer text."""
+    assert all(isinstance(c, AddableDict) for c in chunks)
+    total = _add(chunks)
+    assert set(total) == {"answer", "documents", "trace"}
+    pieces = [c["answer"] for c in chunks if "answer" in c]
+    assert "".join(pieces) == total["answer"] and total["answer"] == total["answer"].strip()
+    assert 0 < len(pieces) <= tokens_expected  # whitespace-only tokens travel with the next piece
+    retrievals = [c for c in chunks if "trace" in c]
+    assert [r for c in retrievals for r in c["trace"]] == total["trace"]
+    assert all(len(c["trace"]) == 1 and set(c) == {"documents", "trace"} for c in retrievals)
+    # each retrieval chunk carries only the Documents not seen before, so the lists add up to the output's
+    assert [document_id(d) for c in retrievals for d in c["documents"]] == _dedup_ids(total["trace"])
     # the engine streams a segment's tokens once it accepts them: FL-RAG retrieves with the input, generates
     # a 16-token window, retrieves after it (position 16), then accepts the window and goes on
-    kinds = ["t" if "token" in c else "r" for c in chunks[:-1]]
-    assert kinds == ["r", "r"] + ["t"] * tokens_expected
-    assert [r["position"] for r in retrievals] == [0, 16]
-    return final
+    kinds = ["t" if "answer" in c else "r" for c in chunks]
+    assert kinds == ["r", "r"] + ["t"] * len(pieces)
+    assert [r["position"] for r in total["trace"]] == [0, 16]
+    return total
 
 
 def test_stream_yields_tokens_and_retrievals_as_they_happen(tiny_lm, lc_retriever):
@@ -93,6 +111,22 @@ def test_stream_yields_tokens_and_retrievals_as_they_happen(tiny_lm, lc_retrieve
     final = _check_stream(list(rag.stream(QUESTION)), 20)
     lc_retriever.queries.clear()  # the recording retriever rotates its documents per call
     assert final == rag.invoke(QUESTION)
+
+
+def test_pick_answer_streams_plain_text(tiny_lm, bm25_retriever):
+    rag = ActiveRAG(tiny_lm, bm25_retriever, **FL)
+    pieces = list(rag.pick("answer").stream(QUESTION))
+    assert pieces and all(isinstance(p, str) for p in pieces)
+    assert "".join(pieces) == rag.invoke(QUESTION)["answer"]
+    assert _add(list(rag.pick(["documents", "trace"]).stream(QUESTION))) == {
+        k: v for k, v in rag.invoke(QUESTION).items() if k != "answer"
+    }
+
+
+def test_no_retrieval_and_empty_answer_still_add_up(tiny_lm):
+    out = list(ActiveRAG(tiny_lm, preset="wo-rag", max_new_tokens=3).stream(QUESTION))
+    total = _add(out)
+    assert total["documents"] == [] and total["trace"] == [] and isinstance(total["answer"], str)
 
 
 async def test_astream(tiny_lm, lc_retriever):
@@ -117,20 +151,54 @@ async def test_astream_events_v2_nests_retrievers_and_dispatches_custom_events(t
     # every trigger decision is an event too (fired or not), each fired one followed by its retrieval
     decisions = [e for e in everything if e["name"] == DECISION_EVENT]
     assert decisions and all({"fire", "trigger", "score", "threshold"} <= set(e["data"]) for e in decisions)
-    custom = [e for e in everything if e["name"] != DECISION_EVENT]
-    assert [e["name"] for e in custom] == [RETRIEVAL_EVENT, RETRIEVAL_EVENT]
+    custom = [e for e in everything if e["name"] == RETRIEVAL_EVENT]
+    assert len(custom) == 2
     for e in custom:
         assert {"token", "score", "query", "threshold", "position", "passage_ids"} <= set(e["data"])
     (end,) = [e for e in events if e["event"] == "on_chain_end"]
     assert [e["data"] for e in custom] == end["data"]["output"]["trace"]
+    tokens = [e["data"] for e in everything if e["name"] == TOKEN_EVENT]
+    assert [t["position"] for t in tokens] == list(range(20))
+    assert all({"text", "token_id", "logprob", "entropy"} <= set(t) for t in tokens)
     streamed = [e["data"]["chunk"] for e in events if e["event"] == "on_chain_stream"]
-    assert sum("token" in c for c in streamed) == 20
+    assert _add(streamed) == end["data"]["output"]
     # order: custom event for a retrieval precedes the retrieval's own stream chunk
     order = [
         e["event"] for e in events
         if e["event"] == "on_retriever_start" or (e["event"] == "on_custom_event" and e["name"] == RETRIEVAL_EVENT)
     ]
     assert order == ["on_retriever_start", "on_custom_event"] * 2
+
+
+async def test_generation_is_reported_as_chat_model_runs(tiny_lm, lc_retriever):
+    """One chat-model run per segment between retrievals (FL-RAG: tokens 0-15 with the first retrieval's
+    passages, 16-19 with the second's), children of the chain like the retriever runs."""
+    rag = ActiveRAG(tiny_lm, lc_retriever, **FL)
+    events = [e async for e in rag.astream_events(QUESTION, version="v2")]
+    chain_id = next(e["run_id"] for e in events if e["event"] == "on_chain_start")
+    starts = [e for e in events if e["event"] == "on_chat_model_start"]
+    ends = [e for e in events if e["event"] == "on_chat_model_end"]
+    assert len(starts) == len(ends) == 2
+    assert all(e["parent_ids"] == [chain_id] and e["name"] == "ChatActiveHF" for e in starts)
+    assert starts[0]["metadata"]["ls_model_name"] == "tiny-llama" and starts[0]["metadata"]["ls_provider"] == "active_rag"
+    first_prompt = starts[0]["data"]["input"]["messages"][0]
+    end_output = next(e for e in events if e["event"] == "on_chain_end")["data"]["output"]
+    titles = [d.metadata["title"] for d in end_output["documents"]]
+    assert QUESTION in first_prompt[0].content and titles[0] in first_prompt[0].content  # the engine's rendered prompt
+    assert len(first_prompt) == 1 and starts[1]["data"]["input"]["messages"][0][-1].type == "ai"  # the answer so far
+    streams = [e for e in events if e["event"] == "on_chat_model_stream"]
+    assert len(streams) == 20
+    assert [e["run_id"] for e in streams] == [starts[0]["run_id"]] * 16 + [starts[1]["run_id"]] * 4
+    for e in streams:
+        entry = e["data"]["chunk"].response_metadata["logprobs"]["content"][0]
+        assert entry["token"] == e["data"]["chunk"].content and entry["logprob"] <= 0
+    outputs = [e["data"]["output"] for e in ends]
+    assert [o.usage_metadata["output_tokens"] for o in outputs] == [16, 4]
+    assert all(o.usage_metadata["input_tokens"] > 16 and o.response_metadata["model_name"] == "tiny-llama" for o in outputs)
+    assert "".join(o.content for o in outputs).strip() == end_output["answer"]
+    # the second segment starts after the second retrieval
+    kinds = [e["event"] for e in events if e["event"] in ("on_retriever_start", "on_chat_model_start")]
+    assert kinds == ["on_retriever_start", "on_retriever_start", "on_chat_model_start", "on_chat_model_start"]
 
 
 class Recorder(BaseCallbackHandler):
@@ -156,11 +224,11 @@ def test_sync_callbacks_see_nested_retrievers_and_custom_events(tiny_lm, lc_retr
     rag = ActiveRAG(tiny_lm, lc_retriever, **FL)
     recorder = Recorder()
     config = {"callbacks": [recorder]}
-    out = rag.invoke(QUESTION, config) if mode == "invoke" else list(rag.stream(QUESTION, config))[-1]
+    out = rag.invoke(QUESTION, config) if mode == "invoke" else _add(list(rag.stream(QUESTION, config)))
     ((name, chain_id, parent),) = recorder.chains
     assert name == "ActiveRAG" and parent is None
     assert recorder.retrievers == [chain_id, chain_id]
-    retrievals = [(n, d, r) for n, d, r in recorder.custom if n != DECISION_EVENT]
+    retrievals = [(n, d, r) for n, d, r in recorder.custom if n == RETRIEVAL_EVENT]
     assert retrievals == [(RETRIEVAL_EVENT, t, chain_id) for t in out["trace"]]
     assert any(n == DECISION_EVENT for n, _, _ in recorder.custom)
 
@@ -224,7 +292,8 @@ def test_model_as_chat_model_and_retriever_as_engine_index(tiny_lm):
     rag = ActiveRAG(ChatActiveHF(lm=tiny_lm), index, preset="sr-rag", max_new_tokens=6)
     assert isinstance(rag.retriever, BM25sRetriever)
     out = rag.invoke("alpha?")
-    assert [d.id for d in out["documents"]] == ["p0", "p1"]
+    engine = active_rag.ActiveRAG.from_preset("sr-rag", tiny_lm, index, max_new_tokens=6).run("alpha?")
+    assert [d.id for d in out["documents"]] == [p.id for p in engine.passages] and out["documents"][0].id == "p0"
 
 
 def test_engine_router_adds_route_to_output_stream_and_events(tiny_lm, lc_retriever):
@@ -232,18 +301,22 @@ def test_engine_router_adds_route_to_output_stream_and_events(tiny_lm, lc_retrie
     recorder = Recorder()
     chunks = list(rag.stream(QUESTION, {"callbacks": [recorder]}))
     assert set(chunks[0]) == {"route"} and chunks[0]["route"]["router"] == "vanilla"
-    assert chunks[-1]["route"] == chunks[0]["route"]
+    assert _add(chunks)["route"] == chunks[0]["route"] == rag.invoke(QUESTION)["route"]
     assert {"retrieve", "router", "raw_output"} == set(chunks[0]["route"])
     assert recorder.custom[0][:2] == (ROUTE_EVENT, chunks[0]["route"])
 
 
 # -- errors surface unchanged -------------------------------------------------------------------------------
-@pytest.mark.parametrize("question", ["", "   ", {"question": ""}, {"question": None}])
-def test_empty_question_raises_the_engine_error(tiny_lm, lc_retriever, question):
+@pytest.mark.parametrize(
+    ("question", "error"),
+    [("", EmptyQuestionError), ("   ", EmptyQuestionError), ({"question": ""}, EmptyQuestionError),
+     ({"question": None}, ActiveRAGError)],
+)
+def test_empty_question_raises_the_engine_error(tiny_lm, lc_retriever, question, error):
     rag = ActiveRAG(tiny_lm, lc_retriever, preset="sr-rag")
-    with pytest.raises(EmptyQuestionError):
+    with pytest.raises(error):
         rag.invoke(question)
-    with pytest.raises(EmptyQuestionError):
+    with pytest.raises(error):
         list(rag.stream(question))
     assert lc_retriever.queries == []
 

@@ -1,0 +1,187 @@
+"""The engine's generation as LangChain chat-model runs (LangSmith, ``astream_events``, callback handlers).
+
+:class:`ActiveRAG <langchain_active_rag.ActiveRAG>` runs the engine, which decodes with the model
+directly; this module reports that decoding the way a ``BaseChatModel`` call reports its own: a child
+chat-model run (``on_chat_model_start`` -> ``on_llm_new_token`` per token, with the chunk and its
+OpenAI-shaped logprobs -> ``on_llm_end`` with token usage and the model name) for
+
+- every generation segment between two retrievals: the tokens the engine accepted from one prompt
+  (the question with the passages of the latest retrieval, and the answer so far as the assistant's
+  prefix). A token belongs to the segment of the last retrieval whose ``position`` is at or before
+  the token's own (``Retrieval.position`` counts the output tokens before the retrieval point), so
+  a retrieval that fires after a segment (FL-RAG, FS-RAG) closes that segment at the right token even
+  though the engine streams it before the segment's tokens;
+- the router's decision (TA-ARE or vanilla): its prompt in, its raw output out.
+
+Retriever runs stay siblings of these runs, under the chain. Only accepted tokens are reported
+(tentative look-ahead sentences that FLARE discards are not). ``input_tokens`` counts the segment's
+prompt with the model's tokenizer (the chat-templated user message plus the answer so far);
+``output_tokens`` the segment's tokens. Nothing is computed when no callback handler listens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import CallbackManager, CallbackManagerForLLMRun
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
+from langchain_core.runnables import RunnableConfig
+
+from active_rag import ActiveLM, PromptTemplate, Retrieval, RouteDecision, TokenEvent
+
+#: The name of the chat-model runs (the class a user would call for the same model).
+RUN_NAME = "ChatActiveHF"
+_SERIALIZED = {"lc": 1, "type": "not_implemented", "id": ["langchain_active_rag", "chat_models", RUN_NAME], "name": RUN_NAME}
+
+
+def logprob_entry(text: str, logprob: float, top_logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One OpenAI-style ``logprobs.content`` item."""
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8")), "top_logprobs": top_logprobs or []}
+
+
+def ls_params(lm: ActiveLM, **extra: Any) -> dict[str, Any]:
+    """LangSmith's run metadata for a chat call of ``lm``."""
+    return {"ls_provider": "active_rag", "ls_model_name": lm.name, "ls_model_type": "chat", **extra}
+
+
+@dataclass
+class _Segment:
+    run: CallbackManagerForLLMRun
+    source: int  # index of the retrieval whose passages were in the prompt (-1: none)
+    input_tokens: int
+    texts: list[str] = field(default_factory=list)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+
+class GenerationTracer:
+    """Reports one engine call's generation as child chat-model runs of the run whose child ``config`` is given.
+
+    Feed it the engine's stream events in order (:meth:`route`, :meth:`retrieval`, :meth:`token`), then
+    :meth:`finish` (or :meth:`error`)."""
+
+    def __init__(
+        self,
+        config: RunnableConfig | None,
+        lm: ActiveLM,
+        prompt: PromptTemplate | None = None,
+        question: str = "",
+        *,
+        max_new_tokens: int = 0,
+        temperature: float = 0.0,
+    ) -> None:
+        config = config or {}
+        self.lm = lm
+        self.prompt = prompt
+        self.question = question
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.manager = CallbackManager.configure(
+            inheritable_callbacks=config.get("callbacks"),
+            inheritable_tags=config.get("tags"),
+            inheritable_metadata={
+                **(config.get("metadata") or {}),
+                **ls_params(lm, ls_temperature=temperature, ls_max_tokens=max_new_tokens),
+            },
+        )
+        self.enabled = bool(self.manager.handlers)
+        self.retrievals: list[Retrieval] = []
+        self.accepted: list[str] = []  # text of every accepted token so far
+        self.segment: _Segment | None = None
+
+    # -- runs ---------------------------------------------------------------------------------------------
+    def _start(self, messages: list[BaseMessage], max_tokens: int | None) -> CallbackManagerForLLMRun:
+        params: dict[str, Any] = {"_type": "active-hf", "model": self.lm.name, "model_name": self.lm.name,
+                                  "temperature": self.temperature, "logprobs": True}
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        (run,) = self.manager.on_chat_model_start(
+            _SERIALIZED, [messages], invocation_params=params, options={"stop": None}, name=RUN_NAME, batch_size=1
+        )
+        return run
+
+    def _messages(self, user: str, prefix: str = "") -> list[BaseMessage]:
+        messages: list[BaseMessage] = []
+        if self.lm.system_prompt:
+            messages.append(SystemMessage(self.lm.system_prompt))
+        messages.append(HumanMessage(user))
+        if prefix:
+            messages.append(AIMessage(prefix))
+        return messages
+
+    def _end(self, run: CallbackManagerForLLMRun, texts: Sequence[str], entries: list[dict[str, Any]],
+             input_tokens: int, output_tokens: int, finish_reason: str) -> None:
+        usage = UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
+        metadata: dict[str, Any] = {"model_name": self.lm.name, "model_provider": "active_rag", "finish_reason": finish_reason}
+        if entries:
+            metadata["logprobs"] = {"content": entries}
+        message = AIMessage(content="".join(texts), id=f"lc_run--{run.run_id}", usage_metadata=usage, response_metadata=metadata)
+        generation = ChatGeneration(message=message, generation_info={"finish_reason": finish_reason})
+        token_usage = {"prompt_tokens": input_tokens, "completion_tokens": output_tokens, "total_tokens": usage["total_tokens"]}
+        run.on_llm_end(LLMResult(generations=[[generation]], llm_output={"token_usage": token_usage, "model_name": self.lm.name}))
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def route(self, decision: RouteDecision) -> None:
+        """The router's generation as one run: its prompt in, its raw output out (one chunk)."""
+        if not self.enabled:
+            return
+        run = self._start(self._messages(decision.prompt), max_tokens=None)
+        text = decision.raw_output
+        chunk = ChatGenerationChunk(message=AIMessageChunk(content=text, id=f"lc_run--{run.run_id}"))
+        run.on_llm_new_token(text, chunk=chunk)
+        input_tokens = len(self.lm.prompt_ids(decision.prompt)) if decision.prompt else 0
+        self._end(run, [text], [], input_tokens, len(self.lm.encode(text)) if text else 0, "stop")
+
+    def retrieval(self, retrieval: Retrieval) -> None:
+        self.retrievals.append(retrieval)
+
+    def token(self, event: TokenEvent) -> None:
+        if self.enabled:
+            source = -1
+            for i, r in enumerate(self.retrievals):
+                if r.position <= event.position:
+                    source = i
+            if self.segment is None or self.segment.source != source:
+                self._close("retrieval")
+                self._open(source, event.position)
+            segment = self.segment
+            assert segment is not None
+            entry = logprob_entry(event.text, event.logprob)
+            chunk = ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=event.text, id=f"lc_run--{segment.run.run_id}", response_metadata={"logprobs": {"content": [entry]}}
+                )
+            )
+            segment.run.on_llm_new_token(event.text, chunk=chunk, logprobs={"content": [entry]})
+            segment.texts.append(event.text)
+            segment.entries.append(entry)
+        self.accepted.append(event.text)
+
+    def _open(self, source: int, position: int) -> None:
+        passages = self.retrievals[source].passages if source >= 0 else []
+        assert self.prompt is not None, "segments need the engine's prompt template"
+        user = self.prompt.render(self.question, passages)
+        prefix = "".join(self.accepted[:position])
+        run = self._start(self._messages(user, prefix), max_tokens=self.max_new_tokens - position)
+        self.segment = _Segment(run=run, source=source, input_tokens=len(self.lm.prompt_ids(user)) + position)
+
+    def _close(self, finish_reason: str) -> None:
+        segment, self.segment = self.segment, None
+        if segment is not None:
+            self._end(segment.run, segment.texts, segment.entries, segment.input_tokens, len(segment.texts), finish_reason)
+
+    def finish(self) -> None:
+        """Close the open segment (the answer is complete)."""
+        self._close("stop" if len(self.accepted) < self.max_new_tokens else "length")
+
+    def error(self, exc: BaseException) -> None:
+        """Report ``exc`` on the open segment, if any."""
+        segment, self.segment = self.segment, None
+        if segment is not None:
+            segment.run.on_llm_error(exc)
+
+
+__all__ = ["GenerationTracer", "RUN_NAME", "logprob_entry", "ls_params"]
