@@ -7,17 +7,20 @@ steps; every other layer, and every prefill, keeps the model's fast kernel (sdpa
 token ``t_i`` is the row it writes as the query when it is fed back to the model, i.e. ``A_{i,<i}`` of
 DRAGIN's Eq. 2. Extra memory is one row per live token, linear in the sequence length.
 
-The capture is wired through transformers' ``AttentionInterface``: the captured layer gets its own
-shallow copy of the config whose ``_attn_implementation`` names a function registered here. That
-function records the head-averaged row into a per-call :class:`contextvars.ContextVar`, so several
-threads can generate at once without sharing capture state.
+Two things make many questions cheap (issues 10 and 15):
+
+- a :class:`~active_rag.prefix_cache.PrefixCache` of prompt prefixes: a session starts from the longest
+  token-identical prefix already computed (the shared exemplars) and prefills only the rest;
+- a :class:`~active_rag.batching.DecodeScheduler`: the one-token steps of sessions decoding at the same
+  time (threads, asyncio workers, :meth:`ActiveRAG.run_batch`) share one batched forward pass.
+
+The wiring is in :mod:`active_rag.attention` (transformers' ``AttentionInterface``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-import copy
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,10 +28,13 @@ from typing import Any
 
 import torch
 
+from .attention import CAPTURE, IMPLEMENTATION, Capture, attention_modules, install
+from .batching import DecodeScheduler
 from .errors import AttentionCaptureError
+from .prefix_cache import DEFAULT_PREFIX_CACHE_MB, PrefixCache
 from .types import TokenStep
 
-CAPTURE_IMPLEMENTATION = "active_rag_capture"
+CAPTURE_IMPLEMENTATION = IMPLEMENTATION
 
 LogitsProcessor = Callable[[Sequence[int], torch.Tensor], torch.Tensor]
 """``(all token ids so far, next-token logits [vocab]) -> processed logits``; used for sampling only."""
@@ -38,71 +44,29 @@ StopCondition = Callable[[list[TokenStep]], bool]
 
 
 @dataclass
-class _Capture:
-    row: torch.Tensor | None = None
+class PromptUsage:
+    """Prompt tokens of the sessions opened while counting (see :func:`count_prompt_tokens`): ``cached``
+    came from the prefix cache, ``prefilled`` were computed."""
+
+    cached: int = 0
+    prefilled: int = 0
+    sessions: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"cached": self.cached, "prefilled": self.prefilled, "sessions": self.sessions}
 
 
-_CAPTURE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("active_rag_capture", default=None)
+_USAGE: contextvars.ContextVar[PromptUsage | None] = contextvars.ContextVar("active_rag_usage", default=None)
 
 
-def _eager_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """The model family's own eager attention (handles GQA, soft-capping, sinks where the family has them)."""
-    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
-    if fn is None:
-        from transformers.models.llama.modeling_llama import eager_attention_forward as fn
-    return fn
-
-
-def _additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    if mask is None or mask.dtype != torch.bool:
-        return mask
-    zero = torch.zeros((), dtype=dtype, device=mask.device)
-    neg = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=mask.device)
-    return torch.where(mask, zero, neg)
-
-
-def _capture_attention_forward(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Attention for the captured layer: eager weights on one-token decode steps, the original kernel otherwise."""
-    capture = _CAPTURE.get()
-    if capture is None or query.shape[2] != 1 or query.shape[0] != 1:
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-        inner = module._active_rag_inner  # type: ignore[attr-defined]
-        fn = ALL_ATTENTION_FUNCTIONS.get_interface(inner, _eager_function(module)) if inner != "eager" else _eager_function(module)
-        return fn(module, query, key, value, attention_mask, **kwargs)
-    kwargs.pop("is_causal", None)
-    out, weights = _eager_function(module)(module, query, key, value, _additive_mask(attention_mask, query.dtype), **kwargs)
-    capture.row = weights[0, :, -1, :].float().mean(dim=0)
-    return out, None
-
-
-def _register() -> None:
-    from transformers import AttentionInterface
-
-    AttentionInterface.register(CAPTURE_IMPLEMENTATION, _capture_attention_forward)
+@contextlib.contextmanager
+def count_prompt_tokens(usage: PromptUsage) -> Iterator[PromptUsage]:
+    """Add the prompt tokens of every session opened in this block (this thread/task) to ``usage``."""
+    token = _USAGE.set(usage)
     try:
-        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: F401
-    except ImportError:  # pragma: no cover - older transformers
-        pass
-
-
-_register()
-
-
-def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    mods = [
-        m
-        for m in model.modules()
-        if isinstance(getattr(m, "layer_idx", None), int) and hasattr(m, "config") and "Attention" in type(m).__name__
-    ]
-    return sorted(mods, key=lambda m: m.layer_idx)
+        yield usage
+    finally:
+        _USAGE.reset(token)
 
 
 @dataclass
@@ -111,6 +75,7 @@ class DecodingSession:
 
     ``max_attention[j]`` is DRAGIN's ``a_max(j)`` (Eq. 3): the largest attention that any later token
     generated in this session with capture on (and not cropped since) paid to position ``j``.
+    ``cached_tokens`` prompt tokens came from the model's prefix cache; ``prefilled_tokens`` were computed.
     """
 
     lm: ActiveLM
@@ -119,6 +84,8 @@ class DecodingSession:
     max_attention: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
     finished: bool = False
     forward_passes: int = 0
+    cached_tokens: int = 0
+    prefilled_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not self.ids:
@@ -134,40 +101,99 @@ class DecodingSession:
         self._committed_max = torch.zeros(0, dtype=torch.float32)
         self._committed = len(self.ids)
         self.max_attention = torch.zeros(len(self.ids), dtype=torch.float32)
+        self._start_from_prefix_cache()
         self._feed_pending()
+        self._remember_prompt()
+        usage = _USAGE.get()
+        if usage is not None:
+            usage.cached += self.cached_tokens
+            usage.prefilled += self.prefilled_tokens
+            usage.sessions += 1
+
+    # -- prefix cache --------------------------------------------------------------------------------
+    def _layers(self) -> list[Any] | None:
+        from transformers.cache_utils import DynamicLayer
+
+        layers = list(getattr(self._cache, "layers", []))
+        if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+            return None  # sliding-window or other cache layouts are not shared
+        return layers
+
+    def _start_from_prefix_cache(self) -> None:
+        cache = self.lm.prefix_cache
+        prompt = len(self.ids)
+        if cache is None or self._layers() is None:
+            self.prefilled_tokens = prompt
+            return
+        # at least the last prompt token is fed, so its logits (and capture) come from this session
+        hit = cache.lookup(self.ids, limit=prompt - 1)
+        if hit is None:
+            self.prefilled_tokens = prompt
+            return
+        layers = self._layers()
+        assert layers is not None
+        for layer, (k, v) in zip(layers, hit.kv, strict=True):
+            layer.lazy_initialization(k, v)
+            layer.keys = k[:, :, : hit.length]
+            layer.values = v[:, :, : hit.length]
+        self._fed = hit.length
+        self.cached_tokens = hit.length
+        self.prefilled_tokens = prompt - hit.length
+
+    def _remember_prompt(self) -> None:
+        cache = self.lm.prefix_cache
+        layers = self._layers()
+        if cache is None or layers is None or self._fed != len(self.ids):
+            return
+        if any(layer.keys is None or layer.keys.shape[-2] != self._fed for layer in layers):
+            return  # a model that does not fill this cache layout
+        cache.insert(self.ids, [(layer.keys, layer.values) for layer in layers])
 
     # -- low level -----------------------------------------------------------------------------------
     @torch.inference_mode()
     def _forward(self, new_ids: list[int], capture: bool) -> torch.Tensor | None:
-        model = self.lm.model
-        input_ids = torch.tensor([new_ids], dtype=torch.long, device=model.device)
+        lm = self.lm
         start = self._fed
+        if len(new_ids) == 1 and lm.scheduler is not None:
+            logits, row = lm.scheduler.step(self._cache, new_ids[0], start, capture)
+            self.forward_passes += 1
+            self._fed += 1
+            self._next_logits = logits
+            if capture and row is None:
+                raise self._capture_error()
+            return row if capture else None
+        model = lm.model
+        input_ids = torch.tensor([new_ids], dtype=torch.long, device=model.device)
         position_ids = torch.arange(start, start + len(new_ids), device=model.device).unsqueeze(0)
-        cap = _Capture() if capture and len(new_ids) == 1 else None
-        token = _CAPTURE.set(cap)
-        try:
-            out = model(
-                input_ids=input_ids,
-                past_key_values=self._cache,
-                position_ids=position_ids,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-        finally:
-            _CAPTURE.reset(token)
+        cap = Capture() if capture and len(new_ids) == 1 else None
+        with lm.model_lock:
+            token = CAPTURE.set(cap)
+            try:
+                out = model(
+                    input_ids=input_ids,
+                    past_key_values=self._cache,
+                    position_ids=position_ids,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+            finally:
+                CAPTURE.reset(token)
         self.forward_passes += 1
         self._fed += len(new_ids)
         self._next_logits = out.logits[0, -1].float()
         if cap is None:
             return None
         if cap.row is None:
-            raise AttentionCaptureError(
-                f"Model {self.lm.name!r} ({type(model).__name__}) did not route its attention through transformers' "
-                "AttentionInterface, so its attention weights cannot be captured. Use a model family that does "
-                "(Llama, Qwen2, Mistral, Gemma, Phi3, ...), or use a trigger/query that needs no attention "
-                "(e.g. --method flare instead of dragin)."
-            )
+            raise self._capture_error()
         return cap.row
+
+    def _capture_error(self) -> AttentionCaptureError:
+        return AttentionCaptureError(
+            f"Model {self.lm.name!r} ({type(self.lm.model).__name__}) did not route its attention through transformers' "
+            "AttentionInterface, so its attention weights cannot be captured. Use a model family that does "
+            "(Llama, Qwen2, Mistral, Gemma, Phi3, ...), or use a trigger/query that needs no attention "
+            "(e.g. --method flare instead of dragin)."
+        )
 
     def _feed_pending(self, capture: bool = False) -> torch.Tensor | None:
         pending = self.ids[self._fed :]
@@ -248,36 +274,43 @@ class DecodingSession:
         """
         lm = self.lm
         steps: list[TokenStep] = []
-        for _ in range(max_new_tokens):
-            if self._fed < len(self.ids):
-                self._feed_pending()
-            assert self._next_logits is not None
-            logits = self._next_logits
-            logprobs = torch.log_softmax(logits, dim=-1)
-            scores = logits if logits_processor is None else logits_processor(self.ids, logits.clone())
-            if temperature > 0:
-                probs = torch.softmax(scores / temperature, dim=-1)
-                token_id = int(torch.multinomial(probs, 1, generator=generator).item())
-            else:
-                token_id = int(torch.argmax(scores).item())
-            if token_id in lm.eos_token_ids:
-                self.finished = True
-                return
-            lp = float(logprobs[token_id])
-            entropy = float(-(logprobs.exp() * logprobs).nan_to_num().sum())
-            position = len(self.ids)
-            text = lm.token_text(self.ids, token_id)
-            self.ids.append(token_id)
-            attention = None
-            if self.capture_attention:
-                row = self._forward([token_id], capture=True)
-                assert row is not None
-                attention = self._record_row(row)
-            step = TokenStep(id=token_id, text=text, logprob=lp, entropy=entropy, position=position, attention=attention)
-            steps.append(step)
-            yield step
-            if stop is not None and stop(steps):
-                return
+        scheduler = lm.scheduler
+        if scheduler is not None:
+            scheduler.enter()  # the scheduler waits for this session's steps while it decodes
+        try:
+            for _ in range(max_new_tokens):
+                if self._fed < len(self.ids):
+                    self._feed_pending()
+                assert self._next_logits is not None
+                logits = self._next_logits
+                logprobs = torch.log_softmax(logits, dim=-1)
+                scores = logits if logits_processor is None else logits_processor(self.ids, logits.clone())
+                if temperature > 0:
+                    probs = torch.softmax(scores / temperature, dim=-1)
+                    token_id = int(torch.multinomial(probs, 1, generator=generator).item())
+                else:
+                    token_id = int(torch.argmax(scores).item())
+                if token_id in lm.eos_token_ids:
+                    self.finished = True
+                    return
+                lp = float(logprobs[token_id])
+                entropy = float(-(logprobs.exp() * logprobs).nan_to_num().sum())
+                position = len(self.ids)
+                text = lm.token_text(self.ids, token_id)
+                self.ids.append(token_id)
+                attention = None
+                if self.capture_attention:
+                    row = self._forward([token_id], capture=True)
+                    assert row is not None
+                    attention = self._record_row(row)
+                step = TokenStep(id=token_id, text=text, logprob=lp, entropy=entropy, position=position, attention=attention)
+                steps.append(step)
+                yield step
+                if stop is not None and stop(steps):
+                    return
+        finally:
+            if scheduler is not None:
+                scheduler.leave()
 
 
 class ActiveLM:
@@ -296,7 +329,26 @@ class ActiveLM:
         name: str | None = None,
         attention_layer: int = -1,
         system_prompt: str | None = None,
+        prefix_cache: bool | PrefixCache = True,
+        prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB,
+        batching: bool = True,
+        max_batch: int = 64,
     ) -> None:
+        """Wrap a loaded causal LM and its tokenizer.
+
+        Args:
+            attention_layer: the layer whose attention rows are captured (DRAGIN uses the last, ``-1``).
+            system_prompt: a system message for the chat template.
+            prefix_cache: keep the KV cache of computed prompt prefixes (``True``, default), not
+                (``False``), or share a given :class:`~active_rag.prefix_cache.PrefixCache`.
+            prefix_cache_mb: memory bound of the prefix cache, in MiB (LRU eviction beyond it).
+            batching: serve the decode steps of concurrent sessions with shared batched forwards.
+            max_batch: the most sequences one batched forward advances.
+        """
+        from .validation import check_int, check_number
+
+        mb = check_number("prefix_cache_mb", prefix_cache_mb, minimum=0, hint="the prefix cache's memory bound in MiB, e.g. 1024")
+        check_int("max_batch", max_batch, minimum=1)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", None) or type(model).__name__
@@ -316,19 +368,45 @@ class ActiveLM:
         self.attention_error: str | None = None
         self.captured_layer: int | None = None
         self._install_capture(attention_layer)
+        if isinstance(prefix_cache, PrefixCache):
+            self.prefix_cache: PrefixCache | None = prefix_cache
+        else:
+            self.prefix_cache = PrefixCache(int(mb * 2**20)) if prefix_cache and mb > 0 else None
+        self.scheduler: DecodeScheduler | None = (
+            DecodeScheduler(self.model, max_batch=max_batch) if batching and self.attention_error is None else None
+        )
+        self.model_lock = self.scheduler.lock if self.scheduler is not None else threading.RLock()
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
-    def load(cls, name_or_path: str | None = None, **kwargs: Any) -> ActiveLM:
-        """Load a registry name (default ``smollm2``), a GGUF file, a local folder or a cached hub id."""
+    def load(
+        cls,
+        name_or_path: str | None = None,
+        *,
+        device: str = "auto",
+        dtype: Any = None,
+        **kwargs: Any,
+    ) -> ActiveLM:
+        """Load a registry name (default ``smollm2``), a GGUF file, a local folder or a cached hub id.
+
+        ``device``: ``"auto"`` (a CUDA GPU when present, else Apple ``mps``, else the CPU), ``"cpu"``,
+        ``"cuda"``, ``"cuda:1"``, ``"mps"``. ``dtype``: a ``torch.dtype`` or its name; by default bfloat16 on
+        a CUDA GPU that supports it, float32 elsewhere. Other keyword arguments go to :class:`ActiveLM`.
+        """
+        from .devices import resolve_device, resolve_dtype
         from .registry import DEFAULT_MODEL, load_pretrained
 
         name = name_or_path or DEFAULT_MODEL
-        model, tokenizer = load_pretrained(name)
+        where = resolve_device(device)
+        model, tokenizer = load_pretrained(name, dtype=resolve_dtype(dtype, where), device=where)
         return cls(model, tokenizer, name=name, **kwargs)
 
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
     def _install_capture(self, layer: int) -> None:
-        modules = _attention_modules(self.model)
+        modules = attention_modules(self.model)
         if not modules:
             self.attention_error = (
                 f"Model {self.name!r} ({type(self.model).__name__}) has no attention modules that transformers' "
@@ -337,14 +415,7 @@ class ActiveLM:
             )
             return
         module = modules[layer]
-        if getattr(module.config, "_attn_implementation", None) == CAPTURE_IMPLEMENTATION:
-            self.captured_layer = module.layer_idx
-            return
-        config = copy.copy(module.config)
-        inner = module.config._attn_implementation or "eager"
-        config._attn_implementation_internal = CAPTURE_IMPLEMENTATION
-        module._active_rag_inner = inner
-        module.config = config
+        install(modules, module)
         self.captured_layer = module.layer_idx
 
     @property
@@ -445,4 +516,13 @@ def entropy_of(logits: torch.Tensor) -> float:
     return float(-(logprobs.exp() * logprobs).nan_to_num().sum())
 
 
-__all__ = ["ActiveLM", "DecodingSession", "CAPTURE_IMPLEMENTATION", "entropy_of", "LogitsProcessor", "StopCondition"]
+__all__ = [
+    "ActiveLM",
+    "DecodingSession",
+    "PromptUsage",
+    "count_prompt_tokens",
+    "CAPTURE_IMPLEMENTATION",
+    "entropy_of",
+    "LogitsProcessor",
+    "StopCondition",
+]

@@ -17,7 +17,8 @@ from transformers import PretrainedConfig
 
 from active_rag import ActiveLM, DecodingSession
 from active_rag.errors import AttentionCaptureError
-from active_rag.model import CAPTURE_IMPLEMENTATION, _attention_modules, entropy_of
+from active_rag.attention import attention_modules as _attention_modules
+from active_rag.model import CAPTURE_IMPLEMENTATION, entropy_of
 from active_rag.signals import max_later_attention
 from active_rag.types import TokenStep
 
@@ -224,15 +225,16 @@ def test_tokens_identical_with_capture_on_off_and_to_hf_greedy_generate(tiny_lm,
     assert out[0, len(run.prompt) :].tolist() == run.ids
 
 
-def test_only_the_captured_layer_changes_attention_implementation(tiny_lm, lm3, lm_eager) -> None:
+def test_every_layer_is_routed_and_only_the_captured_one_records(tiny_lm, lm3, lm_eager) -> None:
     for lm, base in ((tiny_lm, "sdpa"), (lm3, "sdpa"), (lm_eager, "eager")):
         modules = _attention_modules(lm.model)
         assert len(modules) == lm.model.config.num_hidden_layers
         assert lm.captured_layer == modules[-1].layer_idx == len(modules) - 1
-        assert modules[-1].config._attn_implementation == CAPTURE_IMPLEMENTATION
-        assert modules[-1]._active_rag_inner == base
-        for m in modules[:-1]:
-            assert m.config._attn_implementation == base
+        for m in modules:
+            # every layer goes through active_rag's function (ragged batching), which runs the model's own kernel
+            assert m.config._attn_implementation == CAPTURE_IMPLEMENTATION
+            assert m._active_rag_inner == base
+            assert m._active_rag_captured is (m is modules[-1])
         assert lm.model.config._attn_implementation == base
         assert lm.supports_attention
 
@@ -240,8 +242,8 @@ def test_only_the_captured_layer_changes_attention_implementation(tiny_lm, lm3, 
 def test_attention_layer_argument_and_rewrapping(tiny_tokenizer) -> None:
     model = build_tiny_model(len(tiny_tokenizer), layers=3, seed=5)
     lm = ActiveLM(model, tiny_tokenizer, attention_layer=0)
-    impls = [m.config._attn_implementation for m in _attention_modules(model)]
-    assert impls == [CAPTURE_IMPLEMENTATION, "sdpa", "sdpa"] and lm.captured_layer == 0
+    captured = [m._active_rag_captured for m in _attention_modules(model)]
+    assert captured == [True, False, False] and lm.captured_layer == 0
     # rows come from layer 0 now
     prompt = lm.prompt_ids("Who is Kasper?")
     steps = list(lm.session(prompt, capture_attention=True).generate(4))
@@ -254,7 +256,8 @@ def test_attention_layer_argument_and_rewrapping(tiny_tokenizer) -> None:
     # wrapping the same model again does not install a second capture
     again = ActiveLM(model, tiny_tokenizer, attention_layer=0)
     assert again.captured_layer == 0
-    assert [m.config._attn_implementation for m in _attention_modules(model)] == impls
+    assert [m._active_rag_captured for m in _attention_modules(model)] == captured
+    assert {m._active_rag_inner for m in _attention_modules(model)} == {"sdpa"}
 
 
 # -- crop / extend / stop ------------------------------------------------------------------------------
@@ -480,9 +483,9 @@ def test_entropy_of_matches_definition() -> None:
 
 
 def test_eager_attention_runs_only_on_captured_one_token_decode_steps(tiny_lm, monkeypatch) -> None:
-    import active_rag.model as model_module
+    import active_rag.attention as model_module
 
-    real = model_module._eager_function
+    real = model_module.eager_function
     calls: list[tuple[int, int]] = []  # (layer, query length) of every eager call
 
     def spy(module):
@@ -494,7 +497,7 @@ def test_eager_attention_runs_only_on_captured_one_token_decode_steps(tiny_lm, m
 
         return wrapped
 
-    monkeypatch.setattr(model_module, "_eager_function", spy)
+    monkeypatch.setattr(model_module, "eager_function", spy)
     prompt = tiny_lm.prompt_ids("Who is Peter Schmeichel?")
     session = tiny_lm.session(prompt, capture_attention=True)
     assert calls == []  # the prefill keeps sdpa, even in the captured layer

@@ -1,0 +1,210 @@
+"""The attention function every layer of an :class:`~active_rag.model.ActiveLM` runs through.
+
+It is wired through transformers' ``AttentionInterface``: each attention module gets its own shallow copy
+of the config whose ``_attn_implementation`` names :data:`IMPLEMENTATION`. The function has three paths:
+
+- **Ragged batched decode** (:class:`RaggedBatch`): one forward pass advances many sequences by one token
+  each. The projections and MLPs run batched; attention runs row by row over each sequence's own KV cache,
+  so sequences of any length share the pass without padding (the idea of vLLM's paged attention, here with
+  one contiguous cache per sequence). On the captured layer, rows that ask for it compute explicit
+  weights and record the head-averaged attention row (DRAGIN Eq. 2-3 need it).
+- **Single-sequence capture**: a one-token decode step outside a batch records its row the same way.
+- **Anything else** (prefill, plain ``model.generate``): the model's own kernel (sdpa), unchanged.
+
+Capture state lives in :class:`contextvars.ContextVar` objects, so several threads never share it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+IMPLEMENTATION = "active_rag"
+
+
+@dataclass
+class Capture:
+    """Receives the captured layer's head-averaged attention row of a one-token step."""
+
+    row: torch.Tensor | None = None
+
+
+@dataclass
+class RaggedBatch:
+    """One batched decode step: row ``b`` is a sequence with its own cache.
+
+    ``caches[b]`` is that sequence's ``DynamicCache``; ``capture[b]`` says whether its attention row is
+    wanted. :class:`RaggedCache` appends each row's new key/value to its own cache and parks the full
+    tensors in ``kv`` for the attention function.
+    """
+
+    caches: Sequence[Any]
+    capture: Sequence[bool]
+    rows: list[torch.Tensor | None] = field(default_factory=list)
+    kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rows = [None] * len(self.caches)
+
+
+CAPTURE: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("active_rag_capture", default=None)
+RAGGED: contextvars.ContextVar[RaggedBatch | None] = contextvars.ContextVar("active_rag_ragged", default=None)
+
+
+def eager_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The model family's own eager attention (handles GQA, soft-capping, sinks where the family has them)."""
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        from transformers.models.llama.modeling_llama import eager_attention_forward as fn
+    return fn
+
+
+def _inner_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None]]:
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    inner = module._active_rag_inner  # type: ignore[attr-defined]
+    if inner == "eager":
+        return eager_function(module)
+    return ALL_ATTENTION_FUNCTIONS.get_interface(inner, eager_function(module))
+
+
+def _additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    zero = torch.zeros((), dtype=dtype, device=mask.device)
+    neg = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=mask.device)
+    return torch.where(mask, zero, neg)
+
+
+def _captured_row(
+    module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, **kwargs: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    kwargs.pop("is_causal", None)
+    out, weights = eager_function(module)(module, query, key, value, _additive_mask(mask, query.dtype), **kwargs)
+    return out, weights[0, :, -1, :].float().mean(dim=0).cpu()
+
+
+def attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The registered attention function (see the module docstring for its three paths)."""
+    captured = getattr(module, "_active_rag_captured", False)
+    batch = RAGGED.get()
+    if batch is not None:
+        outputs = []
+        inner = _inner_function(module)
+        for b, (k, v) in enumerate(batch.kv[module.layer_idx]):  # type: ignore[attr-defined]
+            q = query[b : b + 1]
+            if captured and batch.capture[b]:
+                out, batch.rows[b] = _captured_row(module, q, k, v, None, **kwargs)
+            else:
+                out, _ = inner(module, q, k, v, None, **kwargs)
+            outputs.append(out)
+        return torch.cat(outputs, dim=0), None
+    capture = CAPTURE.get() if captured else None
+    if capture is None or query.shape[2] != 1 or query.shape[0] != 1:
+        return _inner_function(module)(module, query, key, value, attention_mask, **kwargs)
+    out, capture.row = _captured_row(module, query, key, value, attention_mask, **kwargs)
+    return out, None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(IMPLEMENTATION, attention_forward)
+
+
+_register()
+
+
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's self-attention modules, in layer order."""
+    mods = [
+        m
+        for m in model.modules()
+        if isinstance(getattr(m, "layer_idx", None), int) and hasattr(m, "config") and "Attention" in type(m).__name__
+    ]
+    return sorted(mods, key=lambda m: m.layer_idx)
+
+
+def install(modules: Sequence[torch.nn.Module], captured: torch.nn.Module) -> None:
+    """Route every module through :func:`attention_forward`; ``captured`` records attention rows.
+
+    Idempotent: a model already wired (e.g. wrapped by a second ``ActiveLM``) keeps its wiring, with the
+    captured layer moved to ``captured``."""
+    for module in modules:
+        if getattr(module.config, "_attn_implementation", None) != IMPLEMENTATION:
+            config = copy.copy(module.config)
+            module._active_rag_inner = module.config._attn_implementation or "eager"  # type: ignore[attr-defined]
+            config._attn_implementation_internal = IMPLEMENTATION
+            module.config = config
+        module._active_rag_captured = module is captured  # type: ignore[attr-defined]
+
+
+class RaggedCache:
+    """The ``past_key_values`` of a :class:`RaggedBatch` forward: appends row ``b``'s new key/value to
+    sequence ``b``'s own cache and parks the result for :func:`attention_forward`.
+
+    To the model it looks like an empty cache (mask sizes of the new token only): the causal mask is not
+    needed, because a one-token query may attend to every cached position of its own sequence."""
+
+    is_compileable = False
+    layers: list[Any] = []
+
+    def __init__(self, batch: RaggedBatch) -> None:
+        self.batch = batch
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        self.batch.kv[layer_idx] = [
+            cache.update(key_states[b : b + 1], value_states[b : b + 1], layer_idx) for b, cache in enumerate(self.batch.caches)
+        ]
+        return key_states, value_states
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return 0
+
+    def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
+        return query_length, 0
+
+    def get_query_offset(self, layer_idx: int = 0) -> int:
+        return 0
+
+    @property
+    def is_sliding(self) -> list[bool]:
+        return [False]
+
+    @property
+    def is_linear(self) -> list[bool]:
+        return [False]
+
+    @property
+    def is_dummy(self) -> list[bool]:
+        return [False]
+
+    def __len__(self) -> int:
+        return 0
+
+
+__all__ = [
+    "IMPLEMENTATION",
+    "Capture",
+    "RaggedBatch",
+    "RaggedCache",
+    "CAPTURE",
+    "RAGGED",
+    "attention_forward",
+    "attention_modules",
+    "eager_function",
+    "install",
+]

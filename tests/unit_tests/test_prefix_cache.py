@@ -1,0 +1,176 @@
+"""The prefix KV cache (issue 15): a new session starts from the longest token-identical cached prefix,
+prefills only the rest, never changes the cached tensors, stays under its memory bound, and changes
+nothing a user sees except speed."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from active_rag import ActiveLM, ActiveRAG, Passage
+from active_rag.errors import InvalidOptionError
+from active_rag.prefix_cache import PrefixCache, common_prefix_length
+from active_rag.presets import PRESETS
+
+EXEMPLARS = "Question: Who is he? Answer: He is a director. So the answer is a director.\n" * 6
+QUESTIONS = [
+    "Who is Peter Schmeichel?",
+    "Were Scott Derrickson and Ed Wood of the same nationality?",
+    "Which Danish goalkeeper was voted the IFFHS World's Best Goalkeeper in 1992?",
+]
+
+
+class HashRetriever:
+    """Deterministic passages from the query text (the same under any thread interleaving)."""
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        h = sum(map(ord, query))
+        return [Passage(id=f"d{(h + i) % 7}", title=f"T{(h + i) % 7}", text=f"Passage {(h + i) % 7}: {query[:30]}") for i in range(k)]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model):
+    return tiny_model
+
+
+def lms(model, tokenizer, **kwargs):
+    return (
+        ActiveLM(model, tokenizer, name="tiny", prefix_cache=True, **kwargs),
+        ActiveLM(model, tokenizer, name="tiny", prefix_cache=False, **kwargs),
+    )
+
+
+def trace(result):
+    return (
+        result.answer,
+        [t.id for t in result.tokens],
+        [(r.position, r.query, [p.id for p in r.passages]) for r in result.retrievals],
+        [(d.fire, d.score) for d in result.decisions],
+    )
+
+
+def test_a_second_question_reuses_the_exemplar_prefix(model, tiny_tokenizer) -> None:
+    cached, plain = lms(model, tiny_tokenizer)
+    first = cached.prompt_ids(EXEMPLARS + QUESTIONS[0])
+    second = cached.prompt_ids(EXEMPLARS + QUESTIONS[1])
+    shared = common_prefix_length(first, second)
+    assert shared > 50  # the chat header and the exemplars
+    s1 = cached.session(first, capture_attention=True)
+    assert (s1.cached_tokens, s1.prefilled_tokens) == (0, len(first))
+    s2 = cached.session(second, capture_attention=True)
+    assert (s2.cached_tokens, s2.prefilled_tokens) == (shared, len(second) - shared)
+    # outputs equal those with the cache off: tokens exactly, floats to rounding
+    ref = plain.session(second, capture_attention=True)
+    assert ref.cached_tokens == 0
+    a, b = list(s2.generate(12)), list(ref.generate(12))
+    assert [s.id for s in a] == [s.id for s in b]
+    assert [s.logprob for s in a] == pytest.approx([s.logprob for s in b], abs=1e-5)
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x.attention, y.attention, atol=1e-6, rtol=0)
+    torch.testing.assert_close(s2.max_attention, ref.max_attention, atol=1e-6, rtol=0)
+
+
+def test_a_prefix_that_differs_in_its_last_token_is_not_reused(tiny_lm) -> None:
+    cache = PrefixCache(2**30)
+    k = torch.arange(5.0).reshape(1, 1, 5, 1)
+    cache.insert([1, 2, 3, 4, 5], [(k, k)])
+    hit = cache.lookup([1, 2, 3, 4, 9, 9])
+    assert hit is not None and hit.length == 4  # up to the differing token, never beyond
+    assert cache.lookup([7, 2, 3]) is None
+    hit = cache.lookup([1, 2, 3, 4, 5, 6], limit=3)
+    assert hit is not None and hit.length == 3
+
+
+def test_session_never_changes_the_cached_tensors(model, tiny_tokenizer) -> None:
+    cached, _ = lms(model, tiny_tokenizer)
+    ids = cached.prompt_ids(EXEMPLARS + QUESTIONS[0])
+    cached.session(ids)
+    entry = next(iter(cached.prefix_cache._entries.values()))
+    before = [(k.clone(), v.clone()) for k, v in entry.kv]
+    session = cached.session(ids[:-3] + cached.encode(" Who?"), capture_attention=True)
+    assert session.cached_tokens > 0
+    list(session.generate(8))
+    session.crop(len(session.ids) - 4)
+    list(session.generate(4))
+    for (k0, v0), (k1, v1) in zip(before, entry.kv, strict=True):
+        assert torch.equal(k0, k1) and torch.equal(v0, v1)
+
+
+def test_eviction_keeps_memory_under_the_bound(model, tiny_tokenizer) -> None:
+    lm = ActiveLM(model, tiny_tokenizer, name="tiny")
+    ids = lm.prompt_ids(EXEMPLARS + QUESTIONS[0])
+    per_token = sum(2 * layer.keys.numel() * 4 for layer in lm.session(ids)._cache.layers) / len(ids)
+    bound = int(per_token * len(ids) * 2.5)  # room for about two prompts
+    cache = PrefixCache(bound)
+    lm.prefix_cache = cache
+    for i in range(8):
+        lm.session(lm.encode(f"{i} " * 3) + ids)  # prompts that share nothing at the start
+        assert cache.nbytes <= bound
+    assert cache.evictions >= 5 and 1 <= len(cache) <= 2
+    # an entry whose tokens are a prefix of a new one is replaced by it, not kept twice
+    cache.clear()
+    lm.session(ids[:40])
+    lm.session(ids)
+    assert len(cache) == 1 and len(next(iter(cache._entries))) == len(ids)
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_every_preset_gives_the_same_trace_with_and_without_the_cache(model, tiny_tokenizer, preset) -> None:
+    cached, plain = lms(model, tiny_tokenizer)
+    kwargs = {"max_new_tokens": 30}
+    with_cache = [ActiveRAG.from_preset(preset, cached, HashRetriever(), **kwargs).run(q) for q in QUESTIONS]
+    without = [ActiveRAG.from_preset(preset, plain, HashRetriever(), **kwargs).run(q) for q in QUESTIONS]
+    for a, b in zip(with_cache, without, strict=True):
+        ta, tb = trace(a), trace(b)
+        assert ta[:3] == tb[:3]
+        assert [f for f, _ in ta[3]] == [f for f, _ in tb[3]]
+        assert [s for _, s in ta[3]] == pytest.approx([s for _, s in tb[3]], abs=1e-5)
+        assert b.cached_prompt_tokens == 0 and b.prefilled_prompt_tokens > 0
+    # later questions and re-prompts read the shared prefix from the cache
+    assert with_cache[1].cached_prompt_tokens > 0
+    assert with_cache[1].prefilled_prompt_tokens < without[1].prefilled_prompt_tokens
+    total = with_cache[1].cached_prompt_tokens + with_cache[1].prefilled_prompt_tokens
+    assert total == without[1].prefilled_prompt_tokens  # the same prompts, read differently
+
+
+def test_the_re_prompt_after_a_retrieval_hits_the_cache(model, tiny_tokenizer) -> None:
+    lm = ActiveLM(model, tiny_tokenizer, name="tiny")
+    rag = ActiveRAG.from_preset("fl-rag", lm, HashRetriever(), max_new_tokens=40)
+    result = rag.run(QUESTIONS[0])  # a cold cache: only re-prompts can hit it
+    assert len(result.retrievals) >= 2
+    assert result.cached_prompt_tokens > 0
+    assert result.to_dict()["prompt_tokens"] == {
+        "cached": result.cached_prompt_tokens,
+        "prefilled": result.prefilled_prompt_tokens,
+    }
+
+
+def test_threads_sharing_one_model_get_serial_results(model, tiny_tokenizer) -> None:
+    cached, plain = lms(model, tiny_tokenizer)
+    serial = [trace(ActiveRAG.from_preset("dragin", plain, HashRetriever(), max_new_tokens=30).run(q)) for q in QUESTIONS * 2]
+    rag = ActiveRAG.from_preset("dragin", cached, HashRetriever(), max_new_tokens=30)
+    barrier = threading.Barrier(len(QUESTIONS) * 2)
+
+    def one(q: str):
+        barrier.wait(timeout=30)
+        return trace(rag.run(q))
+
+    with ThreadPoolExecutor(max_workers=len(QUESTIONS) * 2) as pool:
+        concurrent = list(pool.map(one, QUESTIONS * 2))
+    assert [c[:3] for c in concurrent] == [s[:3] for s in serial]
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), "lots", float("inf")])
+def test_bad_prefix_cache_mb_is_a_clear_error(model, tiny_tokenizer, bad) -> None:
+    with pytest.raises(InvalidOptionError, match="prefix_cache_mb"):
+        ActiveLM(model, tiny_tokenizer, prefix_cache_mb=bad)
+
+
+def test_prefix_cache_can_be_turned_off(model, tiny_tokenizer) -> None:
+    assert ActiveLM(model, tiny_tokenizer, prefix_cache=False).prefix_cache is None
+    assert ActiveLM(model, tiny_tokenizer, prefix_cache_mb=0).prefix_cache is None
+    shared = PrefixCache(2**20)
+    assert ActiveLM(model, tiny_tokenizer, prefix_cache=shared).prefix_cache is shared
