@@ -34,7 +34,19 @@ class TestBM25sRetrieverStandard(RetrieversIntegrationTests):
 
 
 class TestChatActiveHFTinyStandard(ChatModelIntegrationTests):
-    """The full integration suite on the tiny random Llama: no tools, JSON mode or multimodal inputs."""
+    """The full integration suite on the tiny random Llama, except tool calling and structured output:
+    those are decoded under a JSON schema (so they always parse), but random weights never choose the
+    argument values the suite checks (``magic_function(3)`` -> ``{"input": 3}``) and grow free strings
+    and numbers to the token limit. They run on SmolLM2 (test_langchain_smollm2.py) and, with schemas a
+    random model can finish, in tests/unit_tests/langchain/test_langchain_chat_model.py."""
+
+    @property
+    def has_tool_calling(self) -> bool:
+        return False
+
+    @property
+    def has_structured_output(self) -> bool:
+        return False
 
     _lm: Any = None
 
