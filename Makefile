@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := langchain,llamaindex,chroma,eval,ray,dev
+EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev
 # Extra pip arguments for the torch install, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu".
 TORCH_PIP_ARGS ?=
 # A HotpotQA dev question whose two supporting paragraphs are in the bundled demo corpus (answer: World's Best Goalkeeper).

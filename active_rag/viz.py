@@ -32,6 +32,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._optional import require_matplotlib
 from .types import ActiveRAGResult, Retrieval, TriggerDecision
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,6 +68,7 @@ _MISSING = "#e6e6e6"
 
 # ------------------------------------------------------------------------------------------------- helpers
 def _figure(width: float, height: float) -> Figure:
+    require_matplotlib("active_rag.viz")
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout=None)
@@ -263,6 +265,7 @@ def plot_token_signals(
     with the retrieval number; grey cells are signals the trigger did not compute for that token. Cell values
     are written in the cells when there are at most 60 columns (``annotate`` forces it on or off).
     """
+    require_matplotlib("active_rag.viz")
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
@@ -386,6 +389,7 @@ def plot_qfs_attention(retrieval: Retrieval, *, chars_per_line: int = 120) -> Fi
     closes the text in red. The retrieval's query is in the title. Needs a retrieval made by
     :class:`~active_rag.queries.AttentionQuery` (the ``dragin`` preset).
     """
+    require_matplotlib("active_rag.viz")
     import numpy as np
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable

@@ -10,7 +10,8 @@ only swaps two of its public attributes:
 ``ActiveRAG.stream`` yields every ``TriggerDecision``; ``EngineCall.events`` passes on the ones that
 let a segment through (a fired decision is reported by the ``Retrieval`` that follows it), so that
 *every* trigger decision becomes an instrumentation event (and a workflow stream event), and
-dispatches the LlamaIndex instrumentation events as it goes.
+dispatches the LlamaIndex instrumentation events as it goes: the active-retrieval events and, through
+:class:`~llamaindex_active_rag.generation.GenerationTrace`, the LLM completion events of the generation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from active_rag.loop import ActiveRAG
 from active_rag.types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent, TriggerDecision
 
 from .events import ActiveRetrievalEvent, ActiveRouteEvent, dispatch
+from .generation import GenerationTrace
 from .retriever import LlamaIndexRetrieverAdapter
 
 CallEvent = TokenEvent | Retrieval | RouteDecision | ActiveRAGResult | TriggerDecision
@@ -53,6 +55,7 @@ class EngineCall:
     route: RouteDecision | None = None
     result: ActiveRAGResult | None = None
     accepted: int = 0  # output tokens accepted so far (the position of a non-firing decision)
+    trace: GenerationTrace | None = None  # LLM instrumentation events (None: not reported)
 
     @classmethod
     def start(
@@ -63,15 +66,20 @@ class EngineCall:
         adapter: LlamaIndexRetrieverAdapter | None = None,
         retriever: Any = None,
         router: Any = None,
+        model_dict: dict[str, Any] | None = None,
     ) -> EngineCall:
         """A per-question copy of ``base``. ``adapter`` (fresh per question) records nodes; ``retriever``
-        replaces what the engine calls (default: the adapter); ``router`` replaces the engine's router."""
+        replaces what the engine calls (default: the adapter); ``router`` replaces the engine's router;
+        ``model_dict`` (the LLM's ``to_dict()``) turns on the LLM completion events."""
         rag = copy.copy(base)
         if retriever is not None or adapter is not None:
             rag.retriever = retriever if retriever is not None else adapter
         if router is not None:
             rag.router = router
-        return cls(rag=rag, adapter=adapter, question=question)
+        call = cls(rag=rag, adapter=adapter, question=question)
+        if model_dict is not None:
+            call.trace = GenerationTrace(rag, question.strip(), model_dict)
+        return call
 
     @property
     def method(self) -> str:
@@ -80,7 +88,8 @@ class EngineCall:
     def events(self) -> Iterator[CallEvent]:
         """The engine's stream events, plus each non-firing :class:`TriggerDecision`, in order.
 
-        Dispatches an :class:`ActiveRetrievalEvent` per decision and an :class:`ActiveRouteEvent` per route.
+        Dispatches an :class:`ActiveRetrievalEvent` per decision, an :class:`ActiveRouteEvent` per route and
+        the LLM completion events (when :attr:`trace` is set).
         Raises the engine's errors (``EmptyQuestionError``, ``RetrieverError``, ...) unchanged.
         """
         for event in self.rag.stream(self.question):
@@ -90,16 +99,25 @@ class EngineCall:
                     dispatch(ActiveRetrievalEvent.from_decision(event, question=self.question, method=self.method, position=position))
                     yield event
                 continue
+            trace = self.trace
             if isinstance(event, TokenEvent):
                 self.accepted += 1
+                if trace is not None:
+                    trace.token(event)
             elif isinstance(event, Retrieval):
                 self.retrievals.append(event)
+                if trace is not None:
+                    trace.retrieval(event)
                 dispatch(ActiveRetrievalEvent.from_retrieval(event, question=self.question, method=self.method))
             elif isinstance(event, RouteDecision):
                 self.route = event
+                if trace is not None:
+                    trace.route(event)
                 dispatch(ActiveRouteEvent.from_decision(event, question=self.question))
             elif isinstance(event, ActiveRAGResult):
                 self.result = event
+                if trace is not None:
+                    trace.close()
             yield event
 
     def decision_position(self, decision: TriggerDecision) -> int:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
+
+from active_rag._aio import run_in_thread
 
 __all__ = ["MiniLMEmbedding"]
 
@@ -58,10 +59,10 @@ class MiniLMEmbedding(BaseEmbedding):
         return self._encode(list(texts))
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
-        return await asyncio.to_thread(self._get_query_embedding, query)
+        return await run_in_thread(self._get_query_embedding, query)
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
-        return await asyncio.to_thread(self._get_text_embedding, text)
+        return await run_in_thread(self._get_text_embedding, text)
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return await asyncio.to_thread(self._get_text_embeddings, texts)
+        return await run_in_thread(self._get_text_embeddings, texts)

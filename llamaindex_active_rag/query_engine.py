@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
+import copy
+import dataclasses
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
@@ -10,22 +11,60 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import RESPONSE_TYPE, AsyncStreamingResponse, Response, StreamingResponse
 from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import QueryBundle
 
+from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import ActiveRAG, Router
 from active_rag.model import ActiveLM
+from active_rag.prompts import PromptTemplate as EnginePrompt
 from active_rag.queries import QueryFormulator
 from active_rag.routing import make_router
 from active_rag.triggers import Trigger
 from active_rag.types import Retriever, TokenEvent
 
 from ._calls import EngineCall
-from .retriever import LlamaIndexRetrieverAdapter
+from .llm import ActiveHFLLM
+from .retriever import LlamaIndexRetrieverAdapter, RetrieverFactory
 
 __all__ = ["ActiveRAGQueryEngine"]
 
-_DONE = object()
+#: ``get_prompts()`` keys: the method's prompt without passages, and with the retrieved passages.
+DIRECT_PROMPT = "direct_prompt"
+WITH_DOCS_PROMPT = "with_docs_prompt"
+_PROMPT_VARS = {DIRECT_PROMPT: ("question",), WITH_DOCS_PROMPT: ("question", "documents")}
+_MARKS = {"question": "\uE002Q\uE002", "documents": "\uE002D\uE002"}
+
+
+def engine_template(name: str, prompt: BasePromptTemplate | str) -> str:
+    """A LlamaIndex prompt as an engine ``str.format`` template.
+
+    The prompt is formatted the LlamaIndex way (partials and variable mappings applied; any other
+    ``{name}``, e.g. a JSON example, stays literal text, as LlamaIndex leaves it), with markers for the
+    engine's variables. Raises ``ValueError`` when ``{question}`` (or, with passages, ``{documents}``) is missing.
+    """
+    needed = _PROMPT_VARS[name]
+    if isinstance(prompt, str):
+        prompt = PromptTemplate(prompt)
+    if not isinstance(prompt, BasePromptTemplate):
+        raise TypeError(f"update_prompts({name}=...) needs a LlamaIndex prompt template or a string, got {type(prompt).__name__}.")
+    text = prompt.format(**{v: _MARKS[v] for v in needed})
+    missing = [v for v in needed if _MARKS[v] not in text]
+    if missing:
+        raise ValueError(
+            f"The {name} template must contain " + " and ".join("{" + v + "}" for v in missing)
+            + f": the engine fills {', '.join('{' + v + '}' for v in needed)}."
+        )
+    text = text.replace("{", "{{").replace("}", "}}")
+    for v in needed:
+        text = text.replace(_MARKS[v], "{" + v + "}")
+    return text
+
+
+def llamaindex_template(template: str) -> PromptTemplate:
+    """An engine ``str.format`` template as a LlamaIndex prompt (escaped braces shown as single braces)."""
+    return PromptTemplate(template.replace("{{", "{").replace("}}", "}"))
 
 
 class ActiveRAGQueryEngine(BaseQueryEngine):
@@ -37,9 +76,14 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
     >>> response.source_nodes, response.metadata["retrievals"]  # doctest: +SKIP
 
     Args:
-        lm: the engine's local model (``ActiveLM.load(...)`` or ``ActiveLM(hf_model, tokenizer)``).
-        retriever: a LlamaIndex ``BaseRetriever`` (or an engine retriever with ``retrieve(query, k)``);
-            ``None`` only for methods that never retrieve (``preset="wo-rag"``).
+        lm: the engine's local model (``ActiveLM.load(...)`` or ``ActiveLM(hf_model, tokenizer)``), or an
+            :class:`~llamaindex_active_rag.ActiveHFLLM`.
+        retriever: a LlamaIndex ``BaseRetriever``, used as built (its ``similarity_top_k`` is never changed;
+            a warning says so when it returns fewer nodes than ``top_k``), or a factory ``k -> BaseRetriever``
+            (e.g. ``lambda k: BM25Retriever.from_defaults(index=..., similarity_top_k=k)``), or an engine
+            retriever with ``retrieve(query, k)``; ``None`` only for methods that never retrieve (``preset="wo-rag"``).
+        llm: an :class:`~llamaindex_active_rag.ActiveHFLLM` instead of ``lm`` (its model generates; the LLM
+            instrumentation events name it). Never ``Settings.llm``.
         preset: a method of ``active_rag.PRESETS`` (``dragin``, ``flare``, ``fl-rag``, ...); ``trigger`` and
             ``query`` then override its trigger / query formulator. Without a preset, ``trigger``
             defaults to ``"rind"`` and ``query`` to ``"attention"`` (the engine's defaults).
@@ -60,19 +104,29 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
     instrumentation span is active then, not under the (already closed) ``query`` span.
 
     Instrumentation: ``query``/``aquery`` open a span (``BaseQueryEngine``); every retrieval is a call of
-    the retriever's own ``retrieve`` (its span and ``RetrievalStart/EndEvent``), and every trigger
+    the retriever's own ``retrieve`` (its span and ``RetrievalStart/EndEvent``); every trigger
     decision dispatches an :class:`~llamaindex_active_rag.ActiveRetrievalEvent` (a router verdict, an
-    :class:`~llamaindex_active_rag.ActiveRouteEvent`).
+    :class:`~llamaindex_active_rag.ActiveRouteEvent`); and the generation is reported as LLM calls
+    (``LLMCompletionStartEvent`` / ``LLMCompletionInProgressEvent`` per token / ``LLMCompletionEndEvent``,
+    one call per segment between retrievals; see :mod:`llamaindex_active_rag.generation`).
 
-    Thread safety: the configured ``ActiveRAG`` is shared and never mutated; each question runs on a
-    shallow per-call copy with its own retriever adapter.
+    Prompts: ``get_prompts()`` gives the method's two templates as LlamaIndex ``PromptTemplate`` s,
+    ``direct_prompt`` (``{question}``; before any retrieval) and ``with_docs_prompt`` (``{question}`` and
+    ``{documents}``, the retrieved passages numbered ``[1] title text``); ``update_prompts({...})``
+    replaces either (one without these variables raises ``ValueError``; any other ``{name}`` stays literal
+    text, as LlamaIndex's own formatting leaves it).
+
+    Thread safety: the configured ``ActiveRAG`` is shared and never mutated (``update_prompts`` swaps in
+    a copy); each question runs on a shallow per-call copy with its own retriever adapter. ``aquery``
+    runs the engine in a worker thread, so concurrent questions share the model's batched decoding.
     """
 
     def __init__(
         self,
-        lm: ActiveLM,
-        retriever: BaseRetriever | Retriever | None = None,
+        lm: ActiveLM | ActiveHFLLM | None = None,
+        retriever: BaseRetriever | RetrieverFactory | Retriever | None = None,
         *,
+        llm: ActiveHFLLM | None = None,
         preset: str | None = None,
         trigger: str | Trigger | None = None,
         query: str | QueryFormulator | None = None,
@@ -81,6 +135,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         callback_manager: CallbackManager | None = None,
         **options: Any,
     ) -> None:
+        lm, llm = _model_and_llm(lm, llm)
         adapter = LlamaIndexRetrieverAdapter(retriever) if retriever is not None else None
         if isinstance(router, str):
             router = make_router(router, lm)
@@ -95,22 +150,39 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
             rag = ActiveRAG.from_preset(preset, lm, adapter, **overrides)
         else:
             rag = ActiveRAG(lm, adapter, **overrides)
-        self._init(rag, adapter, streaming, callback_manager)
+        if adapter is not None:
+            adapter.check_top_k(rag.top_k)
+        self._init(rag, adapter, streaming, callback_manager, llm)
 
     def _init(
-        self, rag: ActiveRAG, adapter: LlamaIndexRetrieverAdapter | None, streaming: bool, callback_manager: CallbackManager | None
+        self,
+        rag: ActiveRAG,
+        adapter: LlamaIndexRetrieverAdapter | None,
+        streaming: bool,
+        callback_manager: CallbackManager | None,
+        llm: ActiveHFLLM | None = None,
     ) -> None:
         self._rag = rag
         self._adapter = adapter
         self._streaming = streaming
+        self._llm = llm if llm is not None else ActiveHFLLM(rag.model, max_new_tokens=rag.max_new_tokens)
         super().__init__(callback_manager=callback_manager)
 
     @classmethod
-    def from_engine(cls, rag: ActiveRAG, *, streaming: bool = False, callback_manager: CallbackManager | None = None) -> ActiveRAGQueryEngine:
+    def from_engine(
+        cls,
+        rag: ActiveRAG,
+        *,
+        streaming: bool = False,
+        callback_manager: CallbackManager | None = None,
+        llm: ActiveHFLLM | None = None,
+    ) -> ActiveRAGQueryEngine:
         """Wrap an already configured ``ActiveRAG`` (its retriever may be an engine or a LlamaIndex retriever)."""
+        if llm is not None:
+            _model_and_llm(rag.model, llm)  # the LLM must wrap the engine's model
         self = cls.__new__(cls)
         adapter = LlamaIndexRetrieverAdapter(rag.retriever) if rag.retriever is not None else None
-        self._init(rag, adapter, streaming, callback_manager)
+        self._init(rag, adapter, streaming, callback_manager, llm)
         return self
 
     # -- properties -------------------------------------------------------------------------------
@@ -128,16 +200,41 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
     def streaming(self) -> bool:
         return self._streaming
 
+    @property
+    def llm(self) -> ActiveHFLLM:
+        """The LLM the generation is reported as (the one given, or an ``ActiveHFLLM`` over the engine's model)."""
+        return self._llm
+
     def start_call(self, question: str, **kwargs: Any) -> EngineCall:
         """A per-question engine run (used by the query methods and by ``ActiveRAGWorkflow``)."""
         if not isinstance(question, str) or not question.strip():
             raise EmptyQuestionError()
         adapter = self._adapter.fresh() if self._adapter is not None else None
-        return EngineCall.start(self._rag, question, adapter=adapter, **kwargs)
+        return EngineCall.start(self._rag, question, adapter=adapter, model_dict=self._llm.to_dict(), **kwargs)
+
+    # -- PromptMixin ------------------------------------------------------------------------------
+    def _get_prompts(self) -> dict[str, BasePromptTemplate]:
+        prompt = self._rag.prompt
+        return {DIRECT_PROMPT: llamaindex_template(prompt.direct), WITH_DOCS_PROMPT: llamaindex_template(prompt.with_docs)}
+
+    def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
+        changes = {
+            field: engine_template(key, prompts_dict[key])
+            for key, field in ((DIRECT_PROMPT, "direct"), (WITH_DOCS_PROMPT, "with_docs"))
+            if key in prompts_dict
+        }
+        if not changes:
+            return
+        current: EnginePrompt = self._rag.prompt
+        rag = copy.copy(self._rag)  # the configured engine may be shared (from_engine): never mutate it
+        name = current.name if current.name.endswith("+custom") else f"{current.name}+custom"
+        rag.prompt = dataclasses.replace(current, name=name, **changes)
+        self._rag = rag
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}  # the routers' prompts are the authors' fixed templates (active_rag.routing)
 
     # -- BaseQueryEngine --------------------------------------------------------------------------
-    def _get_prompt_modules(self) -> dict[str, Any]:
-        return {}
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         call = self.start_call(query_bundle.query_str)
@@ -151,7 +248,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         call = self.start_call(query_bundle.query_str)
         if self._streaming:
             return self._async_streaming_response(call)
-        await asyncio.to_thread(_drain, call)
+        await run_in_thread(_drain, call)
         return self._response(call)
 
     # -- responses --------------------------------------------------------------------------------
@@ -181,19 +278,12 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         metadata: dict[str, Any] = call.metadata()
 
         async def tokens() -> AsyncGenerator[str, None]:
-            events = call.events()
-            try:
-                while (event := await asyncio.to_thread(next, events, _DONE)) is not _DONE:
-                    if isinstance(event, TokenEvent):
-                        yield event.text
-                    else:
-                        nodes[:] = call.source_nodes()
-                        metadata.update(call.metadata())
-            finally:
-                try:
-                    events.close()
-                except ValueError:  # still running in its worker thread (the consumer was cancelled)
-                    pass
+            async for event in aiter_in_thread(call.events):
+                if isinstance(event, TokenEvent):
+                    yield event.text
+                else:
+                    nodes[:] = call.source_nodes()
+                    metadata.update(call.metadata())
 
         return AsyncStreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
 
@@ -201,3 +291,25 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
 def _drain(call: EngineCall) -> None:
     for _ in call.events():
         pass
+
+
+def _model_and_llm(lm: ActiveLM | ActiveHFLLM | None, llm: ActiveHFLLM | None) -> tuple[ActiveLM, ActiveHFLLM | None]:
+    """The engine's model and the LLM it is reported as, from ``lm`` and/or ``llm``."""
+    if isinstance(lm, ActiveHFLLM):
+        if llm is not None and llm is not lm:
+            raise ValueError("Pass the model once: either ActiveRAGQueryEngine(llm) or ActiveRAGQueryEngine(llm=llm).")
+        lm, llm = None, lm
+    if llm is not None and not isinstance(llm, ActiveHFLLM):
+        raise TypeError(
+            f"llm= must be an llamaindex_active_rag.ActiveHFLLM (the engine reads its model's logits and attention), "
+            f"got {type(llm).__name__}."
+        )
+    if lm is None:
+        if llm is None:
+            raise TypeError("ActiveRAGQueryEngine needs a model: pass ActiveLM.load('smollm2') or llm=ActiveHFLLM.from_name('smollm2').")
+        return llm.lm, llm
+    if not isinstance(lm, ActiveLM):
+        raise TypeError(f"ActiveRAGQueryEngine needs an active_rag.ActiveLM or an ActiveHFLLM, got {type(lm).__name__}.")
+    if llm is not None and llm.lm is not lm:
+        raise ValueError("lm and llm= are different models: pass one of them (llm=ActiveHFLLM(lm) to use both).")
+    return lm, llm

@@ -6,6 +6,11 @@ through the retriever's own ``retrieve`` (so LlamaIndex instrumentation records 
 its start/end events), and the adapter remembers the :class:`NodeWithScore` behind every passage id, so
 the query engine can hand back the original nodes as ``Response.source_nodes``.
 
+The retriever is used as it was built: its ``similarity_top_k`` is never changed (a retriever may be
+shared by other engines and threads). To let the engine choose how many nodes a retriever returns,
+pass a *factory* instead: a callable ``k -> BaseRetriever``, called once per ``k`` (the engine's
+``top_k``), e.g. ``lambda k: BM25Retriever.from_defaults(index=index, similarity_top_k=k)``.
+
 The adapter also accepts a plain engine retriever (``active_rag.BM25Index``, any object with
 ``retrieve(query, k)``); its passages are then turned into :class:`TextNode` s.
 """
@@ -13,7 +18,8 @@ The adapter also accepts a plain engine retriever (``active_rag.BM25Index``, any
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +39,8 @@ __all__ = [
 #: Node metadata key read as the passage title (and written by :func:`node_from_passage`).
 TITLE_KEY = "title"
 
-# Setting ``similarity_top_k`` on a shared retriever and calling it must not interleave across threads.
-_TOP_K_LOCK = threading.RLock()
+#: A callable that builds a LlamaIndex retriever returning ``k`` nodes per query.
+RetrieverFactory = Callable[[int], BaseRetriever]
 
 
 def passage_from_node(node: NodeWithScore) -> Passage:
@@ -70,43 +76,77 @@ def demo_nodes(path: str | Path | None = None) -> list[TextNode]:
     return nodes_from_passages(read_jsonl_passages(path or demo_corpus_path()))
 
 
-def _max_k(retriever: Any) -> int | None:
-    """The corpus size where the retriever cannot return more (bm25s refuses k > number of documents)."""
-    bm25 = getattr(retriever, "bm25", None)
-    scores = getattr(bm25, "scores", None)
-    if isinstance(scores, dict) and scores.get("num_docs"):
-        return int(scores["num_docs"])
-    return None
-
-
 class LlamaIndexRetrieverAdapter:
     """An engine retriever (``retrieve(query, k) -> list[Passage]``) over a LlamaIndex retriever.
 
-    ``k`` is applied by setting the retriever's ``similarity_top_k`` for the call when it has one
-    (BM25Retriever, VectorIndexRetriever), then slicing the result to ``k`` in any case. Every node
-    returned is remembered by id in :attr:`nodes` (first retrieval wins), which the query engine uses
-    to map the engine's passage ids back to the original nodes. Create one adapter per question (see
-    :meth:`fresh`) so that :attr:`nodes` holds that question's nodes only.
+    ``retriever`` is one of:
+
+    - a LlamaIndex ``BaseRetriever``, called as it was built; its result is cut to ``k`` nodes. One that
+      returns fewer than ``k`` (``similarity_top_k`` below the engine's ``top_k``) gives the engine fewer
+      passages (:meth:`check_top_k` warns about it);
+    - a factory ``k -> BaseRetriever``, called once per distinct ``k`` (thread-safe; the retriever is
+      kept for later calls);
+    - an engine retriever (``retrieve(query, k) -> list[Passage]``).
+
+    Every node returned is remembered by id in :attr:`nodes` (first retrieval wins), which the query
+    engine uses to map the engine's passage ids back to the original nodes. Create one adapter per
+    question (see :meth:`fresh`) so that :attr:`nodes` holds that question's nodes only.
     """
 
-    def __init__(self, retriever: BaseRetriever | Retriever) -> None:
+    def __init__(self, retriever: BaseRetriever | RetrieverFactory | Retriever, *, _built: dict[int, BaseRetriever] | None = None) -> None:
         if isinstance(retriever, LlamaIndexRetrieverAdapter):
             retriever = retriever.retriever
-        if not isinstance(retriever, BaseRetriever) and not callable(getattr(retriever, "retrieve", None)):
+        is_engine = not isinstance(retriever, BaseRetriever) and callable(getattr(retriever, "retrieve", None))
+        if not isinstance(retriever, BaseRetriever) and not is_engine and not callable(retriever):
             raise TypeError(
-                f"Expected a LlamaIndex BaseRetriever or an object with retrieve(query, k) -> list[Passage], "
-                f"got {type(retriever).__name__}."
+                "Expected a LlamaIndex BaseRetriever, a factory k -> BaseRetriever, or an object with "
+                f"retrieve(query, k) -> list[Passage], got {type(retriever).__name__}."
             )
         self.retriever = retriever
         self.nodes: dict[str, NodeWithScore] = {}
+        # retrievers built by the factory, by k; shared by every fresh() adapter of this one
+        self._built: dict[int, BaseRetriever] = {} if _built is None else _built
+        self._lock = threading.Lock()
 
     def fresh(self) -> LlamaIndexRetrieverAdapter:
-        """A new adapter over the same retriever, with no remembered nodes (one per question)."""
-        return LlamaIndexRetrieverAdapter(self.retriever)
+        """A new adapter over the same retriever (and factory-built retrievers), with no remembered nodes."""
+        fresh = LlamaIndexRetrieverAdapter(self.retriever, _built=self._built)
+        fresh._lock = self._lock
+        return fresh
 
     @property
     def is_llamaindex(self) -> bool:
-        return isinstance(self.retriever, BaseRetriever)
+        """A LlamaIndex retriever or factory (not an engine retriever)."""
+        return self.is_factory or isinstance(self.retriever, BaseRetriever)
+
+    @property
+    def is_factory(self) -> bool:
+        r = self.retriever
+        return not isinstance(r, BaseRetriever) and not callable(getattr(r, "retrieve", None)) and callable(r)
+
+    def llamaindex_retriever(self, k: int) -> BaseRetriever:
+        """The LlamaIndex retriever used for ``k`` nodes (the one given, or the factory's for ``k``)."""
+        if not self.is_factory:
+            return self.retriever  # type: ignore[return-value]
+        with self._lock:
+            built = self._built.get(k)
+            if built is None:
+                built = self.retriever(k)  # type: ignore[operator]
+                if not isinstance(built, BaseRetriever):
+                    raise TypeError(f"The retriever factory returned {type(built).__name__} for k={k}; it must return a LlamaIndex BaseRetriever.")
+                self._built[k] = built
+        return built
+
+    def check_top_k(self, k: int) -> None:
+        """Warn when a retriever given as built returns fewer than ``k`` nodes per query (``similarity_top_k``)."""
+        top = getattr(self.retriever, "similarity_top_k", None) if isinstance(self.retriever, BaseRetriever) else None
+        if isinstance(top, int) and top < k:
+            warnings.warn(
+                f"{type(self.retriever).__name__} returns {top} nodes per query (similarity_top_k={top}) but the engine asks "
+                f"for top_k={k}: each retrieval gets {top} passages. Build the retriever with similarity_top_k={k}, or "
+                f"pass a factory (lambda k: ...similarity_top_k=k) to let the engine choose.",
+                stacklevel=3,
+            )
 
     def retrieve_nodes(self, query: str, k: int) -> list[NodeWithScore]:
         """The best ``k`` nodes for ``query`` (best first), through the wrapped retriever."""
@@ -116,18 +156,7 @@ class LlamaIndexRetrieverAdapter:
                 return passages  # the engine reports the wrong type with its own clear error
             nodes = [node_from_passage(p) for p in passages]
         else:
-            retriever = self.retriever
-            if hasattr(retriever, "similarity_top_k"):
-                limit = _max_k(retriever)
-                with _TOP_K_LOCK:
-                    previous = retriever.similarity_top_k  # type: ignore[union-attr]
-                    retriever.similarity_top_k = k if limit is None else min(k, limit)  # type: ignore[union-attr]
-                    try:
-                        nodes = retriever.retrieve(QueryBundle(query_str=query))
-                    finally:
-                        retriever.similarity_top_k = previous  # type: ignore[union-attr]
-            else:
-                nodes = retriever.retrieve(QueryBundle(query_str=query))
+            nodes = self.llamaindex_retriever(k).retrieve(QueryBundle(query_str=query))
         nodes = list(nodes)[:k]
         for n in nodes:
             self.nodes.setdefault(n.node.node_id, n)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +9,7 @@ from llama_index.core.base.base_selector import BaseSelector, SelectorResult, Si
 from llama_index.core.schema import QueryBundle
 from llama_index.core.tools.types import ToolMetadata
 
+from active_rag._aio import run_in_thread
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import Router
 from active_rag.model import ActiveLM
@@ -99,4 +99,4 @@ class TaAreSelector(BaseSelector):
         return SelectorResult(selections=[SingleSelection(index=index, reason=decision.raw_output)])
 
     async def _aselect(self, choices: Sequence[ToolMetadata], query: QueryBundle) -> SelectorResult:
-        return await asyncio.to_thread(self._select, choices, query)
+        return await run_in_thread(self._select, choices, query)

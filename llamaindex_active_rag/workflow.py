@@ -34,6 +34,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Workflow, step
 
+from active_rag._aio import run_in_thread
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import ActiveRAG, Router
 from active_rag.routing import make_router
@@ -211,7 +212,7 @@ class ActiveRAGWorkflow(Workflow):
         if self.router is None:
             ctx.write_event_to_stream(RouteEvent(question=question, retrieve=True, router="none"))
             return GenerateEvent(question=question)
-        decision = await asyncio.to_thread(self.router.decide, question)
+        decision = await run_in_thread(self.router.decide, question)
         ctx.write_event_to_stream(
             RouteEvent(question=question, retrieve=decision.retrieve, router=decision.router, raw_output=decision.raw_output)
         )
@@ -235,8 +236,11 @@ class ActiveRAGWorkflow(Workflow):
         call = self.engine.start_call(ev.question, retriever=bridge if has_retriever else None, router=router)
         bridge.adapter = call.adapter
         events = call.events()
+        # One item per worker-thread call (not aiter_in_thread's run-ahead worker): while the engine waits in
+        # the retriever bridge, a stopped step must fail the pending request (finally) before anything awaits
+        # that worker, or the two would wait for each other.
         try:
-            while (event := await asyncio.to_thread(next, events, _DONE)) is not _DONE:
+            while (event := await run_in_thread(next, events, _DONE)) is not _DONE:
                 if isinstance(event, EngineTokenEvent):
                     ctx.write_event_to_stream(
                         TokenEvent(text=event.text, token_id=event.token_id, logprob=event.logprob, entropy=event.entropy, position=event.position)
@@ -259,7 +263,7 @@ class ActiveRAGWorkflow(Workflow):
         if request is None or request.future.done():
             return None
         try:
-            passages = await asyncio.to_thread(request.adapter.retrieve, ev.query, ev.k)
+            passages = await run_in_thread(request.adapter.retrieve, ev.query, ev.k)
         except Exception as exc:  # the engine raises it as a RetrieverError naming the query
             if not request.future.done():
                 request.future.set_exception(exc)

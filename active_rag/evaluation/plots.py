@@ -34,6 +34,9 @@ _SCORE_ORDER = ("em", "f1", "accuracy", "match", "match_folded")
 
 
 def _pyplot() -> Any:
+    from active_rag._optional import require_matplotlib
+
+    require_matplotlib("The evaluation plots")
     import matplotlib
 
     matplotlib.use("Agg", force=True)

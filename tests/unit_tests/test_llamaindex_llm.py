@@ -96,3 +96,59 @@ def test_async(tiny_lm: ActiveLM) -> None:
 def test_rejects_other_models() -> None:
     with pytest.raises(TypeError, match="ActiveLM"):
         ActiveHFLLM(object())  # type: ignore[arg-type]
+
+
+def test_built_from_a_model_name(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llamaindex_active_rag import llm as llm_module
+
+    loads: list[str] = []
+
+    def fake_load(name: str) -> ActiveLM:
+        loads.append(name)
+        return tiny_lm
+
+    llm_module._load.cache_clear()
+    monkeypatch.setattr(ActiveLM, "load", classmethod(lambda cls, name=None, **kw: fake_load(name)))
+    try:
+        llm = ActiveHFLLM.from_name("my-model", max_new_tokens=5)
+        assert loads == []  # loaded on first use
+        assert llm.model_name == "my-model" and llm.lm is tiny_lm and llm.metadata.model_name == "tiny-llama"
+        other = ActiveHFLLM(model_name="my-model", max_new_tokens=5)
+        assert other.complete(PROMPT).text == llm.complete(PROMPT).text
+        assert loads == ["my-model"]  # one load per process and name
+    finally:
+        llm_module._load.cache_clear()
+    assert ActiveHFLLM(tiny_lm).model_name == "tiny-llama"
+
+
+def test_stop_sequences_cut_the_output(tiny_lm: ActiveLM) -> None:
+    llm = ActiveHFLLM(tiny_lm, max_new_tokens=16)
+    full = llm.complete(PROMPT).text
+    tokens = [s.text for s in engine_steps(tiny_lm, PROMPT, 16)]
+    # a stop sequence spanning the end of token 5 and the start of token 6
+    cut = len("".join(tokens[:5]))
+    stop = full[cut - 1 : cut + 1] if len(tokens[5]) else full[cut - 1 : cut]
+    expected = full[: full.find(stop)]
+    for stops in ({"stop": [stop]}, {"stop": stop}):  # per call, a list or one string
+        response = llm.complete(PROMPT, **stops)
+        assert response.text == expected and stop not in response.text
+        assert len(response.logprobs) == len(response.additional_kwargs["token_ids"]) <= 6
+    chunks = list(llm.stream_complete(PROMPT, stop=[stop]))
+    assert "".join(c.delta for c in chunks) == chunks[-1].text == expected  # never streamed, then taken back
+    assert ActiveHFLLM(tiny_lm, max_new_tokens=16, stop=[stop]).complete(PROMPT).text == expected  # the field
+    assert llm.complete(PROMPT, stop=["\x00never"]).text == full
+
+
+def test_unknown_keyword_arguments_are_rejected(tiny_lm: ActiveLM) -> None:
+    llm = ActiveHFLLM(tiny_lm, max_new_tokens=3)
+    for call in (
+        lambda: llm.complete(PROMPT, top_p=0.9),
+        lambda: llm.stream_complete(PROMPT, top_p=0.9),  # before anything streams
+        lambda: llm.chat([ChatMessage(role=MessageRole.USER, content=PROMPT)], top_p=0.9),
+        lambda: llm.stream_chat([ChatMessage(role=MessageRole.USER, content=PROMPT)], top_p=0.9),
+        lambda: asyncio.run(llm.acomplete(PROMPT, top_p=0.9)),
+    ):
+        with pytest.raises(TypeError, match=r"ActiveHFLLM got unexpected keyword argument\(s\) \['top_p'\]"):
+            call()
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['max_new_token'\]"):
+        ActiveHFLLM(tiny_lm, max_new_token=3)

@@ -19,7 +19,7 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.retrieval import RetrievalStartEvent
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from active_rag import ActiveLM, ActiveRAG
+from active_rag import ActiveLM, ActiveRAG, Passage
 from active_rag.errors import EmptyQuestionError, RetrieverError, UnknownNameError
 from llamaindex_active_rag import ActiveRAGQueryEngine, ActiveRetrievalEvent, ActiveRouteEvent, LlamaIndexRetrieverAdapter
 
@@ -30,7 +30,7 @@ class FakeLIRetriever(BaseRetriever):
     """A LlamaIndex retriever: 10 deterministic nodes per query, ids ``r<n>-<i>``; records queries,
     the ``similarity_top_k`` seen during each call, and every node object it returned."""
 
-    def __init__(self, similarity_top_k: int | None = 2, fail: bool = False) -> None:
+    def __init__(self, similarity_top_k: int | None = 3, fail: bool = False) -> None:
         super().__init__()
         if similarity_top_k is not None:
             self.similarity_top_k = similarity_top_k
@@ -91,7 +91,7 @@ def node_ids(response: Any) -> list[str]:
 
 # -- query -------------------------------------------------------------------------------------------
 def test_query_source_nodes_are_the_retrieved_nodes(tiny_lm: ActiveLM) -> None:
-    retriever = FakeLIRetriever()
+    retriever = FakeLIRetriever(similarity_top_k=3)
     engine = ActiveRAGQueryEngine(tiny_lm, retriever, preset="fl-rag", top_k=3, max_new_tokens=40)
     response = engine.query(QUESTION)
 
@@ -107,10 +107,36 @@ def test_query_source_nodes_are_the_retrieved_nodes(tiny_lm: ActiveLM) -> None:
     assert node_ids(response) == trace_ids(response) == ["r1-0", "r1-1", "r1-2", "r2-0", "r2-1", "r2-2", "r3-0", "r3-1", "r3-2"]
     assert all(n is retriever.returned[n.node.node_id] for n in response.source_nodes)
     assert meta["retrievals"][0]["titles"] == ["T1.0", "T1.1", "T1.2"]
-    # every retrieval went through the retriever, with similarity_top_k = top_k for the call, then restored
+    # every retrieval went through the retriever, used as it was built
     assert retriever.queries == [r["query"] for r in meta["retrievals"]]
-    assert retriever.seen_top_k == [3, 3, 3] and retriever.similarity_top_k == 2
+    assert retriever.seen_top_k == [3, 3, 3] and retriever.similarity_top_k == 3
     assert response.response == response.response.strip() and len(tiny_lm.encode(response.response)) > 0
+
+
+def test_a_shared_retriever_is_never_reconfigured(tiny_lm: ActiveLM) -> None:
+    retriever = FakeLIRetriever(similarity_top_k=2)
+    with pytest.warns(UserWarning, match=r"returns 2 nodes per query \(similarity_top_k=2\) but the engine asks for top_k=3"):
+        engine = ActiveRAGQueryEngine(tiny_lm, retriever, preset="sr-rag", top_k=3, max_new_tokens=4)
+    response = engine.query(QUESTION)
+    assert retriever.seen_top_k == [2] and retriever.similarity_top_k == 2  # as built: 2 passages, never changed
+    assert node_ids(response) == ["r1-0", "r1-1"]
+
+
+def test_a_retriever_factory_is_built_once_per_k(tiny_lm: ActiveLM) -> None:
+    built: list[FakeLIRetriever] = []
+
+    def factory(k: int) -> FakeLIRetriever:
+        built.append(FakeLIRetriever(similarity_top_k=k))
+        return built[-1]
+
+    engine = ActiveRAGQueryEngine(tiny_lm, factory, preset="fl-rag", top_k=3, max_new_tokens=20)
+    first, second = engine.query(QUESTION), engine.query("Who is Peter Schmeichel?")
+    assert len(built) == 1 and built[0].seen_top_k == [3, 3, 3, 3]  # two questions, two retrievals each
+    assert node_ids(first) == ["r1-0", "r1-1", "r1-2", "r2-0", "r2-1", "r2-2"]
+    assert node_ids(second) == ["r3-0", "r3-1", "r3-2", "r4-0", "r4-1", "r4-2"]
+    assert engine.retriever is factory
+    with pytest.raises(RetrieverError, match="factory returned str"):
+        ActiveRAGQueryEngine(tiny_lm, lambda k: "nope", preset="sr-rag", max_new_tokens=4).query(QUESTION)
 
 
 def test_retriever_without_similarity_top_k_is_sliced(tiny_lm: ActiveLM) -> None:
@@ -214,7 +240,7 @@ def bm25() -> Any:
 
     from llamaindex_active_rag import demo_nodes
 
-    return BM25Retriever.from_defaults(nodes=demo_nodes(), similarity_top_k=2)
+    return BM25Retriever.from_defaults(nodes=demo_nodes(), similarity_top_k=3)
 
 
 def test_bm25_retriever(tiny_lm: ActiveLM, bm25: Any) -> None:
@@ -225,22 +251,13 @@ def test_bm25_retriever(tiny_lm: ActiveLM, bm25: Any) -> None:
     assert {"Kasper Schmeichel", "Peter Schmeichel"} <= set(first["titles"])  # BM25 finds both supporting paragraphs
     assert node_ids(response) == trace_ids(response)
     assert all(n.node.node_id.startswith("hotpot-") and n.score is not None for n in response.source_nodes)
-    assert bm25.similarity_top_k == 2  # restored after each call
+    assert bm25.similarity_top_k == 3  # never changed
 
 
 def test_bm25_retriever_streaming(tiny_lm: ActiveLM, bm25: Any) -> None:
     streaming = ActiveRAGQueryEngine(tiny_lm, bm25, preset="sr-rag", top_k=2, max_new_tokens=10, streaming=True).query(QUESTION)
     assert len(list(streaming.response_gen)) == 10
     assert {n.node.metadata["title"] for n in streaming.source_nodes} == {"Kasper Schmeichel", "Peter Schmeichel"}
-
-
-def test_adapter_clamps_k_to_the_bm25_corpus(bm25: Any) -> None:
-    from llama_index.retrievers.bm25 import BM25Retriever
-
-    from llamaindex_active_rag import demo_nodes
-
-    small = BM25Retriever.from_defaults(nodes=demo_nodes()[:3], similarity_top_k=2)
-    assert len(LlamaIndexRetrieverAdapter(small).retrieve("Meet Corliss Archer", 5)) == 3
 
 
 # -- instrumentation -----------------------------------------------------------------------------------
@@ -316,3 +333,89 @@ def test_retriever_raising_surfaces_as_retriever_error(tiny_lm: ActiveLM) -> Non
     streaming = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(fail=True), preset="sr-rag", max_new_tokens=4, streaming=True)
     with pytest.raises(RetrieverError):
         list(streaming.query(QUESTION).response_gen)
+
+
+# -- prompts, llm=, LLM instrumentation ----------------------------------------------------------------
+def test_prompts_are_exposed_and_updatable(tiny_lm: ActiveLM) -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    rag = ActiveRAG.from_preset("sr-rag", tiny_lm, FakeLIRetriever(), top_k=2, max_new_tokens=6)
+    engine = ActiveRAGQueryEngine.from_engine(rag)
+    prompts = engine.get_prompts()
+    assert set(prompts) == {"direct_prompt", "with_docs_prompt"}
+    assert prompts["with_docs_prompt"].get_template() == rag.prompt.with_docs
+    assert set(prompts["with_docs_prompt"].template_vars) == {"question", "documents"}
+
+    template = PromptTemplate('Notes {"a": 1}:\n{documents}\n{style} answer to: {question}').partial_format(style="A short")
+    engine.update_prompts({"with_docs_prompt": template})
+    assert rag.prompt.with_docs != engine.rag.prompt.with_docs  # the configured engine is not mutated
+    assert engine.rag.prompt.name == "dragin+custom" and engine.rag.prompt.direct == rag.prompt.direct
+    assert engine.get_prompts()["with_docs_prompt"].get_template() == 'Notes {"a": 1}:\n{documents}\nA short answer to: {question}'
+    passages = [Passage(id="p1", title="T", text="Body.")]
+    assert engine.rag.prompt.render(QUESTION, passages) == f'Notes {{"a": 1}}:\n[1] T Body.\nA short answer to: {QUESTION}'
+    assert engine.rag.prompt.render(QUESTION, []) == rag.prompt.render(QUESTION, [])
+    response = engine.query(QUESTION)
+    assert response.response == ActiveRAG(
+        tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), trigger="once", query="input", prompt=engine.rag.prompt, top_k=2, max_new_tokens=6
+    ).run(QUESTION).answer
+
+    with pytest.raises(ValueError, match=r"must contain \{documents\}"):
+        engine.update_prompts({"with_docs_prompt": "Only {question}"})
+    with pytest.raises(ValueError, match=r"direct_prompt template must contain \{question\}"):
+        engine.update_prompts({"direct_prompt": "{questoin}"})
+
+
+def test_llm_argument(tiny_lm: ActiveLM) -> None:
+    from llamaindex_active_rag import ActiveHFLLM
+
+    llm = ActiveHFLLM(tiny_lm)
+    by_llm = ActiveRAGQueryEngine(llm=llm, retriever=FakeLIRetriever(), preset="sr-rag", max_new_tokens=6)
+    positional = ActiveRAGQueryEngine(llm, FakeLIRetriever(), preset="sr-rag", max_new_tokens=6)
+    assert by_llm.llm is llm and positional.llm is llm and by_llm.rag.model is tiny_lm
+    assert by_llm.query(QUESTION).response == ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag", max_new_tokens=6).query(QUESTION).response
+    with pytest.raises(TypeError, match="ActiveHFLLM"):
+        ActiveRAGQueryEngine(llm=object(), retriever=FakeLIRetriever(), preset="sr-rag")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs a model"):
+        ActiveRAGQueryEngine(retriever=FakeLIRetriever(), preset="sr-rag")
+
+
+def test_generation_dispatches_llm_completion_events(tiny_lm: ActiveLM, collector: Collector) -> None:
+    from llama_index.core.instrumentation.events.llm import (
+        LLMCompletionEndEvent,
+        LLMCompletionInProgressEvent,
+        LLMCompletionStartEvent,
+    )
+
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=2, max_new_tokens=40)
+    response = engine.query(QUESTION)
+    llm_events = [e for e in collector.events if isinstance(e, (LLMCompletionStartEvent, LLMCompletionInProgressEvent, LLMCompletionEndEvent))]
+    starts = [e for e in llm_events if isinstance(e, LLMCompletionStartEvent)]
+    ends = [e for e in llm_events if isinstance(e, LLMCompletionEndEvent)]
+    tokens = [e for e in llm_events if isinstance(e, LLMCompletionInProgressEvent)]
+    # fl-rag over 40 tokens: retrievals at 0, 16 and 32 -> three segments of 16, 16 and 8 tokens
+    assert [e.additional_kwargs["output_start"] for e in starts] == [0, 16, 32]
+    assert [len(e.response.logprobs) for e in ends] == [16, 16, 8] and len(tokens) == 40
+    assert "".join(e.response.text for e in ends).strip() == response.response
+    assert "".join(e.response.delta for e in tokens) == "".join(e.response.text for e in ends)
+    assert type(llm_events[0]) is LLMCompletionStartEvent and type(llm_events[-1]) is LLMCompletionEndEvent
+    # each segment's prompt holds the passages retrieved for it, then the answer so far
+    trace = response.metadata["retrievals"]
+    for start, retrieval in zip(starts, trace):
+        assert start.additional_kwargs["passage_ids"] == retrieval["passage_ids"]
+        assert all(f"Passage {i} for" in start.prompt for i in range(2)) and QUESTION in start.prompt
+    assert starts[1].prompt.endswith(ends[0].response.text) and starts[0].model_dict["model_name"] == "tiny-llama"
+    assert all(e.additional_kwargs["method"] == "fl-rag" for e in starts)
+    # per-token logprobs are the engine's
+    assert [e.response.logprobs[0][0].logprob for e in tokens] == pytest.approx(
+        [lp[0].logprob for e in ends for lp in e.response.logprobs]
+    )
+
+
+def test_router_verdict_is_a_completion_event(tiny_lm: ActiveLM, collector: Collector, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_index.core.instrumentation.events.llm import LLMCompletionEndEvent
+
+    monkeypatch.setattr(tiny_lm, "complete", lambda prompt, **kw: "[No]")
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", router="ta-are", max_new_tokens=4)
+    response = engine.query(QUESTION)
+    first_end = next(e for e in collector.events if isinstance(e, LLMCompletionEndEvent))
+    assert first_end.response.text == "[No]" and first_end.prompt == response.metadata["route"]["prompt"]

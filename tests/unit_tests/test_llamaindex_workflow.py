@@ -109,13 +109,13 @@ def test_engine_router_is_used_and_activerag_accepted(tiny_lm: ActiveLM, fake_re
 
 
 def test_empty_question(tiny_lm: ActiveLM) -> None:
-    workflow = ActiveRAGWorkflow(ActiveRAGQueryEngine(tiny_lm, NodesRetriever(), preset="sr-rag", max_new_tokens=4))
+    workflow = ActiveRAGWorkflow(ActiveRAGQueryEngine(tiny_lm, NodesRetriever(), preset="sr-rag", top_k=2, max_new_tokens=4))
     with pytest.raises(EmptyQuestionError):
         run(workflow, " ")
 
 
 def test_retriever_error(tiny_lm: ActiveLM) -> None:
-    workflow = ActiveRAGWorkflow(ActiveRAGQueryEngine(tiny_lm, NodesRetriever(fail=True), preset="sr-rag", max_new_tokens=4))
+    workflow = ActiveRAGWorkflow(ActiveRAGQueryEngine(tiny_lm, NodesRetriever(fail=True), preset="sr-rag", top_k=2, max_new_tokens=4))
     with pytest.raises(RetrieverError, match="index offline") as info:
         run(workflow, QUESTION)
     assert isinstance(info.value.__cause__, TimeoutError)
