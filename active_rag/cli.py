@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from .errors import ActiveRAGError
 
@@ -19,28 +20,86 @@ def _load_retriever(corpus: str | None) -> Any:
     return BM25Index.from_path(corpus)
 
 
-def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any) -> Any:
-    from .loop import ActiveRAG
+def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Check every name and number of ``ask`` and build the trigger and query formulator, before anything
+    slow (corpus, model) is loaded; raises :class:`~active_rag.errors.ActiveRAGError` subclasses."""
+    import dataclasses
+
+    from .errors import InvalidOptionError, UnknownNameError
     from .presets import PRESETS, preset_kwargs
     from .queries import make_query
-    from .routing import make_router
-    from .triggers import make_trigger
+    from .routing import ROUTERS
+    from .triggers import TRIGGER_ALIASES, TRIGGERS, make_trigger
+    from .validation import (
+        MAX_RETRIEVALS_HINT,
+        MAX_TOP_K,
+        TOP_K_HINT,
+        check_date,
+        check_int,
+        check_number,
+        check_question,
+    )
 
+    check_question(args.question)
+    if args.router not in (*ROUTERS, "none"):
+        raise UnknownNameError("router", args.router, [*ROUTERS, "none"])
+    check_int("--top-k", args.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
+    check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
+    check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+    if args.today is not None:
+        check_date("--today", args.today)
+        if args.router != "ta-are":
+            raise InvalidOptionError("--today is the date TA-ARE tells the model: add --router ta-are, or drop --today.")
     kwargs: dict[str, Any] = {}
     if args.method:
-        kwargs.update(preset_kwargs(args.method))
+        kwargs.update(preset_kwargs(args.method))  # UnknownNameError for a bad --method
     elif not (args.trigger and args.query):
         kwargs.update(preset_kwargs("dragin"))
-    trigger_kwargs: dict[str, Any] = {}
-    if args.theta is not None:
-        trigger_kwargs["theta"] = args.theta
-    if args.trigger or trigger_kwargs:
-        name = args.trigger or PRESETS[args.method or "dragin"].trigger
-        kwargs["trigger"] = make_trigger(name, **trigger_kwargs)
+    preset = PRESETS[args.method or "dragin"]
+    name = args.trigger or preset.trigger
+    if args.trigger or args.theta is not None:
+        key = TRIGGER_ALIASES.get(name, name)
+        if key not in TRIGGERS:
+            raise UnknownNameError("trigger", name, list(TRIGGERS) + list(TRIGGER_ALIASES))
+        trigger_kwargs: dict[str, Any] = dict(preset.trigger_kwargs) if not args.trigger else {}
+        if args.theta is not None:
+            with_theta = [n for n, c in TRIGGERS.items() if "theta" in {f.name for f in dataclasses.fields(c)}]
+            if "theta" not in {f.name for f in dataclasses.fields(TRIGGERS[key])}:
+                raise InvalidOptionError(
+                    f"--theta sets the threshold of the triggers {', '.join(with_theta)}; trigger {key!r} has none: "
+                    "drop --theta or pick one of those with --trigger/--method."
+                )
+            trigger_kwargs["theta"] = check_number("--theta", args.theta, minimum=0.0)
+        kwargs["trigger"] = make_trigger(name, **trigger_kwargs)  # InvalidOptionError for a theta out of range
     if args.query:
         kwargs["query"] = make_query(args.query)
     if not args.method:
         kwargs["method"] = None
+    return kwargs
+
+
+def _load_model(name: str | None) -> Any:
+    """``ActiveLM.load``, with the errors of a folder transformers cannot read turned into one-line errors."""
+    from .errors import ActiveRAGError, ModelLoadError
+    from .model import ActiveLM
+
+    try:
+        return ActiveLM.load(name)
+    except ActiveRAGError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        detail = " ".join(str(exc).split())
+        detail = detail if len(detail) <= 200 else detail[:197] + "..."
+        raise ModelLoadError(
+            f"Cannot load the model {name!r}: {type(exc).__name__}: {detail}. Check its config.json and weights "
+            "(a folder written by save_pretrained), or pass a registry name (see `active-rag models`)."
+        ) from exc
+
+
+def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dict[str, Any]) -> Any:
+    from .loop import ActiveRAG
+    from .routing import make_router
+
     return ActiveRAG(
         lm,
         retriever,
@@ -58,35 +117,41 @@ def _print_retrieval(r: Any, out: Any) -> None:
     token = "(before generation)" if r.token is None else repr(r.token)
     print(f"  [retrieval @ token {r.position}] trigger={r.trigger} token={token} score={score}{threshold}", file=out)
     print(f"      query: {r.query}", file=out)
+    if r.top_k is not None and r.returned is not None and r.returned < r.top_k:
+        print(f"      the retriever returned {r.returned} of the {r.top_k} passages asked for", file=out)
     for p in r.passages:
         print(f"      - {p.title or p.id}  [{p.id}]", file=out)
+    if r.dropped:
+        print(f"      ({len(r.dropped)} lower-ranked passages left out of the prompt: {r.dropped_reason})", file=out)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from .errors import EmptyQuestionError
-    from .model import ActiveLM
+    import warnings
+
     from .types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent
 
-    if not args.question.strip():
-        raise EmptyQuestionError()
+    kwargs = _engine_kwargs(args)  # names and numbers first: an error here costs no model load
     retriever = _load_retriever(args.corpus)
-    lm = ActiveLM.load(args.model)
-    engine = _build_engine(args, lm, retriever)
+    lm = _load_model(args.model)
+    engine = _build_engine(args, lm, retriever, kwargs)
     result: ActiveRAGResult | None = None
     out = sys.stdout
-    for event in engine.stream(args.question):
-        if isinstance(event, ActiveRAGResult):
-            result = event
-        elif args.json:
-            continue
-        elif isinstance(event, RouteDecision):
-            verdict = "retrieve" if event.retrieve else "answer without retrieval"
-            print(f"[router {event.router}] {verdict} (model said {event.raw_output.strip()!r})", file=out)
-        elif args.stream and isinstance(event, TokenEvent):
-            print(event.text, end="", flush=True, file=out)
-        elif args.stream and isinstance(event, Retrieval):
-            print("", file=out)
-            _print_retrieval(event, out)
+    with warnings.catch_warnings():
+        # the result's warnings are printed once at the end (or are in the JSON): not twice
+        warnings.filterwarnings("ignore", message=r"Context window full:")
+        for event in engine.stream(args.question):
+            if isinstance(event, ActiveRAGResult):
+                result = event
+            elif args.json:
+                continue
+            elif isinstance(event, RouteDecision):
+                verdict = "retrieve" if event.retrieve else "answer without retrieval"
+                print(f"[router {event.router}] {verdict} (model said {event.raw_output.strip()!r})", file=out)
+            elif args.stream and isinstance(event, TokenEvent):
+                print(event.text, end="", flush=True, file=out)
+            elif args.stream and isinstance(event, Retrieval):
+                print("", file=out)
+                _print_retrieval(event, out)
     assert result is not None
     if args.json:
         data = result.to_dict()
@@ -142,10 +207,11 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .retrieval import BM25Index
+    from .retrieval import BM25Index, _check_index_target
 
+    _check_index_target(Path(args.out), args.force)  # before the (possibly long) indexing
     index = BM25Index.from_path(args.corpus)
-    index.save(args.out)
+    index.save(args.out, overwrite=args.force)
     print(f"Indexed {len(index)} passages from {args.corpus} into {args.out}")
     return 0
 
@@ -161,10 +227,17 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``<prog>: error: <message> (see <prog> --help)``, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .presets import PRESETS
 
-    parser = argparse.ArgumentParser(prog="active-rag", description="Active retrieval-augmented generation (FLARE, DRAGIN, TA-ARE).")
+    parser = _Parser(prog="active-rag", description="Active retrieval-augmented generation (FLARE, DRAGIN, TA-ARE).")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ask = sub.add_parser("ask", help="answer a question with active retrieval")
@@ -177,9 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--today", help="the date TA-ARE tells the model (YYYY-MM-DD; default today)")
     ask.add_argument("--corpus", default="demo", help="JSONL file, folder of .txt files, saved index, or 'demo'")
     ask.add_argument("--model", default=None, help="registry name, .gguf file or HF folder (default smollm2)")
-    ask.add_argument("--top-k", type=int, default=3)
-    ask.add_argument("--max-new-tokens", type=int, default=256)
-    ask.add_argument("--max-retrievals", type=int, default=5)
+    ask.add_argument("--top-k", type=int, default=3,
+                     help="passages per retrieval, 1 to 100 (default 3); those that do not fit the context are dropped")
+    ask.add_argument("--max-new-tokens", type=int, default=256, help="cap on answer tokens, at least 1 (default 256)")
+    ask.add_argument("--max-retrievals", type=int, default=5, help="cap on retrievals, 0 or more (default 5)")
     ask.add_argument("--stream", action="store_true", help="print tokens and retrievals as they happen")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.set_defaults(func=cmd_ask)
@@ -190,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     index = sub.add_parser("index", help="build and save a BM25 index")
     index.add_argument("corpus", help="JSONL file (id, title, text) or folder of text files")
-    index.add_argument("out", help="output folder")
+    index.add_argument("out", help="output folder: new or empty (an index is never written beside other files)")
+    index.add_argument("--force", action="store_true", help="replace the index already saved in the output folder")
     index.set_defaults(func=cmd_index)
 
     models = sub.add_parser("models", help="list the named local models, or install one")
@@ -216,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ActiveRAGError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # pragma: no cover
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
         return 130
 
 

@@ -52,3 +52,28 @@ class ModelNotInstalledError(ActiveRAGError):
 
 class ModelIntegrityError(ActiveRAGError):
     """The installed weights of a named model do not match their published checksum."""
+
+
+class InvalidOptionError(ActiveRAGError, ValueError):
+    """A numeric or date option is out of range, not finite, or of the wrong type (e.g. ``theta=nan``,
+    ``top_k=0``, ``max_retrievals=-1``, ``today="notadate"``)."""
+
+
+class QuestionTypeError(ActiveRAGError, TypeError, ValueError):
+    """The question is not a string (``None``, bytes, a number...); the message names the type given."""
+
+    def __init__(self, given: object) -> None:
+        self.given_type = type(given).__name__
+        hint = " (decode it first, e.g. question.decode('utf-8'))" if isinstance(given, (bytes, bytearray)) else ""
+        super().__init__(
+            f"The question must be a string, got {self.given_type}{hint}: pass e.g. 'Who wrote Hamlet?'."
+        )
+
+
+class IndexPathError(ActiveRAGError, ValueError):
+    """An index cannot be written where asked: the path is a file, an existing index (without
+    ``overwrite``/``--force``), a folder holding other files, or not writable."""
+
+
+class ModelLoadError(ActiveRAGError):
+    """A model folder exists but cannot be loaded (e.g. a broken ``config.json``); the original error is the cause."""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import ContextOverflowError, EmptyQuestionError, RetrieverError
+from .errors import ContextOverflowError, RetrieverError
 from .model import ActiveLM, DecodingSession
 from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
 from .queries import InputQuery, QueryContext, QueryFormulator, make_query
@@ -38,6 +38,7 @@ from .types import (
     TokenStep,
     TriggerDecision,
 )
+from .validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_question
 
 
 class Router(Protocol):
@@ -124,13 +125,9 @@ class ActiveRAG:
         self.trigger = make_trigger(trigger)
         self.query = make_query(query)
         self.prompt = PROMPTS[prompt] if isinstance(prompt, str) else prompt
-        if top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}.")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}.")
-        self.top_k = top_k
-        self.max_retrievals = max_retrievals
-        self.max_new_tokens = max_new_tokens
+        self.top_k = check_int("top_k", top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
+        self.max_retrievals = check_int("max_retrievals", max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+        self.max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1)
         self.initial_retrieval = initial_retrieval
         self.router = router
         self.stop = stop
@@ -178,9 +175,7 @@ class ActiveRAG:
         """Yield, as they happen: a :class:`RouteDecision` (with a router), every
         :class:`TriggerDecision` (fired or not), a :class:`Retrieval` per retrieval, the accepted
         :class:`TokenEvent` tokens, and finally the :class:`ActiveRAGResult`."""
-        if not isinstance(question, str) or not question.strip():
-            raise EmptyQuestionError()
-        run = _Run(question=question.strip(), trigger=self.trigger)
+        run = _Run(question=check_question(question), trigger=self.trigger)
         if self.router is not None:
             run.route = self.router.decide(run.question)
             yield run.route
@@ -292,18 +287,57 @@ class ActiveRAG:
         prompt = head + q + tail
         return _Layout(ids=prompt + run.output_ids, question_span=(len(head), len(head) + len(q)), output_start=len(prompt))
 
+    def _fit_passages(self, run: _Run, passages: Sequence[Passage]) -> int:
+        """How many of ``passages`` (best first) fit in the context with the prompt and the tokens still to
+        generate. The prompt grows with every passage, so a binary search needs O(log n) prompt renderings."""
+        reserve = self.max_new_tokens - len(run.output)
+
+        def fits(n: int) -> bool:
+            return len(self._layout(run, passages[:n]).ids) + reserve <= self.model.max_context
+
+        if fits(len(passages)):
+            return len(passages)
+        lo, hi = 0, len(passages)  # fits(lo) is assumed (0 passages: checked by _open_session); not fits(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def _drop_to_fit(self, run: _Run, retrieval: Retrieval) -> None:
+        """Keep in ``retrieval.passages`` only the best-ranked passages that fit; the rest go to ``dropped``.
+        One warning per call, however many retrievals or passages are dropped."""
+        keep = self._fit_passages(run, retrieval.passages)
+        if keep == len(retrieval.passages):
+            return
+        total = len(retrieval.passages)
+        reason = (
+            f"context window: {self.model.name}'s context of {self.model.max_context} tokens holds the prompt, "
+            f"{self.max_new_tokens} tokens to generate and only the {keep} best-ranked of the {total} passages"
+        )
+        retrieval.dropped = retrieval.passages[keep:] + retrieval.dropped
+        retrieval.passages = retrieval.passages[:keep]
+        retrieval.dropped_reason = reason
+        if not any(w.startswith(_DROP_WARNING) for w in run.warnings):
+            message = (
+                f"{_DROP_WARNING} retrieval {len(run.retrievals) + 1} kept {keep} of {total} passages, "
+                f"{self.model.name}'s context of {self.model.max_context} tokens holds no more with the prompt and "
+                f"{self.max_new_tokens} tokens to generate. The trace lists the passages in the prompt, and each "
+                "retrieval's 'dropped' the rest (warned once per call). Lower top_k or max_new_tokens."
+            )
+            run.warnings.append(message)
+            warnings.warn(message, stacklevel=4)
+
     def _open_session(self, run: _Run, capture: bool) -> None:
         docs = list(run.docs)
         reserve = self.max_new_tokens - len(run.output)
         layout = self._layout(run, docs)
-        while len(layout.ids) + reserve > self.model.max_context and docs:
-            dropped = docs.pop()
-            message = (
-                f"The prompt ({len(layout.ids)} tokens + {reserve} to generate) exceeds {self.model.name}'s context of "
-                f"{self.model.max_context} tokens: dropped the lowest-ranked passage {dropped.id!r}."
-            )
-            run.warnings.append(message)
-            warnings.warn(message, stacklevel=3)
+        if len(layout.ids) + reserve > self.model.max_context and docs and run.retrievals:
+            # _retrieve already fitted the passages; this only runs if the output outgrew max_new_tokens
+            self._drop_to_fit(run, run.retrievals[-1])
+            docs = run.docs = list(run.retrievals[-1].passages)
             layout = self._layout(run, docs)
         if len(layout.ids) + reserve > self.model.max_context:
             raise ContextOverflowError(
@@ -368,14 +402,9 @@ class ActiveRAG:
                     f"The retriever {type(self.retriever).__name__} failed on query {q!r}: {type(exc).__name__}: {exc}. "
                     "Nothing was generated past this point; fix the retriever (index path, server, credentials) and retry."
                 ) from exc
-            if not isinstance(ranking, list) or not all(isinstance(p, Passage) for p in ranking):
-                raise RetrieverError(
-                    f"The retriever {type(self.retriever).__name__} returned {type(ranking).__name__} for query {q!r}; "
-                    "retrieve(query, k) must return a list of active_rag.Passage."
-                )
-            rankings.append(ranking)
+            _check_ranking(self.retriever, q, ranking)
+            rankings.append(list(ranking))
         passages = merge_rankings(rankings, self.top_k)
-        run.docs = passages
         retrieval = Retrieval(
             position=position,
             query=" | ".join(queries),
@@ -386,7 +415,11 @@ class ActiveRAG:
             threshold=decision.threshold,
             reason=reason,
             details=details,
+            top_k=self.top_k,
+            returned=len(passages),
         )
+        self._drop_to_fit(run, retrieval)
+        run.docs = list(retrieval.passages)
         run.retrievals.append(retrieval)
         return retrieval
 
@@ -424,3 +457,25 @@ class ActiveRAG:
 
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
+
+
+_DROP_WARNING = "Context window full:"
+
+
+def _check_ranking(retriever: Any, query: str, ranking: Any) -> None:
+    """A retriever must return a list (or tuple) of :class:`Passage`; say what it returned instead."""
+    name = type(retriever).__name__
+    if not isinstance(ranking, (list, tuple)):
+        raise RetrieverError(
+            f"The retriever {name} returned a {type(ranking).__name__} for query {query!r}; "
+            "retrieve(query, k) must return a list of active_rag.Passage."
+        )
+    wrong = [p for p in ranking if not isinstance(p, Passage)]
+    if wrong:
+        kinds = sorted({type(p).__name__ for p in wrong})
+        what = "strings" if kinds == ["str"] else f"{', '.join(kinds)} objects"
+        raise RetrieverError(
+            f"The retriever {name} returned a {type(ranking).__name__} of {what} for query {query!r} "
+            f"({len(wrong)} of {len(ranking)} items are not Passage): wrap each item as "
+            "active_rag.Passage(id=..., text=..., title=...)."
+        )

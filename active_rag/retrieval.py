@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +25,7 @@ from typing import Any
 import bm25s
 import numpy as np
 
-from active_rag.errors import CorpusError
+from active_rag.errors import CorpusError, IndexPathError
 from active_rag.types import Passage
 
 __all__ = [
@@ -229,10 +231,38 @@ class BM25Index:
 
     # ------------------------------------------------------------------ persistence
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index to directory ``path`` (created if needed) so :meth:`load` restores it exactly."""
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+        """Write the index to directory ``path`` so :meth:`load` restores it exactly.
+
+        ``path`` must be a new or empty directory, or, with ``overwrite=True``, a directory that holds a saved
+        index and nothing else (its files are replaced). Anything else raises
+        :class:`~active_rag.errors.IndexPathError`: a file, a folder with other files (nothing is ever written
+        beside them), an existing index without ``overwrite``, or a path that cannot be written. The files
+        are written to a temporary folder first and moved in place, the index's config file last.
+        """
         out = Path(path)
-        out.mkdir(parents=True, exist_ok=True)
+        _check_index_target(out, overwrite)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".active-rag-index-", dir=out))
+        except OSError as exc:
+            raise IndexPathError(
+                f"Cannot write the index to {str(out)!r} ({exc.strerror or exc}): pick a folder you can write to."
+            ) from exc
+        try:
+            self._write(tmp)
+            names = sorted(f.name for f in tmp.iterdir())
+            for name in [n for n in names if n != _CONFIG_NAME] + [_CONFIG_NAME]:
+                os.replace(tmp / name, out / name)
+        except OSError as exc:
+            raise IndexPathError(
+                f"Cannot write the index to {str(out)!r} ({exc.strerror or exc}): check the free space and permissions."
+            ) from exc
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _write(self, out: Path) -> None:
+        """Write the index files into the existing, empty folder ``out``."""
         self._model.save(str(out), corpus=None, show_progress=False)
         with open(out / _PASSAGES_NAME, "w", encoding="utf-8") as fh:
             for p in self._passages:
@@ -311,8 +341,9 @@ class BM25Index:
     def retrieve(self, query: str, k: int) -> list[Passage]:
         """The ``k`` best passages for ``query``, best first, each with its BM25 ``score``.
 
-        Ties are broken by corpus order, so the result is deterministic. ``k`` larger than the corpus
-        returns every passage. A query with no indexed word returns the first ``k`` passages with score 0.
+        Only passages that share a word with the query (score > 0) are returned, so the result may hold
+        fewer than ``k`` passages, and none for a query with no indexed word. Ties are broken by corpus
+        order, so the result is deterministic.
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"k must be an int, got {type(k).__name__}: pass e.g. k=3.")
@@ -322,6 +353,8 @@ class BM25Index:
         order = _top_k(scores, int(k))
         out: list[Passage] = []
         for i in order:
+            if not scores[i] > 0:  # no query word in the passage: not evidence, do not fill the top-k with it
+                break
             p = self._passages[i]
             out.append(Passage(id=p.id, text=p.text, title=p.title, score=float(scores[i]), metadata=dict(p.metadata)))
         return out
@@ -344,8 +377,24 @@ def read_jsonl_passages(path: str | os.PathLike[str]) -> list[Passage]:
         )
     passages: list[Passage] = []
     first_line: dict[str, int] = {}
-    with open(file, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    try:
+        fh = open(file, "rb")  # bytes, so that a line that is not UTF-8 is reported with its number
+    except OSError as exc:
+        raise CorpusError(f"Cannot read corpus file {str(file)!r} ({exc.strerror}): check its permissions.") from exc
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if b"\x00" in raw:
+                raise CorpusError(
+                    f"{file}, line {lineno}: holds NUL bytes, so {str(file)!r} is a binary file, not a JSONL corpus. "
+                    f"{_LINE_FORMAT}"
+                )
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusError(
+                    f"{file}, line {lineno}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}). "
+                    "Convert the file to UTF-8 (e.g. `iconv -f latin1 -t utf-8`)."
+                ) from exc
             if line.strip():
                 passage = _parse_line(line, f"{file}, line {lineno}")
                 if passage.id in first_line:
@@ -381,6 +430,47 @@ def _parse_line(line: str, where: str) -> Passage:
     if not isinstance(title, str):
         raise CorpusError(f'{where}: "title" must be a string, got {type(title).__name__}.')
     return Passage(id=str(pid), title=title, text=text, metadata=obj)
+
+
+def _is_index_file(name: str) -> bool:
+    """A file that :meth:`BM25Index.save` writes (ours, or bm25s's ``*.index.json``/``*.index.npy``)."""
+    return (
+        name in (_CONFIG_NAME, _PASSAGES_NAME)
+        or name.endswith((".index.json", ".index.npy"))
+        or name.startswith(".active-rag-index-")  # the temporary folder of an interrupted save
+    )
+
+
+def _check_index_target(out: Path, overwrite: bool) -> None:
+    """Refuse to save where an index would overwrite or sit beside files it does not own."""
+    if out.exists() and not out.is_dir():
+        raise IndexPathError(f"{str(out)!r} is a file, not a folder: pass a new folder for the index.")
+    if not out.is_dir():
+        return
+    try:
+        names = sorted(f.name for f in out.iterdir())
+    except OSError as exc:
+        raise IndexPathError(
+            f"Cannot read the folder {str(out)!r} ({exc.strerror}): pick another output folder."
+        ) from exc
+    if not names:
+        return
+    if _CONFIG_NAME not in names:
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise IndexPathError(
+            f"{str(out)!r} is not empty ({shown}) and holds no index: pick a new or empty folder "
+            "(an index is never written beside other files)."
+        )
+    others = [n for n in names if not _is_index_file(n)]
+    if others:
+        raise IndexPathError(
+            f"{str(out)!r} holds an index and other files ({', '.join(others[:3])}): an index is never written "
+            "beside other files; pick a new folder."
+        )
+    if not overwrite:
+        raise IndexPathError(
+            f"{str(out)!r} already holds an index: pass --force (overwrite=True) to replace it, or pick a new folder."
+        )
 
 
 def _clean_metadata(p: Passage) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import UnknownNameError
 from .types import RouteDecision
+from .validation import check_date, check_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import ActiveLM
@@ -74,7 +75,7 @@ class _PromptRouter:
 
     def __init__(self, model: ActiveLM, *, max_new_tokens: int = 8, default: bool = True) -> None:
         self.model = model
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens = check_int(f"{self.name} router max_new_tokens", max_new_tokens, minimum=1)
         self.default = default
 
     def prompt(self, question: str) -> str:  # pragma: no cover - abstract
@@ -118,11 +119,11 @@ class TaAreRouter(_PromptRouter):
         **kwargs: Any,
     ) -> None:
         super().__init__(model, **kwargs)
-        self.today = today
+        self.today = None if today is None else check_date("today", today)  # InvalidOptionError for "notadate"
         self.demonstrations = list(demonstrations) if demonstrations is not None else default_demonstrations()
         self.pool = [d for d in (pool or []) if d.needs_retrieval]
         self.embed = embed
-        self.n_yes = n_yes
+        self.n_yes = check_int("n_yes", n_yes, minimum=0)
         if self.pool and self.embed is None:
             raise ValueError("TaAreRouter(pool=...) needs embed=: a function mapping a list of texts to vectors.")
         self._pool_vectors = [list(v) for v in self.embed([d.question for d in self.pool])] if self.pool and self.embed else []

@@ -22,6 +22,7 @@ import torch
 from .errors import UnknownNameError
 from .signals import rind_scores, semantic_indicator
 from .types import TokenStep, TriggerDecision
+from .validation import check_trigger
 
 Action = Literal["never", "once", "continue", "regenerate", "truncate"]
 Unit = Literal["answer", "tokens", "sentence"]
@@ -47,6 +48,9 @@ class Trigger:
     needs_attention: ClassVar[bool] = False
     recheck_after_retrieval: ClassVar[bool] = True
     max_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        check_trigger(self)  # InvalidOptionError for theta=nan, a negative theta, max_tokens=0, ...
 
     def check(self, ctx: SegmentContext) -> TriggerDecision:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -84,6 +84,10 @@ class Retrieval:
     """One retrieval: where it happened, which token and score caused it, the query and the passages.
 
     ``position`` counts the output tokens that precede the retrieval point (0 = before generation).
+    ``passages`` are exactly the passages put in the prompt. ``top_k`` is how many were asked of the
+    retriever (per query), ``returned`` how many distinct passages it gave back (BM25 returns fewer than
+    ``top_k`` when fewer passages share a word with the query), and ``dropped`` the returned passages left
+    out of the prompt, lowest-ranked first out, with ``dropped_reason`` (e.g. the context window was full).
     """
 
     position: int
@@ -95,6 +99,10 @@ class Retrieval:
     threshold: float | None = None
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)  # formulator's evidence, e.g. QFS attention weights
+    top_k: int | None = None
+    returned: int | None = None
+    dropped: list[Passage] = field(default_factory=list)
+    dropped_reason: str = ""
 
     @property
     def passage_ids(self) -> list[str]:
@@ -111,6 +119,10 @@ class Retrieval:
             "trigger": self.trigger,
             "reason": self.reason,
             "titles": [p.title for p in self.passages],
+            "top_k": self.top_k,
+            "returned": len(self.passages) + len(self.dropped) if self.returned is None else self.returned,
+            "dropped_ids": [p.id for p in self.dropped],
+            "dropped_reason": self.dropped_reason,
         }
 
 
@@ -154,7 +166,8 @@ class ActiveRAGResult:
 
     @property
     def passages(self) -> list[Passage]:
-        """Every retrieved passage, first retrieval first, without duplicates."""
+        """Every passage that was put in the prompt, first retrieval first, without duplicates (passages
+        dropped to fit the context window are in each retrieval's ``dropped``, not here)."""
         seen: set[str] = set()
         out: list[Passage] = []
         for r in self.retrievals:

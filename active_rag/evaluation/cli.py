@@ -8,6 +8,7 @@ runs them standalone.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -42,6 +43,8 @@ def _sweep(value: str) -> tuple[str, list[float]]:
         values = [float(v) for v in _csv(rest)]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"sweep values must be numbers, got {rest!r}") from exc
+    if not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"sweep values must be finite numbers, got {rest!r}")
     return name.strip(), values
 
 
@@ -125,13 +128,58 @@ def register(subparsers: Any) -> None:
     add_bench_parser(subparsers)
 
 
+def _check_eval_args(args: argparse.Namespace) -> None:
+    """The numbers of ``eval``, checked before anything loads (InvalidOptionError, one line)."""
+    from active_rag.validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_number
+
+    check_int("--top-k", args.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
+    check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
+    check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+    if args.limit is not None:
+        check_int("--limit", args.limit, minimum=1, hint="It is the number of questions to run")
+    if args.threads is not None:
+        check_int("--threads", args.threads, minimum=1)
+    if getattr(args, "num_workers", None) is not None:
+        check_int("--num-workers", args.num_workers, minimum=1)
+    if args.sweep is not None:
+        param, values = args.sweep
+        for value in values:
+            check_number(f"--sweep {param}", value)
+
+
+def _check_methods(config: Any) -> None:
+    """Build every method's trigger with its settings: e.g. ``--sweep theta=-1`` fails before the model loads."""
+    from active_rag.evaluation.runner import _trigger_name, build_methods
+    from active_rag.triggers import make_trigger
+
+    for spec in build_methods(config):
+        if spec.trigger_kwargs:
+            make_trigger(_trigger_name(spec), **dict(spec.trigger_kwargs))
+
+
+def _saved_rows(config: Any) -> int:
+    """Rows saved in this run's method files (for the message of an interrupted run)."""
+    from active_rag.evaluation.runner import _safe_name, build_methods
+    from active_rag.evaluation.store import count_saved_rows
+
+    model = str(config.model)
+    out = Path(config.out_dir) / config.dataset / _safe_name(Path(model).name if os.sep in model else model)
+    try:
+        names = [spec.name for spec in build_methods(config)]
+    except (ValueError, KeyError):  # pragma: no cover - the config was checked before the run
+        return 0
+    return count_saved_rows(out / f"{_safe_name(name)}.jsonl" for name in names)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from active_rag.errors import ActiveRAGError
     from active_rag.evaluation.runner import EvalConfig, run_eval
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    _set_threads(args.threads)
+    config = None
     try:
+        _check_eval_args(args)
+        _set_threads(args.threads)
         config = EvalConfig(
             dataset=args.dataset, data_dir=args.data_dir, methods=args.methods, triggers=args.trigger,
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
@@ -139,10 +187,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
             resume=args.resume, index_cache=args.index_cache, plots=not args.no_plots,
         )
+        _check_methods(config)  # trigger settings (a swept theta) before the model loads
         report = run_eval(config, progress=not args.no_progress)
     except (ActiveRAGError, ValueError) as exc:
         print(f"active-rag eval: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        saved = _saved_rows(config) if config is not None else 0
+        print(f"interrupted: {saved} rows saved, rerun the same command to resume", file=sys.stderr)
+        return 130
     print(report.markdown)
     print(f"Results in {report.out_dir}")
     return 0
@@ -154,6 +207,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
+        from active_rag.validation import check_int
+
+        check_int("--prompts", args.prompts, minimum=1)
+        check_int("--repeats", args.repeats, minimum=1)
+        check_int("--naive-prompts", args.naive_prompts, minimum=0, hint="0 skips the naive references")
+        if args.threads is not None:
+            check_int("--threads", args.threads, minimum=1)
         config = BenchConfig(
             model=args.model, tokens=args.tokens, prompts=args.prompts, repeats=args.repeats, out_dir=args.out,
             methods=args.methods, naive=args.naive if args.naive_prompts > 0 else [],

@@ -568,29 +568,28 @@ def _safe_name(name: str) -> str:
 
 def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
     """Finished rows of a method file (by question id) made with the same engine settings; rewrites the file
-    without malformed lines (a run killed mid-write) or rows from other settings, with a warning."""
+    without malformed lines (a run killed mid-write) or rows from other settings, with a warning, and adds the
+    newline a valid last row lacks, so that rows appended next start on a line of their own."""
+    from active_rag.evaluation.store import read_rows_file
+
     if not path.is_file():
         return {}
     rows: dict[str, dict[str, Any]] = {}
-    dropped = 0
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                dropped += 1
-                continue
-            if not isinstance(row, dict) or "id" not in row or row.get("engine_key") != key:
-                dropped += 1
-                continue
-            rows[str(row["id"])] = row
+    values, bad, rewrite = read_rows_file(path)
+    dropped = len(bad)
+    for row in values:
+        if not isinstance(row, dict) or "id" not in row or row.get("engine_key") != key:
+            dropped += 1
+            continue
+        rows[str(row["id"])] = row
     if dropped:
+        where = f" (malformed line(s) {', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''})" if bad else ""
         warnings.warn(
-            f"{path}: dropped {dropped} row(s) that are malformed or were made with other settings; they will be rerun.",
+            f"{path}: dropped {dropped} row(s) that are malformed or were made with other settings{where}; "
+            "they will be rerun.",
             stacklevel=3,
         )
+    if dropped or rewrite:
         _write_rows(path, rows.values())
     return rows
 

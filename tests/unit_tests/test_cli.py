@@ -39,8 +39,10 @@ def test_ask_json_schema(tiny_dir: Path, corpus: Path, capsys: pytest.CaptureFix
     assert data["method"] == "fl-rag"
     assert len(data["retrievals"]) == 2  # with the input, then after the first 16 tokens
     for r in data["retrievals"]:
-        assert {"position", "token", "score", "threshold", "query", "passage_ids"} <= set(r)
-        assert len(r["passage_ids"]) == 2
+        assert {"position", "token", "score", "threshold", "query", "passage_ids", "dropped_ids"} <= set(r)
+        # BM25 returns only passages sharing a word with the query: at most top_k, all of them in the prompt
+        assert r["top_k"] == 2 and len(r["passage_ids"]) == r["returned"] <= 2 and r["dropped_ids"] == []
+    assert len(data["retrievals"][0]["passage_ids"]) == 2  # the question matches both Schmeichel passages
     ids = {p["id"] for p in data["passages"]}
     assert ids == {i for r in data["retrievals"] for i in r["passage_ids"]}
 

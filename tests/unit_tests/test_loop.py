@@ -326,19 +326,34 @@ def test_errors_are_clear() -> None:
         def retrieve(self, q: str, k: int) -> list[str]:
             return ["text"]
 
-    with pytest.raises(RetrieverError, match="list of active_rag.Passage"):
+    with pytest.raises(RetrieverError, match="returned a list of strings"):
         ActiveRAG.from_preset("sr-rag", lm, Wrong()).run(QUESTION)  # type: ignore[arg-type]
+
+    class Mapping:
+        def retrieve(self, q: str, k: int) -> dict[str, str]:
+            return {"a": "text"}
+
+    with pytest.raises(RetrieverError, match="returned a dict for query .* must return a list of active_rag.Passage"):
+        ActiveRAG.from_preset("sr-rag", lm, Mapping()).run(QUESTION)  # type: ignore[arg-type]
 
 
 def test_context_overflow_drops_lowest_ranked_passages_then_fails() -> None:
+    def prompt_length(passages: int) -> int:
+        probe = ScriptedLM(script=lambda p: words("Peter."))
+        ActiveRAG.from_preset("sr-rag", probe, Recorder(), top_k=passages, max_new_tokens=8).run(QUESTION)
+        return probe.sessions[0].answer_start
+
     lm = ScriptedLM(script=lambda p: words("Peter."))
-    prompt_words = len(("<user> " + "Below are the external knowledge references:").split())
-    # room for the prompt and two passages but not three
-    lm.max_context = 40
-    with pytest.warns(UserWarning, match="dropped the lowest-ranked passage"):
+    assert prompt_length(3) > prompt_length(2)
+    lm.max_context = prompt_length(2) + 8  # + 8 tokens to generate: room for two passages but not three
+    with pytest.warns(UserWarning, match="Context window full: retrieval 1 kept 2 of 3 passages"):
         result = ActiveRAG.from_preset("sr-rag", lm, Recorder(), max_new_tokens=8).run(QUESTION)
-    assert result.warnings and "r1-2" in result.warnings[0]
-    assert prompt_words > 0
+    (r,) = result.retrievals
+    assert r.passage_ids == ["r1-0", "r1-1"] and [p.id for p in r.dropped] == ["r1-2"]
+    assert "context window" in r.dropped_reason and (r.top_k, r.returned) == (3, 3)
+    assert [p.id for p in result.passages] == ["r1-0", "r1-1"]
+    assert "Doc 1.1" in lm.sessions[0].prompt_text and "Doc 1.2" not in lm.sessions[0].prompt_text
+    assert r.to_dict()["dropped_ids"] == ["r1-2"] and result.to_dict()["passages"][-1]["id"] == "r1-1"
     lm.max_context = 5
     with pytest.raises(ContextOverflowError, match="context of 5 tokens"):
         ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=8).run(QUESTION)
@@ -363,3 +378,85 @@ def test_forced_answer_runs_past_a_newline_right_after_the_phrase() -> None:
     # the answer budget ends right after "conclusion": the phrase is forced, then the model finishes it
     result = ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=5, answer_phrase="So the answer is").run(QUESTION)
     assert extract_answer(result.answer) == "Peter"
+
+
+def test_trace_lists_exactly_the_passages_in_the_prompt_and_warns_once() -> None:
+    """The issue's `--top-k 1000` case in small: many passages, few fit; FL-RAG retrieves several times."""
+    import warnings
+
+    lm = ScriptedLM(script=lambda p: words("Peter Schmeichel is the father of Kasper and he was a goalkeeper " * 4))
+    lm.max_context = 120
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = ActiveRAG.from_preset("fl-rag", lm, Recorder(), top_k=40, max_new_tokens=40).run(QUESTION)
+    assert len(result.retrievals) >= 2
+    assert len([w for w in caught if "Context window full" in str(w.message)]) == 1
+    assert len(result.warnings) == 1
+    for r, session in zip(result.retrievals, lm.sessions[:len(result.retrievals)], strict=True):
+        assert r.returned == 40 and 0 < len(r.passages) < 40 and len(r.passages) + len(r.dropped) == 40
+        n = len(r.passages)
+        doc = r.passages[0].title.split()[1].split(".")[0]
+        assert f"Doc {doc}.{n - 1} " in session.prompt_text + " " and f"Doc {doc}.{n} " not in session.prompt_text + " "
+    in_prompt = [p.id for r in result.retrievals for p in r.passages]
+    assert [p.id for p in result.passages] == in_prompt
+
+
+class Few:
+    """A retriever that returns fewer passages than asked, as BM25 does when few passages share a query word."""
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        return [Passage(id="only", text="Peter is the father")]
+
+
+def test_a_retriever_may_return_fewer_than_k_and_the_trace_says_so() -> None:
+    lm = ScriptedLM(script=lambda p: words("Peter."))
+    result = ActiveRAG.from_preset("sr-rag", lm, Few(), top_k=3).run(QUESTION)
+    (r,) = result.retrievals
+    assert (r.top_k, r.returned, r.passage_ids, r.dropped) == (3, 1, ["only"], [])
+    assert r.to_dict()["returned"] == 1 and r.to_dict()["top_k"] == 3
+
+
+@pytest.mark.parametrize("question", [None, b"Who?", 42, ["Who?"]])
+def test_a_question_that_is_not_a_string_names_its_type(question: object) -> None:
+    from active_rag.errors import QuestionTypeError
+
+    rag = ActiveRAG.from_preset("sr-rag", ScriptedLM(script=lambda p: words("x.")), Recorder())
+    with pytest.raises(QuestionTypeError, match=f"must be a string, got {type(question).__name__}"):
+        rag.run(question)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"top_k": 0}, "top_k must be between 1 and 100, got 0"),
+        ({"top_k": 1000}, "top_k must be between 1 and 100, got 1000"),
+        ({"top_k": 2.5}, "top_k must be an integer"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be at least 1"),
+        ({"max_retrievals": -1}, "max_retrievals must be at least 0"),
+        ({"trigger": "rind", "query": "attention", "top_k": True}, "top_k must be an integer"),
+    ],
+)
+def test_engine_options_are_validated(kwargs: dict[str, object], message: str) -> None:
+    from active_rag.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match=message):
+        ActiveRAG(ScriptedLM(script=lambda p: words("x.")), Recorder(), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("trigger", "kwargs", "message"),
+    [
+        ("rind", {"theta": float("nan")}, "rind theta must be a finite number, got nan"),
+        ("rind", {"theta": -0.5}, "rind theta must be at least 0"),
+        ("low-confidence", {"theta": 1.5}, "low-confidence theta must be between 0 and 1"),
+        ("low-confidence", {"theta": float("inf")}, "finite"),
+        ("fixed-length", {"max_tokens": 0}, "fixed-length max_tokens must be at least 1"),
+    ],
+)
+def test_trigger_constructors_reject_bad_numbers(trigger: str, kwargs: dict[str, float], message: str) -> None:
+    from active_rag.errors import InvalidOptionError
+    from active_rag.triggers import make_trigger
+
+    with pytest.raises(InvalidOptionError, match=message):
+        make_trigger(trigger, **kwargs)
+

@@ -41,11 +41,12 @@ def test_from_jsonl_retrieves_best_first(index: BM25Index) -> None:
     assert isinstance(index, Retriever)
     assert len(index) == len(DOCS)
     hits = index.retrieve("Who wrote the tragedy Hamlet?", k=2)
-    assert [p.id for p in hits][0] == "hamlet"
+    assert [p.id for p in hits] == ["hamlet"]  # no other passage shares a word with the query
     assert hits[0].title == "Hamlet"
     assert hits[0].text == DOCS[2]["text"]
     assert hits[0].score is not None and hits[0].score > 0
-    assert hits[0].score >= hits[1].score  # type: ignore[operator]
+    hits = index.retrieve("capital city of Italy", k=2)
+    assert hits[0].id == "rome" and hits[0].score >= hits[1].score  # type: ignore[operator]
 
 
 def test_extra_keys_go_to_metadata(index: BM25Index) -> None:
@@ -158,15 +159,20 @@ def test_from_passages_without_stemming_or_stopwords() -> None:
 def test_retrieval_is_deterministic(index: BM25Index) -> None:
     first = index.retrieve("capital city", k=5)
     assert all(index.retrieve("capital city", k=5) == first for _ in range(5))
-    # Ties (no query word in the corpus) keep corpus order.
-    assert [p.id for p in index.retrieve("zebra", k=3)] == ["paris", "berlin", "hamlet"]
-    assert all(p.score == 0.0 for p in index.retrieve("the of and", k=5))
+    # Ties keep corpus order.
+    tie = BM25Index.from_passages([Passage(id=i, text=t) for i, t in [("b", "same words"), ("a", "same words"),
+                                                                     ("c", "other text")]])
+    assert [p.id for p in tie.retrieve("same", k=3)] == ["b", "a"]
+    # Passages with score 0 (no query word) are not returned: fewer than k, or none.
+    assert index.retrieve("zebra", k=3) == []
+    assert index.retrieve("the of and", k=5) == []
+    assert all(p.score is not None and p.score > 0 for p in index.retrieve("capital Shakespeare", k=5))
 
 
 def test_k_bounds(index: BM25Index) -> None:
     assert len(index.retrieve("capital", k=1)) == 1
-    everything = index.retrieve("capital", k=100)
-    assert sorted(p.id for p in everything) == sorted(d["id"] for d in DOCS)
+    everything = index.retrieve("capital", k=100)  # k beyond the corpus: every passage that matches
+    assert sorted(p.id for p in everything) == ["berlin", "paris", "rome"]
     with pytest.raises(ValueError, match="at least 1"):
         index.retrieve("capital", k=0)
     with pytest.raises(ValueError, match="at least 1"):
@@ -193,3 +199,46 @@ def test_demo_corpus_retrieves_a_supporting_paragraph() -> None:
     assert set(top3) & set(q["supporting_ids"])
     # Every demo question finds at least one of its supporting paragraphs in the top 3.
     assert all(set(p.id for p in idx.retrieve(x["question"], k=3)) & set(x["supporting_ids"]) for x in questions)
+
+
+def test_non_utf8_and_binary_corpus_lines_are_named(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"id": "a", "text": "ok"}\n{"id": "b", "text": "caf\xe9"}\n')
+    with pytest.raises(CorpusError, match=r"latin.jsonl, line 2: not UTF-8 text \(byte 0xe9"):
+        BM25Index.from_jsonl(latin)
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\x00\x01\x02GGUF\x00" * 10)
+    with pytest.raises(CorpusError, match=r"model.bin, line 1: .*binary file"):
+        BM25Index.from_path(binary)
+    bom = write_jsonl(tmp_path / "bom.jsonl", [])
+    bom.write_bytes("\ufeff".encode() + json.dumps(DOCS[0]).encode() + b"\n")
+    assert len(BM25Index.from_jsonl(bom)) == 1  # a UTF-8 byte-order mark is not an error
+
+
+def test_save_never_overwrites_or_writes_beside_other_files(index: BM25Index, tmp_path: Path) -> None:
+    from active_rag.errors import IndexPathError
+
+    out = tmp_path / "idx"
+    index.save(out)
+    small = BM25Index.from_passages([Passage(id="x", text="only one passage")])
+    with pytest.raises(IndexPathError, match="already holds an index: pass --force"):
+        small.save(out)
+    assert len(BM25Index.load(out)) == len(DOCS)  # untouched
+    small.save(out, overwrite=True)
+    assert len(BM25Index.load(out)) == 1
+
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(IndexPathError, match="holds an index and other files"):
+        index.save(out, overwrite=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "thesis.tex").write_text("mine")
+    with pytest.raises(IndexPathError, match="not empty .*holds no index"):
+        index.save(other, overwrite=True)
+    assert sorted(f.name for f in other.iterdir()) == ["thesis.tex"]
+    with pytest.raises(IndexPathError, match="is a file"):
+        index.save(other / "thesis.tex")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    index.save(empty)  # an empty folder is fine
+    assert len(BM25Index.load(empty)) == len(DOCS)

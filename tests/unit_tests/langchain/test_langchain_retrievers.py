@@ -40,7 +40,7 @@ def test_bm25s_retriever_constructors(tmp_path, lc_documents):
     from_index = BM25sRetriever.from_index(BM25Index.from_jsonl(path))
     assert from_index.invoke("American filmmaker")[0].id == "p4"
     # ids: Document.id / metadata["id"] / content hash; repeated contents without ids get suffixes
-    twice = [Document(page_content="same text"), Document(page_content="same text"), Document(page_content="other", id="x")]
+    twice = [Document(page_content="same text"), Document(page_content="same text"), Document(page_content="other text", id="x")]
     ids = sorted(d.id for d in BM25sRetriever.from_documents(twice, k=3).invoke("same text"))
     h = document_id(twice[0])
     assert ids == sorted([h, f"{h}-2", "x"])
