@@ -69,8 +69,9 @@ def test_router_recipe_with_the_models_own_verdict(tiny_lm: ActiveLM) -> None:
     assert response.metadata["selector_result"].ind in (0, 1)
 
 
-def test_workflow_recipe(tiny_lm: ActiveLM) -> None:
+def test_workflow_recipe(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
     recipe = load_recipe("llamaindex_workflow")
+    monkeypatch.setattr(tiny_lm, "complete", lambda prompt, **kw: "[Yes]")  # the router's verdict (random model otherwise)
     echo = Echo()
     response, events = recipe.main(lm=tiny_lm, preset="fl-rag", max_new_tokens=20, echo=echo)
     assert isinstance(response, Response)
