@@ -150,7 +150,7 @@ class EvalActor:
 
 @dataclass
 class RayStats:
-    """What happened to the actors of a run (in :attr:`EvalReport.index`'s sibling ``report.ray``)."""
+    """What happened to the actors of a run (``report.ray`` of :func:`run_eval_ray`)."""
 
     workers: int = 0
     placement: dict[str, float] = field(default_factory=dict)
@@ -160,6 +160,9 @@ class RayStats:
     tasks_requeued: int = 0
     replacements: int = 0
     seconds: float = 0.0
+    """Wall time of the whole call; ``startup_s`` until every actor had loaded, ``answer_s`` the rest."""
+    startup_s: float = 0.0
+    answer_s: float = 0.0
 
 
 @dataclass
@@ -239,6 +242,7 @@ def run_eval_ray(
             if "error" in info:
                 kind, message = info["error"]
                 raise DistributedEvalError(f"An evaluation actor could not start: {kind}: {message}")
+        stats.startup_s = time.perf_counter() - started
         first = infos[0]
         model_name = str(first["model_name"])
         keys: dict[str, str] = dict(first["keys"])
@@ -310,6 +314,7 @@ def run_eval_ray(
         finally:
             bar.close()
         stats.seconds = time.perf_counter() - started
+        stats.answer_s = stats.seconds - stats.startup_s
         info = {"out": out, "model_name": model_name, "index_info": first["index_info"], "data_dir": data_dir}
         report = finish_eval(config, info, specs, examples, done)
         report.ray = stats  # type: ignore[attr-defined]
