@@ -88,6 +88,13 @@ def check_question(question: Any) -> str:
         raise QuestionTypeError(question)
     if not question.strip():
         raise EmptyQuestionError()
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:  # e.g. a shell argument that was not UTF-8 (surrogate escapes)
+        raise InvalidOptionError(
+            f"The question is not valid text: character {exc.start + 1} ({question[exc.start]!r}) is not UTF-8. "
+            "Pass the question as UTF-8 text."
+        ) from exc
     return question.strip()
 
 

@@ -117,6 +117,12 @@ def test_a_corpus_that_is_not_utf8_jsonl(content: bytes, message: str, tmp_path:
     assert re.search(message, one_line_error(["index", str(bad), str(tmp_path / "out")], capsys))
 
 
+def test_a_question_that_is_not_utf8(corpus: Path, no_model_load: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # what Python makes of the shell argument b"caf\xe9" (Latin-1) on a UTF-8 system: a surrogate escape
+    line = one_line_error(["ask", "caf\udce9?", "--corpus", str(corpus)], capsys)
+    assert "The question is not valid text: character 4" in line
+
+
 def test_a_model_folder_with_a_broken_config(tiny_dir: Path, corpus: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken-model"
