@@ -419,3 +419,23 @@ def test_router_verdict_is_a_completion_event(tiny_lm: ActiveLM, collector: Coll
     response = engine.query(QUESTION)
     first_end = next(e for e in collector.events if isinstance(e, LLMCompletionEndEvent))
     assert first_end.response.text == "[No]" and first_end.prompt == response.metadata["route"]["prompt"]
+
+
+def test_aquery_runs_the_engine_in_worker_threads(tiny_lm: ActiveLM) -> None:
+    import threading
+
+    threads: set[int] = set()
+
+    class ThreadRecorder(FakeLIRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            threads.add(threading.get_ident())
+            return super()._retrieve(query_bundle)
+
+    engine = ActiveRAGQueryEngine(tiny_lm, ThreadRecorder(), preset="sr-rag", top_k=2, max_new_tokens=6)
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(engine.aquery(QUESTION), engine.aquery("Who is Peter Schmeichel?"))
+
+    first, second = asyncio.run(both())
+    assert threads and threading.get_ident() not in threads  # never on the event loop's thread
+    assert first.metadata["complete"] and second.metadata["complete"] and len(second.source_nodes) == 2
