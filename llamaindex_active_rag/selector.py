@@ -35,7 +35,7 @@ class TaAreSelector(BaseSelector):
     Convention: ``retrieve_index`` (default 0, the first choice) is the choice that retrieves;
     ``no_retrieve_index`` is the one that does not (default: the other choice, which requires exactly
     two choices). A [Yes] from the router selects ``retrieve_index``, a [No] ``no_retrieve_index``;
-    an output with neither falls back to the router's ``default`` (retrieve). The selection's
+    an output with neither is read as the router reads it (``active_rag.routing``). The selection's
     ``reason`` is the model's raw output; an :class:`ActiveRouteEvent` is dispatched per decision.
 
     Args:
