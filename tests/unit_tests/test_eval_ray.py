@@ -138,14 +138,14 @@ def test_ray_run_resumes_local_rows_and_survives_a_killed_actor(local_ray: Any, 
     first_lines = path.read_text(encoding="utf-8")
     assert len(_jsonl(path)) == 4
 
-    # Kill one actor (it holds queued tasks) right after the third task comes back.
+    # Kill one actor when the first task comes back, with tasks in flight and queued.
     waits = {"n": 0, "killed": None}
     real_wait = ray.wait
 
     def wait_then_kill(refs: list[Any], **kw: Any) -> Any:
         result = real_wait(refs, **kw)
         waits["n"] += 1
-        if waits["n"] == 3:
+        if waits["n"] == 1:  # tasks are still queued: whatever the victim finished, it is fed more
             names = sorted(a["name"] if isinstance(a, dict) else a for a in ray.util.list_named_actors())
             victim = next(n for n in names if n.startswith("active-rag-eval-"))
             ray.kill(ray.get_actor(victim))
@@ -163,7 +163,8 @@ def test_ray_run_resumes_local_rows_and_survives_a_killed_actor(local_ray: Any, 
     monkeypatch.setattr(distributed, "run_eval_ray", keep_report)
     code = _cli(["eval", "--dataset", "hotpotqa", "--data-dir", str(data_dir), "--model", str(tiny_dir),
                  "--out", str(tmp_path / "out"), "--index-cache", str(tmp_path / "out" / "indexes"), "--methods", "sr-rag",
-                 "--max-new-tokens", str(MAX_NEW), "--ray", "--num-workers", "2", "--no-progress", "--no-plots"])
+                 "--max-new-tokens", str(MAX_NEW), "--ray", "--num-workers", "2", "--batch-size", "2", "--no-progress",
+                 "--no-plots"])
     assert code == 0 and "| sr-rag |" in capsys.readouterr().out
     [report] = reports
     stats = report.ray
