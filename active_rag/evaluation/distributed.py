@@ -59,17 +59,17 @@ _ADDRESS_TIMEOUT_S = 5.0
 
 
 class DistributedEvalError(ActiveRAGError):
-    """Ray is missing or unreachable, or every evaluation actor died; the message names the fix."""
+    """Ray is unreachable, or an evaluation actor could not start, or every actor died; the message names the fix."""
 
 
 def require_ray() -> Any:
-    """Import and return the ``ray`` module; a :class:`DistributedEvalError` naming the extra when it is missing."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise DistributedEvalError(
-            "--ray needs Ray, which is not installed: pip install 'active-rag[ray]' (or pip install 'ray[serve]')."
-        ) from exc
+    """Import and return the ``ray`` module; a :class:`~active_rag._optional.MissingDependencyError` naming the
+    ``ray`` extra when it is missing."""
+    from active_rag._optional import require
+
+    require("ray", extra="ray", purpose="--ray (evaluation on Ray)")
+    import ray
+
     return ray
 
 
