@@ -9,7 +9,7 @@ hands a *copy* of the raw logits to its ``logits_processor`` only to choose the 
 - :class:`JsonSchemaConstraint` masks every token that would break a JSON schema (constrained
   decoding with `llguidance <https://github.com/guidance-ai/llguidance>`_'s Earley parser over the
   model's own tokenizer), and allows only end-of-sequence once the JSON value is complete, so the
-  output always parses. It needs the optional ``llguidance`` package and a fast HF tokenizer.
+  output always parses (objects with declared properties are closed: :func:`close_objects`). It needs the optional ``llguidance`` package and a fast HF tokenizer.
 - :func:`chain` applies several processors in order.
 """
 
@@ -82,6 +82,20 @@ def _ll_tokenizer(lm: ActiveLM) -> Any:
         return tok
 
 
+def close_objects(schema: Any) -> Any:
+    """A copy of ``schema`` in which every object that declares ``properties`` and says nothing about
+    ``additionalProperties`` allows no others (as OpenAI's strict mode does): a small model would
+    otherwise copy schema keywords such as ``"type"`` into the arguments."""
+    if isinstance(schema, list):
+        return [close_objects(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: close_objects(v) for k, v in schema.items()}
+    if isinstance(out.get("properties"), dict) and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
 class JsonSchemaConstraint:
     """Constrain decoding to one JSON value valid under ``schema`` (``None``: any JSON object).
 
@@ -95,7 +109,7 @@ class JsonSchemaConstraint:
 
         if not lm.eos_token_ids:
             raise ValueError(f"Constrained decoding needs an end-of-sequence token; {lm.name!r} declares none.")
-        self.schema = schema if schema is not None else {"type": "object"}
+        self.schema = close_objects(schema) if schema is not None else {"type": "object"}
         grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(self.schema), defaults=JSON_OPTIONS)
         self.matcher = llguidance.LLMatcher(_ll_tokenizer(lm), grammar, log_level=0)
         if self.matcher.is_error():
@@ -134,4 +148,4 @@ def chain(*processors: LogitsProcessor | None) -> LogitsProcessor | None:
     return apply
 
 
-__all__ = ["JsonSchemaConstraint", "TopLogprobs", "chain", "vocab_size", "JSON_OPTIONS"]
+__all__ = ["JsonSchemaConstraint", "TopLogprobs", "chain", "close_objects", "vocab_size", "JSON_OPTIONS"]

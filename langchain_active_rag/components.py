@@ -7,8 +7,8 @@
 - a mapping ``{"segment": [tokens], "max_attention": [floats] | tensor | None, "output_text": str,
   "finished": bool}`` (``"tokens"`` is accepted for ``"segment"``).
 
-A token is an :class:`active_rag.TokenStep` or a mapping with ``"text"`` (or ``"token"``, so the
-``{"token": ...}`` chunks streamed by :class:`~langchain_active_rag.ActiveRAG` can be fed back),
+A token is an :class:`active_rag.TokenStep` or a mapping with ``"text"`` (or ``"token"``; the
+``active_rag.token`` events dispatched by :class:`~langchain_active_rag.ActiveRAG` can be fed back),
 ``"logprob"`` (or ``"prob"``), and optionally ``"entropy"``, ``"id"``, ``"position"`` (default: its
 index in the segment; ``max_attention`` is indexed by position, as DRAGIN's ``a_max``). Output:
 ``TriggerDecision.to_dict()`` (fire, trigger, index, token, score, threshold, reason, query_hint,

@@ -63,10 +63,25 @@ def test_streamed_tokens_feed_a_trigger(tiny_lm, fake_retriever):
     """Compose: stream an answer with ActiveRAG, then ask another trigger about its tokens."""
     from langchain_active_rag import ActiveRAG as Chain
 
-    tokens = [c for c in Chain(tiny_lm, preset="wo-rag", max_new_tokens=8).stream("Who?") if "token" in c]
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    from langchain_active_rag import TOKEN_EVENT
+
+    class Tokens(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.tokens: list[dict] = []
+
+        def on_custom_event(self, name: str, data: dict, **kw: object) -> None:
+            if name == TOKEN_EVENT:
+                self.tokens.append(data)
+
+    recorder = Tokens()
+    list(Chain(tiny_lm, preset="wo-rag", max_new_tokens=8).stream("Who?", {"callbacks": [recorder]}))
+    tokens = recorder.tokens  # the active_rag.token events: text, logprob, entropy, position
+    assert len(tokens) == 8
     decision = (RunnableLambda(lambda ts: {"segment": ts}) | TriggerRunnable("low-confidence")).invoke(tokens)
     assert decision["fire"] is True  # a random model is never confident
-    assert decision["token"] == tokens[decision["index"]]["token"]
+    assert decision["token"] == tokens[decision["index"]]["text"]
 
 
 def test_query_runnable_gives_the_engine_query():
