@@ -28,7 +28,6 @@ The retriever is BM25 over the bundled demo corpus (``--corpus`` for a JSONL fil
 # No ``from __future__ import annotations``: FastAPI reads the route annotations (``request: Request``) at run time,
 # in replicas that receive this module pickled by value.
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -59,15 +58,11 @@ def _sse(event: str, data: Any) -> str:
 
 
 def _load_lm(model: str) -> Any:
-    """The model, on this replica's GPU when Ray assigned one (and the engine can place it)."""
-    import ray
-
+    """The model, on this replica's GPU when Ray assigned one: ``device="auto"`` takes the GPU Ray made visible
+    (``CUDA_VISIBLE_DEVICES``), and a CPU replica sees none."""
     from active_rag import ActiveLM
 
-    kwargs: dict[str, Any] = {}
-    if ray.get_gpu_ids() and "device" in inspect.signature(ActiveLM.load).parameters:
-        kwargs["device"] = "cuda"
-    return ActiveLM.load(model, **kwargs)
+    return ActiveLM.load(model, device="auto")
 
 
 @serve.deployment(max_ongoing_requests=8)
