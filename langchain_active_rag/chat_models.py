@@ -21,7 +21,7 @@ from typing import Any, Literal
 import torch
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.output_parsers import JsonOutputKeyToolsParser, JsonOutputParser, PydanticOutputParser, PydanticToolsParser
@@ -312,6 +312,8 @@ class ChatActiveHF(BaseChatModel):
         forced = forced_names(kwargs.get("tool_choice"), tools) if tools else None
         offered = tools if kwargs.get("tool_choice") != "none" else []
         constrained, schema = _response_schema(kwargs.get("response_format"))
+        if constrained:  # as hosted structured outputs do: the model is told what it must write
+            messages = [SystemMessage(_json_instruction(schema)), *messages]
         ids = self.prompt_ids(messages, lm, offered)
         if forced:
             ids = ids + lm.encode(CALL_OPEN)  # the call's opening is given; its JSON is decoded under the schema
@@ -479,7 +481,8 @@ class ChatActiveHF(BaseChatModel):
         ``method``: ``"json_schema"`` (default: the answer is decoded under the schema),
         ``"function_calling"`` (a forced call of a tool made from the schema, decoded under its
         schema) or ``"json_mode"`` (any JSON object; ``schema`` only parses it, so say the keys in the
-        prompt). ``include_raw=True`` returns ``{"raw", "parsed", "parsing_error"}``. Long objects need
+        prompt). With ``json_schema`` and ``json_mode`` a system instruction tells the model to answer
+        in JSON (with the schema), as hosted structured outputs do. ``include_raw=True`` returns ``{"raw", "parsed", "parsing_error"}``. Long objects need
         a ``max_tokens`` large enough for the whole JSON."""
         strict = kwargs.pop("strict", None)
         if kwargs:
@@ -515,6 +518,13 @@ class ChatActiveHF(BaseChatModel):
         parse = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser, parsing_error=lambda _: None)
         fallback = RunnablePassthrough.assign(parsed=lambda _: None)
         return RunnableMap(raw=llm) | parse.with_fallbacks([fallback], exception_key="parsing_error")
+
+
+def _json_instruction(schema: dict[str, Any] | None) -> str:
+    """The system instruction of a structured answer (the output is also constrained to the schema)."""
+    if schema is None:
+        return "Respond with a JSON object only."
+    return "Respond with a JSON object only, matching this JSON schema:\n" + _json(schema)
 
 
 def _json(value: Any) -> str:
