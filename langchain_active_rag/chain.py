@@ -230,7 +230,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         engine = self.build_engine(adapter, **overrides)
         tracer = GenerationTracer(
             config, engine.model, engine.prompt, question.strip() if isinstance(question, str) else "",
-            max_new_tokens=engine.max_new_tokens,
+            max_new_tokens=engine.max_new_tokens, prompt_mode=getattr(engine, "prompt_mode", "single"),
         )
         answer = _StrippedText()
         seen: set[str] = set()

@@ -15,7 +15,7 @@ OpenAI-shaped logprobs -> ``on_llm_end`` with token usage and the model name) fo
 
 Retriever runs stay siblings of these runs, under the chain. Only accepted tokens are reported
 (tentative look-ahead sentences that FLARE discards are not). ``input_tokens`` counts the segment's
-prompt with the model's tokenizer (the chat-templated user message plus the answer so far);
+prompt tokens as the engine lays them out (its prompt mode, then the answer so far);
 ``output_tokens`` the segment's tokens. Nothing is computed when no callback handler listens.
 """
 
@@ -31,7 +31,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
 from langchain_core.runnables import RunnableConfig
 
-from active_rag import ActiveLM, PromptTemplate, Retrieval, RouteDecision, TokenEvent
+from active_rag import ActiveLM, Passage, PromptTemplate, Retrieval, RouteDecision, TokenEvent
 
 #: The name of the chat-model runs (the class a user would call for the same model).
 RUN_NAME = "ChatActiveHF"
@@ -72,10 +72,12 @@ class GenerationTracer:
         *,
         max_new_tokens: int = 0,
         temperature: float = 0.0,
+        prompt_mode: str = "single",
     ) -> None:
         config = config or {}
         self.lm = lm
         self.prompt = prompt
+        self.prompt_mode = prompt_mode
         self.question = question
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -162,11 +164,31 @@ class GenerationTracer:
 
     def _open(self, source: int, position: int) -> None:
         passages = self.retrievals[source].passages if source >= 0 else []
+        messages, input_tokens = self._segment_prompt(passages, position)
+        run = self._start(messages, max_tokens=self.max_new_tokens - position)
+        self.segment = _Segment(run=run, source=source, input_tokens=input_tokens)
+
+    def _segment_prompt(self, passages: Sequence[Passage], position: int) -> tuple[list[BaseMessage], int]:
+        """The segment's prompt as messages (the answer so far as the assistant's prefix) and its token count."""
         assert self.prompt is not None, "segments need the engine's prompt template"
-        user = self.prompt.render(self.question, passages)
         prefix = "".join(self.accepted[:position])
-        run = self._start(self._messages(user, prefix), max_tokens=self.max_new_tokens - position)
-        self.segment = _Segment(run=run, source=source, input_tokens=len(self.lm.prompt_ids(user)) + position)
+        try:  # the engine's own prompt layout, in every prompt mode
+            from active_rag.layout import build_layout, chat_messages, completion_text
+        except ImportError:  # pragma: no cover - an engine without prompt modes renders one user message
+            user = self.prompt.render(self.question, passages)
+            return self._messages(user, prefix), len(self.lm.prompt_ids(user)) + position
+        layout = build_layout(self.lm, self.prompt, self.prompt_mode, self.question, passages)
+        if self.prompt_mode == "chat-turns":
+            turns = chat_messages(self.prompt, self.question, passages, self.lm.system_prompt)
+            kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+            messages: list[BaseMessage] = [kinds[t["role"]](t["content"]) for t in turns]
+        elif self.prompt_mode == "completion":
+            messages = [HumanMessage(completion_text(self.prompt, self.question, passages, self.lm.system_prompt))]
+        else:
+            messages = self._messages(self.prompt.render(self.question, passages))
+        if prefix:
+            messages.append(AIMessage(prefix))
+        return messages, len(layout.ids) + position
 
     def _close(self, finish_reason: str) -> None:
         segment, self.segment = self.segment, None
