@@ -43,6 +43,10 @@ StopCondition = Callable[[list[TokenStep]], bool]
 """Called after every token with the tokens generated so far in this call; ``True`` stops."""
 
 
+_LOGITS_KEPT = 4
+"""Next-token logits kept per session for the most recent positions (see ``DecodingSession.crop``)."""
+
+
 @dataclass
 class PromptUsage:
     """Prompt tokens of the sessions opened while counting (see :func:`count_prompt_tokens`): ``cached``
@@ -95,6 +99,7 @@ class DecodingSession:
         self._cache = DynamicCache(config=self.lm.model.config)
         self._fed = 0  # number of ids already in the KV cache
         self._next_logits: torch.Tensor | None = None
+        self._logits_at: dict[int, torch.Tensor] = {}  # tokens fed -> next-token logits (the last few)
         # rows of the tokens generated since the last commit() (position -> row), and a_max of everything
         # committed before: crop() can rebuild a_max exactly while memory stays one segment of rows
         self._rows: dict[int, torch.Tensor] = {}
@@ -158,7 +163,7 @@ class DecodingSession:
             logits, row = lm.scheduler.step(self._cache, new_ids[0], start, capture)
             self.forward_passes += 1
             self._fed += 1
-            self._next_logits = logits
+            self._keep_logits(logits)
             if capture and row is None:
                 raise self._capture_error()
             return row if capture else None
@@ -180,12 +185,20 @@ class DecodingSession:
                 CAPTURE.reset(token)
         self.forward_passes += 1
         self._fed += len(new_ids)
-        self._next_logits = out.logits[0, -1].float()
+        self._keep_logits(out.logits[0, -1].float())
         if cap is None:
             return None
         if cap.row is None:
             raise self._capture_error()
         return cap.row
+
+    def _keep_logits(self, logits: torch.Tensor) -> None:
+        """The next-token logits after ``_fed`` tokens; the last few are kept so that a crop of the tokens
+        generated past a sentence end (FLARE's look-ahead overshoot) needs no forward pass to re-feed."""
+        self._next_logits = logits
+        self._logits_at[self._fed] = logits
+        for fed in [f for f in self._logits_at if f <= self._fed - _LOGITS_KEPT]:
+            del self._logits_at[fed]
 
     def _capture_error(self) -> AttentionCaptureError:
         return AttentionCaptureError(
@@ -220,18 +233,24 @@ class DecodingSession:
         return len(self.ids)
 
     def crop(self, length: int) -> None:
-        """Forget every token from ``length`` on (keeps the KV cache of the first ``length - 1``)."""
+        """Forget every token from ``length`` on. The KV cache keeps the first ``length`` tokens when their
+        next-token logits are still known (a recent position), else the first ``length - 1`` and the last
+        kept token is fed again."""
         if not 1 <= length <= len(self.ids):
             raise ValueError(f"crop length must be in [1, {len(self.ids)}], got {length}")
         if length == len(self.ids):
             return
-        keep = min(self._fed, length - 1)
+        if length < self._committed:
+            raise ValueError(f"cannot crop to {length}: the first {self._committed} tokens were committed")
+        known = self._fed >= length and length in self._logits_at
+        keep = length if known else min(self._fed, length - 1)
         if keep < self._fed:
             self._cache.crop(keep - self._fed)  # a negative count removes that many cached positions
         self._fed = keep
+        self._logits_at = {f: v for f, v in self._logits_at.items() if f <= keep}
+        if known:
+            self._next_logits = self._logits_at[length]
         del self.ids[length:]
-        if length < self._committed:
-            raise ValueError(f"cannot crop to {length}: the first {self._committed} tokens were committed")
         # a_max must not keep the attention of the forgotten tokens: rebuild it from the committed part and
         # the rows that remain
         self._rows = {p: r for p, r in self._rows.items() if p < length}
@@ -347,7 +366,7 @@ class ActiveLM:
         """
         from .validation import check_int, check_number
 
-        mb = check_number("prefix_cache_mb", prefix_cache_mb, minimum=0, hint="the prefix cache's memory bound in MiB, e.g. 1024")
+        mb = check_number("prefix_cache_mb", prefix_cache_mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB, e.g. 1024; 0 turns the cache off")
         check_int("max_batch", max_batch, minimum=1)
         self.model = model.eval()
         self.tokenizer = tokenizer
