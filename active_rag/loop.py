@@ -2,11 +2,14 @@
 
 One loop runs every method; a trigger ("when") and a query formulator ("what") select the paper:
 
-- FLARE-direct (Jiang et al. 2023, §3.2): retrieve with the input first (App. A), then per step generate a
-  look-ahead sentence without new retrieval; if a token has probability < theta, retrieve with a query
-  built from it and regenerate the sentence with the new documents.
+- FLARE-direct (Jiang et al. 2023, §3.2): retrieve with the input and generate the first sentence with those
+  documents (App. A), then per step generate a look-ahead sentence WITHOUT retrieved documents (§3); if a
+  token has probability < theta, retrieve with a query built from it and regenerate the sentence with the
+  documents retrieved for it.
 - DRAGIN (Su et al. 2024, §3.3): generate; at the first token whose RIND score exceeds theta, truncate
-  the output before it (Eq. 6), retrieve with QFS, and continue with the new documents replacing the old.
+  the output at the start of its word (Eq. 6), retrieve with QFS, continue with the new documents
+  replacing the old, keep the continuation's first sentence and check again (DRAGIN's released code,
+  ``AttnWeightRAG.inference``). Every truncating trigger re-checks after its retrieval's first sentence.
 - FLARE-instruct (§3.1): the model writes ``[Search(query)]``; the tag is removed, the query retrieved.
 - FL-RAG / FS-RAG / self-ask: retrieve after every window / sentence / follow-up question.
 
@@ -22,10 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import ContextOverflowError, RetrieverError
-from .model import ActiveLM, DecodingSession
+from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
+from .guards import answer_complete, last_complete_sentence_end, repeated_sentence_start
+from .layout import Layout as _Layout
+from .layout import build_layout, check_prompt_mode
+from .profiles import Profile, get_profile
 from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
 from .queries import InputQuery, QueryContext, QueryFormulator, make_query
-from .text import first_sentence_end
+from .text import first_sentence_end, word_groups
 from .triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
 from .types import (
     ActiveRAGResult,
@@ -48,13 +55,6 @@ class Router(Protocol):
 
 
 @dataclass
-class _Layout:
-    ids: list[int]
-    question_span: tuple[int, int]
-    output_start: int
-
-
-@dataclass
 class _Run:
     """Per-call state: lives on the stack of one call, never on the engine (thread safety)."""
 
@@ -71,6 +71,9 @@ class _Run:
     layout: _Layout | None = None
     done: bool = False
     skip_check: bool = False
+    after_retrieval: bool = False  # the next segment is the first sentence after a truncating retrieval
+    session_docs: bool = False  # the open session's prompt holds retrieved passages
+    usage: PromptUsage = field(default_factory=PromptUsage)  # prompt tokens from the prefix cache / prefilled
 
     @property
     def output_ids(self) -> list[int]:
@@ -111,7 +114,7 @@ class ActiveRAG:
         query: str | QueryFormulator = "attention",
         prompt: str | PromptTemplate = DRAGIN_PROMPT,
         top_k: int = 3,
-        max_retrievals: int = 5,
+        max_retrievals: int | None = None,
         max_new_tokens: int = 256,
         initial_retrieval: bool = False,
         router: Router | None = None,
@@ -119,20 +122,32 @@ class ActiveRAG:
         answer_phrase: str | None = None,
         keep_attention: bool = False,
         method: str | None = None,
+        prompt_mode: str = "single",
+        repetition_guard: bool = True,
+        stop_when_answered: bool = True,
+        profile: str | Profile | None = None,
     ) -> None:
         self.model = model
         self.retriever = retriever
-        self.trigger = make_trigger(trigger)
+        from .calibration import resolve_threshold
+
+        self.prompt_mode = check_prompt_mode(prompt_mode)
+        self.profile = get_profile(profile) if isinstance(profile, str) else profile
+        self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "name", "")), self.profile, self.prompt_mode)
         self.query = make_query(query)
         self.prompt = PROMPTS[prompt] if isinstance(prompt, str) else prompt
         self.top_k = check_int("top_k", top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
-        self.max_retrievals = check_int("max_retrievals", max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+        self.max_retrievals = (  # None: no cap (the generated-token guard still stops runaways)
+            None if max_retrievals is None else check_int("max_retrievals", max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+        )
         self.max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1)
         self.initial_retrieval = initial_retrieval
         self.router = router
         self.stop = stop
         self.answer_phrase = answer_phrase
         self.keep_attention = keep_attention
+        self.repetition_guard = repetition_guard
+        self.stop_when_answered = stop_when_answered
         self.method = method or f"{self.trigger.name}+{self.query.name}"
         if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
             raise ValueError(
@@ -147,7 +162,7 @@ class ActiveRAG:
         """Build one of the papers' methods by name (see :data:`active_rag.presets.PRESETS`)."""
         from .presets import preset_kwargs
 
-        return cls(model, retriever, **{**preset_kwargs(name), **overrides})
+        return cls(model, retriever, **{**preset_kwargs(name, overrides.get("profile")), **overrides})
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -158,6 +173,12 @@ class ActiveRAG:
             "top_k": self.top_k,
             "max_retrievals": self.max_retrievals,
             "initial_retrieval": self.initial_retrieval,
+            "prompt_mode": self.prompt_mode,
+            "profile": self.profile.name if self.profile else None,
+            "threshold": getattr(self.trigger, "theta", None),
+            "threshold_source": getattr(self.trigger, "threshold_source", None),
+            "repetition_guard": self.repetition_guard,
+            "stop_when_answered": self.stop_when_answered,
         }
 
     # -- public API ---------------------------------------------------------------------------------
@@ -171,13 +192,31 @@ class ActiveRAG:
 
     __call__ = run
 
+    def run_batch(
+        self, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
+    ) -> list[ActiveRAGResult | BaseException]:
+        """Answer many questions with up to ``batch_size`` decoding together (one batched forward per
+        step, continuous batching); results in input order. See :mod:`active_rag.batch`."""
+        from .batch import run_batch
+
+        return run_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
+
+    def stream_batch(
+        self, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
+    ) -> Iterator[tuple[int, StreamEvent | BaseException]]:
+        """Yield ``(question index, event)`` while many questions advance together. See :mod:`active_rag.batch`."""
+        from .batch import stream_batch
+
+        return stream_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
+
     def stream(self, question: str) -> Iterator[StreamEvent]:
         """Yield, as they happen: a :class:`RouteDecision` (with a router), every
         :class:`TriggerDecision` (fired or not), a :class:`Retrieval` per retrieval, the accepted
         :class:`TokenEvent` tokens, and finally the :class:`ActiveRAGResult`."""
         run = _Run(question=check_question(question), trigger=self.trigger)
         if self.router is not None:
-            run.route = self.router.decide(run.question)
+            with count_prompt_tokens(run.usage):
+                run.route = self.router.decide(run.question)
             yield run.route
             if not run.route.retrieve:
                 run.trigger = NeverTrigger()
@@ -188,11 +227,15 @@ class ActiveRAG:
             yield self._retrieve(run, InputQuery().formulate(ctx), position=0, decision=decision, details={})
         processor = trigger.logits_processor(self.model)
         capture = trigger.needs_attention or self.query.needs_attention
-        max_generated = 4 * self.max_new_tokens
+        max_generated = 4 * self.max_new_tokens  # runaway guard, whatever the retrieval budget
         while not run.done and len(run.output) < self.max_new_tokens:
             if run.session is None:
-                self._open_session(run, capture)
-            steps = self._segment(run, processor)
+                # FLARE §3: a look-ahead sentence is generated without retrieved documents; only the first one
+                # sees the documents retrieved with the input (App. A; the released code's look-ahead
+                # pre-retrieval "first")
+                lookahead = trigger.action == "regenerate" and bool(run.output)
+                self._open_session(run, capture, with_docs=not lookahead)
+            steps = self._segment(run, processor, one_sentence=run.after_retrieval)
             run.generated += len(steps)
             assert run.session is not None
             ended = (
@@ -203,11 +246,11 @@ class ActiveRAG:
             checkable = (
                 not run.skip_check
                 and trigger.action in ("continue", "regenerate", "truncate")
-                and len(run.retrievals) < self.max_retrievals
+                and (self.max_retrievals is None or len(run.retrievals) < self.max_retrievals)
                 and run.generated <= max_generated
                 and bool(steps)
             )
-            run.skip_check = False
+            run.skip_check = run.after_retrieval = False
             decision = None
             if checkable:
                 decision = trigger.check(
@@ -218,6 +261,8 @@ class ActiveRAG:
                 yield decision
             if decision is None or not decision.fire:
                 yield from self._accept(run, steps)
+                if trigger.action == "regenerate" and run.session_docs:
+                    run.session = None  # the next look-ahead is generated without documents
                 if ended or not steps:
                     break
                 continue
@@ -232,23 +277,27 @@ class ActiveRAG:
                 question_span=run.layout.question_span if run.layout else None,
                 output_start=run.layout.output_start if run.layout else None,
             )
-            queries = self.query.formulate(qctx)
-            index = decision.index or 0
-            position = len(run.output) + (index if trigger.action == "truncate" else 0)
+            with count_prompt_tokens(run.usage):  # FLARE's generated questions prompt the model too
+                queries = self.query.formulate(qctx)
+            cut = _word_start(steps, decision.index or 0)  # truncation never cuts a word
+            position = len(run.output) + (cut if trigger.action == "truncate" else 0)
             if trigger.action == "continue":
                 position = len(run.output) + len(steps)
             yield self._retrieve(run, queries, position=position, decision=decision, details=qctx.details)
             if trigger.action == "regenerate":
-                self._open_session(run, capture)
+                self._open_session(run, capture, with_docs=True)
                 regenerated = self._segment(run, processor)
                 run.generated += len(regenerated)
                 yield from self._accept(run, regenerated)
                 assert run.session is not None
                 if run.session.finished or self._stopped(run.output_text):
                     break
+                run.session = None  # the next look-ahead is generated without documents
             elif trigger.action == "truncate":
-                yield from self._accept(run, steps[: decision.index])
+                yield from self._accept(run, steps[:cut])
                 run.session = None
+                # the continuation's first sentence: accepted unchecked (RIND, as DRAGIN's code does) or checked
+                run.after_retrieval = True
                 run.skip_check = not trigger.recheck_after_retrieval
                 if hasattr(processor, "after_search"):
                     processor.after_search()
@@ -257,6 +306,7 @@ class ActiveRAG:
                 run.session = None
                 if ended:
                     break
+        self._trim_repetition(run)
         if self.answer_phrase:
             yield from self._force_answer(run)
         yield ActiveRAGResult(
@@ -269,23 +319,40 @@ class ActiveRAG:
             route=run.route,
             warnings=run.warnings,
             generated_tokens=run.generated,
+            cached_prompt_tokens=run.usage.cached,
+            prefilled_prompt_tokens=run.usage.prefilled,
         )
 
     # -- internals ----------------------------------------------------------------------------------
     def _stopped(self, text: str) -> bool:
-        return self.stop is not None and self.stop(text)
+        """The user's stop rule, the answer-complete rule and the repetition guard, on the output so far."""
+        if self.stop is not None and self.stop(text):
+            return True
+        if self.stop_when_answered and answer_complete(text):
+            return True
+        if self.repetition_guard and text.rstrip().endswith((".", "!", "?")):
+            return repeated_sentence_start(text) is not None
+        return False
+
+    def _trim_repetition(self, run: _Run) -> None:
+        """Drop a sentence that repeats an earlier one (the repetition guard stopped on it) and what follows."""
+        if self.repetition_guard:
+            start = repeated_sentence_start(run.output_text)
+            if start is not None:
+                self._truncate_output(run, start)
+
+    def _truncate_output(self, run: _Run, chars: int) -> None:
+        """Keep the output tokens that end within its first ``chars`` characters; the session is reopened."""
+        keep, total = 0, 0
+        while keep < len(run.output) and total + len(run.output[keep].text) <= chars:
+            total += len(run.output[keep].text)
+            keep += 1
+        if keep < len(run.output):
+            del run.output[keep:]
+            run.session = None
 
     def _layout(self, run: _Run, docs: Sequence[Passage]) -> _Layout:
-        lm = self.model
-        before, question, after = self.prompt.render_parts(run.question, docs)
-        stripped = before.rstrip(" ")
-        question = before[len(stripped) :] + question
-        chat_before, chat_after = lm.chat_parts("\x00")
-        head = lm.encode(chat_before + stripped)
-        q = lm.encode(question)
-        tail = lm.encode(after + chat_after)
-        prompt = head + q + tail
-        return _Layout(ids=prompt + run.output_ids, question_span=(len(head), len(head) + len(q)), output_start=len(prompt))
+        return build_layout(self.model, self.prompt, self.prompt_mode, run.question, docs, run.output_ids)
 
     def _fit_passages(self, run: _Run, passages: Sequence[Passage]) -> int:
         """How many of ``passages`` (best first) fit in the context with the prompt and the tokens still to
@@ -330,8 +397,8 @@ class ActiveRAG:
             run.warnings.append(message)
             warnings.warn(message, stacklevel=4)
 
-    def _open_session(self, run: _Run, capture: bool) -> None:
-        docs = list(run.docs)
+    def _open_session(self, run: _Run, capture: bool, with_docs: bool = True) -> None:
+        docs = list(run.docs) if with_docs else []
         reserve = self.max_new_tokens - len(run.output)
         layout = self._layout(run, docs)
         if len(layout.ids) + reserve > self.model.max_context and docs and run.retrievals:
@@ -346,24 +413,29 @@ class ActiveRAG:
                 "Shorten the question or the prompt template, lower max_new_tokens, or use a model with a longer context."
             )
         run.layout = layout
-        run.session = self.model.session(layout.ids, capture_attention=capture)
+        run.session_docs = bool(docs)
+        with count_prompt_tokens(run.usage):
+            run.session = self.model.session(layout.ids, capture_attention=capture)
 
-    def _segment(self, run: _Run, processor: Any) -> list[TokenStep]:
+    def _segment(self, run: _Run, processor: Any, one_sentence: bool = False) -> list[TokenStep]:
+        """Generate one segment: the trigger's unit (a sentence, up to ``max_tokens``, or the whole answer), or
+        with ``one_sentence`` the first sentence of a continuation after a truncating retrieval."""
         trigger = run.trigger
         session = run.session
         assert session is not None
         remaining = self.max_new_tokens - len(run.output)
         limit = remaining if trigger.unit == "answer" else min(trigger.max_tokens, remaining)
         prefix = run.output_text
+        by_sentence = trigger.unit == "sentence" or one_sentence
 
         def stop(steps: list[TokenStep]) -> bool:
             text = _text(steps)
-            if trigger.unit == "sentence" and first_sentence_end(text) is not None:
+            if by_sentence and first_sentence_end(text) is not None:
                 return True
             return trigger.segment_done(text) or self._stopped(prefix + text)
 
         steps = list(session.generate(limit, stop=stop, logits_processor=processor))
-        if trigger.unit == "sentence" and steps:
+        if by_sentence and steps:
             cut = first_sentence_end(_text(steps))
             if cut is not None:
                 keep, chars = 0, 0
@@ -413,6 +485,7 @@ class ActiveRAG:
             token=decision.token,
             score=decision.score,
             threshold=decision.threshold,
+            threshold_source=decision.threshold_source,
             reason=reason,
             details=details,
             top_k=self.top_k,
@@ -428,6 +501,11 @@ class ActiveRAG:
         assert self.answer_phrase is not None
         if self.answer_phrase.lower() in run.output_text.lower():
             return
+        # never mid-sentence: go back to the end of the last complete sentence first
+        text = run.output_text
+        end = last_complete_sentence_end(text)
+        if text[end:].strip():
+            self._truncate_output(run, end)
         capture = False
         if run.session is None:
             self._open_session(run, capture)
@@ -457,6 +535,17 @@ class ActiveRAG:
 
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
+
+
+def _word_start(steps: Sequence[TokenStep], index: int) -> int:
+    """Index of the first token of the word that holds ``steps[index]`` (truncation never cuts a word)."""
+    if not steps:
+        return 0
+    index = min(max(index, 0), len(steps) - 1)
+    for group in word_groups([s.text for s in steps]):
+        if index in group:
+            return group[0]
+    return index
 
 
 _DROP_WARNING = "Context window full:"

@@ -1,5 +1,10 @@
 """The papers' methods by name. Each preset is a trigger + query formulator + prompt + first-retrieval
-choice; any field can be overridden, and any trigger can be combined with any query formulator."""
+choice; any field can be overridden, and any trigger can be combined with any query formulator.
+
+The thresholds of ``flare`` and ``dragin`` are ``"auto"``: the model's calibrated threshold when one is
+cached (``active-rag calibrate``, :mod:`active_rag.calibration`), else the profile's (DRAGIN Table 9) or the
+paper's default. A profile (:mod:`active_rag.profiles`) also sets DRAGIN's segment length, QFS ``top_n``
+and the answer length."""
 
 from __future__ import annotations
 
@@ -33,27 +38,43 @@ PRESETS: dict[str, Preset] = {
         Preset("self-ask", "question decomposition: retrieve for every 'Follow up:' question (Press et al.)",
                "follow-up", "follow-up", prompt="self-ask"),
         Preset("flare", "FLARE-direct: look-ahead sentence, retrieve if any token p < 0.8, masked query (beta 0.4)",
-               "low-confidence", "masked-sentence", prompt="flare", initial_retrieval=True),
+               "low-confidence", "masked-sentence", prompt="flare", initial_retrieval=True,
+               trigger_kwargs=(("theta", "auto"),)),
         Preset("flare-instruct", "FLARE-instruct: the model writes [Search(query)], '[' biased by +2.0",
                "search-tag", "search-tag", prompt="flare-instruct", initial_retrieval=True),
         Preset("dragin", "DRAGIN: RIND trigger (theta 1.2) + QFS attention query (top 35), truncate and continue",
-               "rind", "attention"),
+               "rind", "attention", trigger_kwargs=(("theta", "auto"),)),
     )
 }
 
 
-def preset_kwargs(name: str) -> dict[str, Any]:
-    """Keyword arguments for :class:`~active_rag.loop.ActiveRAG` that build the named method."""
+def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
+    """Keyword arguments for :class:`~active_rag.loop.ActiveRAG` that build the named method, with a DRAGIN
+    Table 9 ``profile`` (name or :class:`~active_rag.profiles.Profile`) applied when given: RIND's segment
+    length, QFS ``top_n`` and ``max_new_tokens`` (RIND's ``theta="auto"`` falls back to the profile's theta)."""
+    from .profiles import get_profile
     from .queries import make_query
     from .triggers import make_trigger
 
     if name not in PRESETS:
         raise UnknownNameError("method", name, PRESETS)
     p = PRESETS[name]
+    prof = get_profile(profile) if isinstance(profile, str) else profile
+    trigger_kwargs = dict(p.trigger_kwargs)
+    query_kwargs = dict(p.query_kwargs)
+    out: dict[str, Any] = {}
+    if prof is not None:
+        out["profile"] = prof
+        out["max_new_tokens"] = prof.generate_length
+        if p.trigger == "rind":
+            trigger_kwargs["max_tokens"] = prof.generate_length
+        if p.query == "attention":
+            query_kwargs["top_n"] = prof.top_n
     return {
-        "trigger": make_trigger(p.trigger, **dict(p.trigger_kwargs)),
-        "query": make_query(p.query, **dict(p.query_kwargs)),
+        "trigger": make_trigger(p.trigger, **trigger_kwargs),
+        "query": make_query(p.query, **query_kwargs),
         "prompt": p.prompt,
         "initial_retrieval": p.initial_retrieval,
         "method": p.name,
+        **out,
     }

@@ -1,5 +1,10 @@
 """Prompt templates. A template renders the user message for a question, with or without retrieved
-passages; the loop wraps it in the model's chat template and appends the answer generated so far."""
+passages; :mod:`active_rag.layout` lays it out in one of three prompt modes (one chat message, exemplars as
+prior chat turns, or plain completion without chat template) and the loop appends the answer so far.
+
+Every template puts what all questions share (instruction, exemplars) before the documents and the
+question, so the prompts of different questions share the longest possible token prefix (prefix KV cache).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,26 @@ class PromptTemplate:
     with_docs: str
     doc_format: str = "[{i}] {title} {text}"
     doc_separator: str = "\n"
+    # The structure the "chat-turns" and "completion" prompt modes need (active_rag.layout). A template without
+    # exemplars and instruction is laid out from ``direct``/``with_docs`` in every mode.
+    instruction: str = ""  # shared text before the exemplars
+    exemplars: tuple[tuple[str, str], ...] = ()  # (question, answer) pairs
+    question_instruction: str = ""  # the line before the asked question (e.g. "Answer ... following the example above.")
+    context_header: str = ""  # before the documents block
+    context_footer: str = ""  # after it (DRAGIN: "Answer in the same format as before.")
+    question_format: str = "Question: {question}"
+    answer_prefix: str = "Answer:"
+
+    @property
+    def structured(self) -> bool:
+        return bool(self.exemplars or self.instruction)
+
+    def context(self, passages: Sequence[Passage]) -> str:
+        """The documents block with its header and footer (empty without passages)."""
+        if not passages:
+            return ""
+        footer = self.context_footer + "\n" if self.context_footer else ""
+        return self.context_header + self.documents(passages) + "\n" + footer
 
     def documents(self, passages: Sequence[Passage]) -> str:
         return self.doc_separator.join(
@@ -39,24 +64,79 @@ class PromptTemplate:
         return before, question, after.replace(_MARK, question)
 
 
+#: DRAGIN (Su et al. 2024) appendix F, Prompt 3: the HotpotQA chain-of-thought exemplars, verbatim (also the
+#: evaluation prompts' exemplars, :mod:`active_rag.evaluation.prompts`).
+HOTPOTQA_EXEMPLARS: tuple[tuple[str, str], ...] = (
+    (
+        "Jeremy Theobald and Christopher Nolan share what profession?",
+        "Jeremy Theobald is an actor and producer. Christopher Nolan is a director, producer, and screenwriter. "
+        "Therefore, they both share the profession of being a producer. So the answer is producer.",
+    ),
+    (
+        # Verbatim "Of these Nosferatu" (appendix F); appendix A quotes it as "Of these, Nosferatu".
+        "What film directed by Brian Patrick Butler was inspired by a film directed by F.W. Murnau?",
+        "Brian Patrick Butler directed the film The Phantom Hour. The Phantom Hour was inspired by the films such "
+        "as Nosferatu and The Cabinet of Dr. Caligari. Of these Nosferatu was directed by F.W. Murnau. "
+        "So the answer is The Phantom Hour.",
+    ),
+    (
+        "How many episodes were in the South Korean television series in which Ryu Hye-young played Bo-ra?",
+        "The South Korean television series in which Ryu Hye-young played Bo-ra is Reply 1988. The number of "
+        "episodes Reply 1988 has is 20. So the answer is 20.",
+    ),
+    (
+        "Were Lonny and Allure both founded in the 1990s?",
+        "Lonny (magazine) was founded in 2009. Allure (magazine) was founded in 1991. Thus, of the two, only "
+        "Allure was founded in 1990s. So the answer is no.",
+    ),
+    (
+        'Vertical Limit stars which actor who also played astronaut Alan Shepard in "The Right Stuff"?',
+        'The actor who played astronaut Alan Shepard in "The Right Stuff" is Scott Glenn. The movie Vertical '
+        "Limit also starred Scott Glenn. So the answer is Scott Glenn.",
+    ),
+    (
+        "What was the 2014 population of the city where Lake Wales Medical Center is located?",
+        "Lake Wales Medical Center is located in the city of Polk County, Florida. The population of Polk County "
+        "in 2014 was 15,140. So the answer is 15,140.",
+    ),
+    (
+        "Who was born first? Jan de Bont or Raoul Walsh?",
+        "Jan de Bont was born on 22 October 1943. Raoul Walsh was born on March 11, 1887. Thus, Raoul Walsh was "
+        "born the first. So the answer is Raoul Walsh.",
+    ),
+    (
+        "In what country was Lost Gravity manufactured?",
+        "The Lost Gravity (roller coaster) was manufactured by Mack Rides. Mack Rides is a German company. "
+        "So the answer is Germany.",
+    ),
+)
+
+_COT_INSTRUCTION = "Answer the following question by reasoning step-by-step. End with \"So the answer is\" and the answer."
+
 DRAGIN_PROMPT = PromptTemplate(
     name="dragin",
-    direct="Answer the following question by reasoning step-by-step. End with \"So the answer is\" and the answer.\n"
-    "Question: {question}",
+    direct=_COT_INSTRUCTION + "\nQuestion: {question}",
     # DRAGIN §3.3: "Below are the external knowledge references: [1] Di1 ... Please answer the question
-    # based on the external knowledge: Question: xxx Answer: T'"
-    with_docs="Below are the external knowledge references:\n{documents}\n"
+    # based on the external knowledge: Question: xxx Answer: T'" -- after the shared instruction line
+    with_docs=_COT_INSTRUCTION + "\nBelow are the external knowledge references:\n{documents}\n"
     "Please answer the question based on the external knowledge:\nQuestion: {question}",
+    # the chat-turns and completion modes show four HotpotQA exemplars (appendix F) before the documents
+    instruction=_COT_INSTRUCTION,
+    exemplars=HOTPOTQA_EXEMPLARS[:4],
+    context_header="Below are the external knowledge references:\n",
+    context_footer="Please answer the question based on the external knowledge:",
 )
 
 FLARE_PROMPT = PromptTemplate(
     name="flare",
-    direct="Answer the following question by reasoning step-by-step. End with \"So the answer is\" and the answer.\n"
-    "Question: {question}",
-    # FLARE App. A: documents are linearised by rank and prepended to the user input.
-    with_docs="Search results:\n{documents}\n\n"
-    "Answer the following question by reasoning step-by-step, using the search results. "
-    "End with \"So the answer is\" and the answer.\nQuestion: {question}",
+    direct=_COT_INSTRUCTION + "\nQuestion: {question}",
+    # FLARE App. A: documents are linearised by rank and prepended to the user input (after the shared
+    # instruction, so every question's prompt starts with the same tokens).
+    with_docs=_COT_INSTRUCTION + "\nSearch results:\n{documents}\n\nUse the search results.\nQuestion: {question}",
+    instruction=_COT_INSTRUCTION,
+    exemplars=HOTPOTQA_EXEMPLARS[:4],
+    context_header="Search results:\n",
+    context_footer="Use the search results.",
 )
 
 _FLARE_INSTRUCT_SKILLS = (
@@ -81,7 +161,7 @@ FLARE_INSTRUCT_PROMPT = PromptTemplate(
     name="flare-instruct",
     # FLARE §3.1 / Prompt 3.1-3.3: retrieval instructions + task instructions, combined.
     direct=_FLARE_INSTRUCT_SKILLS + "Question: {question}\nAnswer (with step-by-step & Search):",
-    with_docs="Search results:\n{documents}\n\n" + _FLARE_INSTRUCT_SKILLS
+    with_docs=_FLARE_INSTRUCT_SKILLS + "Search results:\n{documents}\n\n"
     + "Question: {question}\nAnswer (with step-by-step & Search):",
 )
 
@@ -106,7 +186,7 @@ SELF_ASK_PROMPT = PromptTemplate(
     name="self-ask",
     # Press et al. 2022 (FLARE Prompt D.2): exemplars with manually written follow-up questions.
     direct=_SELF_ASK_EXEMPLARS + "Question: {question}\nAre follow up questions needed here:",
-    with_docs="Search results:\n{documents}\n\n" + _SELF_ASK_EXEMPLARS
+    with_docs=_SELF_ASK_EXEMPLARS + "Search results:\n{documents}\n\n"
     + "Question: {question}\nAre follow up questions needed here:",
 )
 

@@ -6,7 +6,9 @@
 - :class:`VanillaRouter`: the same instruction without date or demonstrations (the paper's baseline).
 
 Prompts are the authors' exact templates (``data/ta_are_prompts.json``), wrapped in the model's chat
-template. Both return a :class:`~active_rag.types.RouteDecision` with the raw model output.
+template. Both return a :class:`~active_rag.types.RouteDecision` with the raw model output. The output is
+read as the authors' code reads it (:func:`authors_decision`: retrieve iff a word is "yes"/"[yes]"), so the
+harness aggregates the paper's reading; ``parse="first-verdict"`` reads the first [Yes]/[No] instead.
 """
 
 from __future__ import annotations
@@ -59,6 +61,23 @@ def parse_decision(output: str) -> bool | None:
     return (m.group(1) or m.group(2)).lower() == "yes"
 
 
+_AUTHORS_YES = frozenset({'"yes"', "'yes'", '["yes"]', "['yes']", "[yes]", "yes"})
+
+
+def authors_decision(output: str) -> bool:
+    """Whether a router's output asks to retrieve, exactly as RetrievalQA's code reads it.
+
+    github.com/hyintell/RetrievalQA ``utils.postprocess_output`` (newlines become spaces) then
+    ``utils.check_string_exist``: remove commas, periods and double quotes, split on spaces, lowercase and
+    strip each word; retrieve when any word is ``yes``, ``[yes]``, ``'yes'`` or ``['yes']``. Anything else,
+    an unreadable output included, means no retrieval. So "[Yes]." and "Yes, I need to" retrieve; "[No]",
+    "Yes!" and "I don't know" do not."""
+    cleaned = output.replace("\n", " ").replace(",", "").replace(".", "").replace('"', "")
+    return bool({w.lower().strip() for w in cleaned.split(" ")} & _AUTHORS_YES)
+
+
+PARSERS = ("authors", "first-verdict")
+
 Embedder = Callable[[list[str]], Sequence[Sequence[float]]]
 
 
@@ -73,7 +92,10 @@ class _PromptRouter:
     name = "router"
     template_key = ""
 
-    def __init__(self, model: ActiveLM, *, max_new_tokens: int = 8, default: bool = True) -> None:
+    def __init__(self, model: ActiveLM, *, max_new_tokens: int = 8, default: bool = True, parse: str = "authors") -> None:
+        if parse not in PARSERS:
+            raise UnknownNameError("router output parser", parse, PARSERS)
+        self.parse = parse
         self.model = model
         self.max_new_tokens = check_int(f"{self.name} router max_new_tokens", max_new_tokens, minimum=1)
         self.default = default
@@ -82,11 +104,16 @@ class _PromptRouter:
         raise NotImplementedError
 
     def decide(self, question: str) -> RouteDecision:
-        """Ask the model; an output with neither [Yes] nor [No] falls back to ``default`` (retrieve)."""
+        """Ask the model. ``parse="authors"`` (default): :func:`authors_decision`; ``"first-verdict"``: the first
+        [Yes]/[No] (:func:`parse_decision`), an output with neither falling back to ``default`` (retrieve)."""
         prompt = self.prompt(question)
         raw = self.model.complete(prompt, max_new_tokens=self.max_new_tokens)
-        verdict = parse_decision(raw)
-        return RouteDecision(retrieve=self.default if verdict is None else verdict, router=self.name, raw_output=raw, prompt=prompt)
+        if self.parse == "authors":
+            retrieve = authors_decision(raw)
+        else:
+            verdict = parse_decision(raw)
+            retrieve = self.default if verdict is None else verdict
+        return RouteDecision(retrieve=retrieve, router=self.name, raw_output=raw, prompt=prompt)
 
 
 class VanillaRouter(_PromptRouter):
@@ -137,7 +164,9 @@ class TaAreRouter(_PromptRouter):
         if not self.pool or self.embed is None:
             return self.demonstrations
         q = list(self.embed([question])[0])
+        asked = question.strip().lower()
         ranked = sorted(range(len(self.pool)), key=lambda i: -_cosine(q, self._pool_vectors[i]))
+        ranked = [i for i in ranked if self.pool[i].question.strip().lower() != asked]  # never the question itself
         yes = [self.pool[i] for i in ranked[: self.n_yes]]
         # a pool smaller than n_yes is topped up with the fixed [Yes] demonstrations
         yes += [d for d in self.demonstrations if d.needs_retrieval and d not in yes][: self.n_yes - len(yes)]

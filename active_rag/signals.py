@@ -44,6 +44,86 @@ def rind_scores(entropies: Sequence[float], max_attention: Sequence[float], sema
     return [float(h) * float(a) * int(s) for h, a, s in zip(entropies, max_attention, semantic, strict=True)]
 
 
+def whitespace_words(pieces: Sequence[str]) -> list[list[int]]:
+    """Group token indices into whitespace-delimited words, as DRAGIN's released code merges tokens
+    (``generate_attn``: a token that starts with the tokenizer's space marker, or a newline, starts a word;
+    punctuation stays with its word, so ``" Peter."`` is one word). Empty pieces join the current word."""
+    groups: list[list[int]] = []
+    for i, piece in enumerate(pieces):
+        if not groups or (piece and piece[0].isspace()) or (i > 0 and pieces[i - 1].endswith("\n")):
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def sentence_word_groups(pieces: Sequence[str], words: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Indices into ``words`` grouped by sentence (punkt over the joined text, line breaks end a sentence):
+    a word belongs to the sentence that holds its first non-space character."""
+    from .text import sentence_spans
+
+    text = "".join(pieces)
+    ends = [end for _, end in sentence_spans(text)]
+    starts: list[int] = []
+    pos = 0
+    for i, piece in enumerate(pieces):
+        starts.append(pos)
+        pos += len(piece)
+    out: list[list[int]] = []
+    current = -1
+    for w, group in enumerate(words):
+        word_text = "".join(pieces[i] for i in group)
+        first = starts[group[0]] + (len(word_text) - len(word_text.lstrip()))
+        k = next((n for n, end in enumerate(ends) if first < end), len(ends))
+        if k != current or not out:
+            out.append([])
+            current = k
+        out[-1].append(w)
+    return out
+
+
+def normalized_rind_word_scores(
+    entropies: Sequence[float], max_attention: Sequence[float], semantic: Sequence[int]
+) -> list[float]:
+    """RIND on the scale of DRAGIN's released code for the words of ONE sentence (Eq. 1, 3, 4, 5 there).
+
+    ``src/generate.py``, ``AttnWeightRAG.modifier``: ``attns = attns / sum(attns)`` over the sentence's words,
+    then ``value_i = attns_i * weight_i * (tr - tl)``, i.e. each word's attention is divided by the sentence's
+    mean word attention (the normalised attentions average 1) and multiplied by its entropy. ``entropies[i]``
+    is the word's mean token entropy (Eq. 1), ``max_attention[i]`` the sum of its tokens' ``a_max`` (Eq. 3),
+    ``semantic[i]`` the stop-word indicator ``s_i`` (Eq. 4), which the paper multiplies in (Eq. 5). A sentence
+    whose words got no attention at all scores 0."""
+    n = len(entropies)
+    total = float(sum(max_attention))
+    if n == 0 or total <= 0.0:
+        return [0.0] * n
+    return [float(h) * (float(a) / total) * n * int(s) for h, a, s in zip(entropies, max_attention, semantic, strict=True)]
+
+
+def normalized_rind_scores(
+    pieces: Sequence[str], entropies: Sequence[float], max_attention: Sequence[float]
+) -> tuple[list[float], list[list[int]], list[list[int]]]:
+    """Per-token RIND on the released code's scale (:func:`normalized_rind_word_scores`) over a segment.
+
+    Tokens are merged into whitespace words (:func:`whitespace_words`; a word's entropy is the mean of its
+    tokens', its attention the sum, as ``generate_attn`` does), words into sentences
+    (:func:`sentence_word_groups`, DRAGIN uses spaCy's sentencizer), attention is normalised per sentence, and
+    every token carries its word's score. Returns ``(token scores, words, sentences)``; ``sentences`` holds
+    indices into ``words``."""
+    words = whitespace_words(pieces)
+    sentences = sentence_word_groups(pieces, words)
+    scores = [0.0] * len(pieces)
+    for sentence in sentences:
+        groups = [words[w] for w in sentence]
+        h = [sum(entropies[i] for i in g) / len(g) for g in groups]
+        a = [sum(max_attention[i] for i in g) for g in groups]
+        s = [1 if is_content_word("".join(pieces[i] for i in g)) else 0 for g in groups]
+        for g, value in zip(groups, normalized_rind_word_scores(h, a, s), strict=True):
+            for i in g:
+                scores[i] = value
+    return scores, words, sentences
+
+
 def low_probability(logprobs: Sequence[float], threshold: float) -> list[bool]:
     """FLARE §3.2 (Eq. 3/4): which tokens have probability below ``threshold`` (theta to trigger, beta to mask)."""
     return [float(torch.tensor(lp).exp()) < threshold for lp in logprobs]

@@ -51,6 +51,17 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` character spans of the sentences of ``text`` (punkt; a line break ends a sentence)."""
+    out: list[tuple[int, int]] = []
+    offset = 0
+    for line in text.split("\n"):
+        if line.strip():
+            out.extend((offset + a, offset + b) for a, b in _punkt().span_tokenize(line))
+        offset += len(line) + 1
+    return out
+
+
 def first_sentence_end(text: str) -> int | None:
     """Character offset just after the first sentence of ``text`` when a second one has begun, else ``None``.
 

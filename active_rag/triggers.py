@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
-from .errors import UnknownNameError
-from .signals import rind_scores, semantic_indicator
+from .errors import InvalidOptionError, UnknownNameError
+from .signals import normalized_rind_scores, rind_scores, semantic_indicator
 from .types import TokenStep, TriggerDecision
 from .validation import check_trigger
 
@@ -36,6 +36,26 @@ class SegmentContext:
     max_attention: torch.Tensor | None = None
     output_text: str = ""
     finished: bool = False
+
+
+RIND_SCALES = ("sentence", "raw")
+
+
+def _check_auto(trigger: Any) -> None:
+    """``theta="auto"`` is resolved later, by the engine, from the calibration cache; any other value is checked."""
+    if trigger.theta == "auto":
+        return
+    if isinstance(trigger.theta, str):
+        raise InvalidOptionError(f"{trigger.name} theta must be a number or 'auto', got {trigger.theta!r}.")
+    check_trigger(trigger)
+    if trigger.threshold_source == "default" and float(trigger.theta) != float(trigger.default_theta):
+        trigger.threshold_source = "user"
+
+
+def _numeric_theta(trigger: Any) -> float:
+    if trigger.theta == "auto":  # not resolved by an engine: the paper's default
+        return float(trigger.default_theta)
+    return float(trigger.theta)
 
 
 @dataclass
@@ -134,91 +154,136 @@ class LowConfidenceTrigger(Trigger):
     """FLARE-direct (Jiang et al. 2023, §3.2, Eq. 3): generate a look-ahead sentence (at most 64 tokens,
     App. A) and retrieve if any of its tokens has probability below ``theta``.
 
-    ``theta = 0.8`` is the setting of FLARE's released 2WikiMultihopQA configuration."""
+    ``theta = 0.8`` is the setting of FLARE's released 2WikiMultihopQA configuration. ``theta="auto"`` uses the
+    model's calibrated threshold (:mod:`active_rag.calibration`) when one is cached, else 0.8. The look-ahead
+    is generated without retrieved documents (FLARE §3); only its regeneration sees the new documents."""
 
     name: ClassVar[str] = "low-confidence"
     action: ClassVar[Action] = "regenerate"
     unit: ClassVar[Unit] = "sentence"
-    theta: float = 0.8
+    default_theta: ClassVar[float] = 0.8
+    theta: float | str = 0.8
     max_tokens: int = 64
+    threshold_source: str = "default"
+
+    def __post_init__(self) -> None:
+        _check_auto(self)
+
+    def check_scores(self, ctx: SegmentContext) -> list[float]:
+        """The score of this look-ahead's one check (calibration): its lowest token probability."""
+        return [min(s.prob for s in ctx.segment)] if ctx.segment else []
 
     def check(self, ctx: SegmentContext) -> TriggerDecision:
         if not ctx.segment:
             return self._hold(reason="empty segment")
+        theta = _numeric_theta(self)
         probs = [s.prob for s in ctx.segment]
         i = min(range(len(probs)), key=probs.__getitem__)
         signals = {"prob": probs, "entropy": [s.entropy for s in ctx.segment]}
-        kw = dict(index=i, token=ctx.segment[i].text, score=probs[i], threshold=self.theta, token_scores=probs,
-                  token_signals=signals)
-        if probs[i] < self.theta:
-            return self._fire(reason=f"token {ctx.segment[i].text!r} has p={probs[i]:.3f} < theta={self.theta}", **kw)
-        return self._hold(reason=f"all token probabilities >= theta={self.theta}", **kw)
+        kw = dict(index=i, token=ctx.segment[i].text, score=probs[i], threshold=theta, token_scores=probs,
+                  token_signals=signals, threshold_source=self.threshold_source)
+        if probs[i] < theta:
+            return self._fire(reason=f"token {ctx.segment[i].text!r} has p={probs[i]:.3f} < theta={theta:g}", **kw)
+        return self._hold(reason=f"all token probabilities >= theta={theta:g}", **kw)
 
 
 @dataclass
 class RindTrigger(Trigger):
-    """DRAGIN's RIND (Su et al. 2024, §3.1, Eq. 1-5): retrieve at the first token whose
-    ``S_RIND = H_i * a_max(i) * s_i`` exceeds ``theta``.
+    """DRAGIN's RIND (Su et al. 2024, §3.1): retrieve at the first token whose score exceeds ``theta``.
 
-    Defaults follow Table 9 for HotpotQA with Llama2-13b-chat: ``theta = 1.2`` and a generation length
-    of 100 tokens per segment; ``a_max`` comes from the last layer (footnote 2), stop words from spaCy.
-    After a retrieval the continuation (one segment) is accepted without a new check, as in DRAGIN's
-    released code; this also guarantees progress past the truncation point."""
+    The signals are the entropy ``H_i`` (Eq. 1), the largest attention any later token pays it in the last
+    layer, ``a_max(i) = max_{j>i} A_{j,i}`` (Eq. 2-3), and the stop-word indicator ``s_i`` (Eq. 4, spaCy's
+    list). ``scale`` picks how they combine:
+
+    - ``"sentence"`` (default), the scale of DRAGIN's released code (github.com/oneal2000/DRAGIN,
+      ``src/generate.py``: ``BasicGenerator.generate_attn`` and ``AttnWeightRAG.modifier``), to which its Table 9
+      thresholds (0.6-1.5) refer. Tokens are merged into whitespace words (word entropy = mean of its tokens',
+      word attention = sum of its tokens'), the segment is split into sentences, each sentence's word
+      attentions are divided by their sum and multiplied by the number of words (they average 1), and a word
+      scores ``H * a_normalised * s``. The first sentence with a word above ``theta`` is the hallucinated one
+      and retrieval happens at the first such word (its first token: truncation never cuts a word).
+      Differences from the released code: ``a_max`` is read from the one generation pass over the whole
+      context (the code re-runs the model on the generated text alone and its max includes the diagonal, so
+      the first generated word always gets attention 1); stop words get ``s = 0`` as in Eq. 5 (the code keeps
+      them in the threshold test and only masks them afterwards with a part-of-speech filter).
+    - ``"raw"``: Eq. 5 literally, ``S_RIND = H_i * a_max(i) * s_i`` per token with raw softmax attention over
+      the whole prompt. Scores are then far below the paper's thresholds (about 0.5 at most on small models):
+      calibrate (``theta="auto"``, ``active-rag calibrate``) or pick a small theta.
+
+    ``theta="auto"`` uses the calibrated threshold of the model (:mod:`active_rag.calibration`) when one is
+    cached, else the default 1.2 (Table 9, HotpotQA, Llama2-13b-chat); ``threshold_source`` says which.
+    Segments are 100 tokens (Table 9 generation length). After a retrieval the loop keeps the first sentence
+    of the continuation and checks again, as the released code does."""
 
     name: ClassVar[str] = "rind"
     action: ClassVar[Action] = "truncate"
     unit: ClassVar[Unit] = "tokens"
     needs_attention: ClassVar[bool] = True
-    recheck_after_retrieval: ClassVar[bool] = False
-    theta: float = 1.2
+    recheck_after_retrieval: ClassVar[bool] = False  # the continuation's first sentence is accepted unchecked
+    default_theta: ClassVar[float] = 1.2
+    theta: float | str = 1.2
     max_tokens: int = 100
+    scale: str = "sentence"
+    threshold_source: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.scale not in RIND_SCALES:
+            raise InvalidOptionError(f"rind scale must be one of {', '.join(RIND_SCALES)}, got {self.scale!r}.")
+        _check_auto(self)
 
     def signals(self, ctx: SegmentContext) -> dict[str, list[float]]:
         """The segment's per-token signals: ``prob``, ``entropy`` (Eq. 1), ``max_attention`` (Eq. 3),
-        ``semantic`` (Eq. 4) and ``rind`` (Eq. 5)."""
+        ``semantic`` (Eq. 4) and ``rind`` (Eq. 5 on the chosen ``scale``)."""
         seg = ctx.segment
         if ctx.max_attention is None:
             raise ValueError("RindTrigger needs the session's attention (capture_attention=True).")
         a_max = [float(ctx.max_attention[s.position]) if s.position < ctx.max_attention.shape[0] else 0.0 for s in seg]
-        semantic = semantic_indicator([s.text for s in seg])
+        pieces = [s.text for s in seg]
+        semantic = semantic_indicator(pieces)
         entropies = [s.entropy for s in seg]
+        if self.scale == "raw":
+            scores = rind_scores(entropies, a_max, semantic)
+        else:
+            scores = normalized_rind_scores(pieces, entropies, a_max)[0]
         return {
             "prob": [s.prob for s in seg],
             "entropy": entropies,
             "max_attention": a_max,
             "semantic": [float(v) for v in semantic],
-            "rind": rind_scores(entropies, a_max, semantic),
+            "rind": scores,
         }
 
     def scores(self, ctx: SegmentContext) -> list[float]:
         return self.signals(ctx)["rind"]
 
+    def check_scores(self, ctx: SegmentContext) -> list[float]:
+        """The score of every check this segment offers (calibration, :mod:`active_rag.calibration`): the
+        largest word score of each sentence (``scale="sentence"``: the released code decides per sentence), or
+        the segment's largest token score (``"raw"``)."""
+        if not ctx.segment:
+            return []
+        scores = self.scores(ctx)
+        if self.scale == "raw":
+            return [max(scores)]
+        _, words, sentences = normalized_rind_scores([s.text for s in ctx.segment], [0.0] * len(scores), [0.0] * len(scores))
+        return [max(scores[words[w][0]] for w in sentence) for sentence in sentences]
+
     def check(self, ctx: SegmentContext) -> TriggerDecision:
         if not ctx.segment:
             return self._hold(reason="empty segment")
+        theta = _numeric_theta(self)
         signals = self.signals(ctx)
         scores = signals["rind"]
+        kw: dict[str, Any] = dict(threshold=theta, token_scores=scores, token_signals=signals,
+                                  threshold_source=self.threshold_source)
+        label = "S_RIND" if self.scale == "raw" else "S_RIND (sentence-normalised)"
         for i, score in enumerate(scores):
-            if score > self.theta:
-                return self._fire(
-                    index=i,
-                    token=ctx.segment[i].text,
-                    score=score,
-                    threshold=self.theta,
-                    token_scores=scores,
-                    token_signals=signals,
-                    reason=f"S_RIND({ctx.segment[i].text!r}) = {score:.3f} > theta={self.theta}",
-                )
+            if score > theta:
+                return self._fire(index=i, token=ctx.segment[i].text, score=score,
+                                  reason=f"{label}({ctx.segment[i].text!r}) = {score:.3f} > theta={theta:g}", **kw)
         best = max(range(len(scores)), key=scores.__getitem__)
-        return self._hold(
-            index=best,
-            token=ctx.segment[best].text,
-            score=scores[best],
-            threshold=self.theta,
-            token_scores=scores,
-            token_signals=signals,
-            reason=f"max S_RIND = {scores[best]:.3f} <= theta={self.theta}",
-        )
+        return self._hold(index=best, token=ctx.segment[best].text, score=scores[best],
+                          reason=f"max {label} = {scores[best]:.3f} <= theta={theta:g}", **kw)
 
 
 _SEARCH_TAG = re.compile(r"\[\s*Search\s*\((.*?)\)\s*\]", re.IGNORECASE | re.DOTALL)

@@ -74,6 +74,9 @@ class TriggerDecision:
     # semantic, rind; FLARE: prob, entropy); for plots such as active_rag.viz.plot_token_signals
     token_signals: dict[str, list[float]] | None = None
     output_start: int | None = None  # set by the loop: index in the accepted output of the segment's first token
+    # where ``threshold`` comes from: "default" (the paper's value), "user", "profile:<name>" or
+    # "calibrated:<cache file>" (see active_rag.calibration)
+    threshold_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,6 +102,7 @@ class Retrieval:
     threshold: float | None = None
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)  # formulator's evidence, e.g. QFS attention weights
+    threshold_source: str | None = None  # "default", "user", "profile:<name>" or "calibrated:<cache file>"
     top_k: int | None = None
     returned: int | None = None
     dropped: list[Passage] = field(default_factory=list)
@@ -114,6 +118,7 @@ class Retrieval:
             "token": self.token,
             "score": self.score,
             "threshold": self.threshold,
+            "threshold_source": self.threshold_source,
             "query": self.query,
             "passage_ids": self.passage_ids,
             "trigger": self.trigger,
@@ -163,6 +168,10 @@ class ActiveRAGResult:
     route: RouteDecision | None = None
     warnings: list[str] = field(default_factory=list)
     generated_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens of this call's model prompts that came from the prefix KV cache (not recomputed)."""
+    prefilled_prompt_tokens: int = 0
+    """Prompt tokens of this call's model prompts that were computed (prefilled)."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -187,6 +196,7 @@ class ActiveRAGResult:
             "route": self.route.to_dict() if self.route else None,
             "warnings": list(self.warnings),
             "generated_tokens": self.generated_tokens,
+            "prompt_tokens": {"cached": self.cached_prompt_tokens, "prefilled": self.prefilled_prompt_tokens},
         }
 
 

@@ -17,6 +17,7 @@ model's own chat markup (not reproduced here: apply the model's chat template in
 from __future__ import annotations
 
 from active_rag.errors import UnknownNameError
+from active_rag.prompts import HOTPOTQA_EXEMPLARS
 from active_rag.routing import ta_are_resources
 from active_rag.types import Passage
 
@@ -73,50 +74,7 @@ _WIKI2_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 1: exemplars of 2WMQ
     ),
 )
 
-_HOTPOTQA_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 3: exemplars of HotpotQA Direct
-    (
-        "Jeremy Theobald and Christopher Nolan share what profession?",
-        "Jeremy Theobald is an actor and producer. Christopher Nolan is a director, producer, and screenwriter. "
-        "Therefore, they both share the profession of being a producer. So the answer is producer.",
-    ),
-    (
-        # Verbatim "Of these Nosferatu" (appendix F); appendix A quotes it as "Of these, Nosferatu".
-        "What film directed by Brian Patrick Butler was inspired by a film directed by F.W. Murnau?",
-        "Brian Patrick Butler directed the film The Phantom Hour. The Phantom Hour was inspired by the films such "
-        "as Nosferatu and The Cabinet of Dr. Caligari. Of these Nosferatu was directed by F.W. Murnau. "
-        "So the answer is The Phantom Hour.",
-    ),
-    (
-        "How many episodes were in the South Korean television series in which Ryu Hye-young played Bo-ra?",
-        "The South Korean television series in which Ryu Hye-young played Bo-ra is Reply 1988. The number of "
-        "episodes Reply 1988 has is 20. So the answer is 20.",
-    ),
-    (
-        "Were Lonny and Allure both founded in the 1990s?",
-        "Lonny (magazine) was founded in 2009. Allure (magazine) was founded in 1991. Thus, of the two, only "
-        "Allure was founded in 1990s. So the answer is no.",
-    ),
-    (
-        'Vertical Limit stars which actor who also played astronaut Alan Shepard in "The Right Stuff"?',
-        'The actor who played astronaut Alan Shepard in "The Right Stuff" is Scott Glenn. The movie Vertical '
-        "Limit also starred Scott Glenn. So the answer is Scott Glenn.",
-    ),
-    (
-        "What was the 2014 population of the city where Lake Wales Medical Center is located?",
-        "Lake Wales Medical Center is located in the city of Polk County, Florida. The population of Polk County "
-        "in 2014 was 15,140. So the answer is 15,140.",
-    ),
-    (
-        "Who was born first? Jan de Bont or Raoul Walsh?",
-        "Jan de Bont was born on 22 October 1943. Raoul Walsh was born on March 11, 1887. Thus, Raoul Walsh was "
-        "born the first. So the answer is Raoul Walsh.",
-    ),
-    (
-        "In what country was Lost Gravity manufactured?",
-        "The Lost Gravity (roller coaster) was manufactured by Mack Rides. Mack Rides is a German company. "
-        "So the answer is Germany.",
-    ),
-)
+_HOTPOTQA_EXEMPLARS: tuple[tuple[str, str], ...] = HOTPOTQA_EXEMPLARS  # Prompt 3 (kept in active_rag.prompts)
 
 _STRATEGYQA_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 5: exemplars of StrategyQA Direct
     (

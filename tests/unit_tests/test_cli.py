@@ -109,3 +109,17 @@ def test_models_lists_the_registry(capsys) -> None:
     out = capsys.readouterr().out
     for name in ("smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):
         assert name in out
+
+
+def test_ask_reports_prompt_tokens_with_and_without_the_prefix_cache(tiny_dir: Path, corpus: Path, capsys) -> None:
+    base = ["ask", "Who is Kasper Schmeichel?", "--model", str(tiny_dir), "--corpus", str(corpus), "--method", "fl-rag",
+            "--max-new-tokens", "20", "--json", "--device", "cpu", "--dtype", "float32"]
+    assert main(base) == 0
+    cached = json.loads(capsys.readouterr().out)["prompt_tokens"]
+    assert cached["cached"] > 0  # the re-prompt after the second retrieval shares the instruction
+    assert main([*base, "--no-prefix-cache"]) == 0
+    plain = json.loads(capsys.readouterr().out)["prompt_tokens"]
+    assert plain["cached"] == 0
+    assert plain["prefilled"] == cached["prefilled"] + cached["cached"]
+    assert main(base[:-5]) == 0
+    assert "Prompt tokens:" in capsys.readouterr().out

@@ -56,20 +56,16 @@ def one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
-def _has_option(option: str) -> bool:
-    from active_rag.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if a.dest == "command")
-    return option in sub.choices["ask"]._option_string_actions  # type: ignore[union-attr]
-
-
-# the model-loading options (--device, --dtype, --prefix-cache-mb), where this version of the CLI has them
+# the model-loading options, checked before the model loads
 _MODEL_OPTION_CASES = [
     (["--device", "nope"], "device must be one of"),
+    (["--device", "cuda:7"], "cuda"),
     (["--dtype", "nope"], "dtype must be one of"),
+    (["--dtype", "int8"], "dtype must be one of"),
     (["--prefix-cache-mb", "nan"], "--prefix-cache-mb must be a finite number"),
     (["--prefix-cache-mb", "-1"], "--prefix-cache-mb must be at least 0"),
-] if _has_option("--prefix-cache-mb") else []
+    (["--prefix-cache-mb", "lots"], "expected a number"),
+]
 
 
 @pytest.mark.parametrize(
@@ -257,3 +253,10 @@ def test_router_options_are_validated_in_the_python_api(tiny_lm: ActiveLM) -> No
         make_router("vanilla", tiny_lm, max_new_tokens=0)
     assert TaAreRouter(tiny_lm, today="2024-03-01").today_text() == "2024-03-01"
     assert TaAreRouter(tiny_lm, today=dt.date(2024, 3, 1)).today_text() == "2024-03-01"
+
+
+def test_eval_batch_size_is_checked_before_the_model_loads(
+    tmp_path: Path, no_model_load: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = one_line_error(["eval", "--dataset", "hotpotqa", "--data-dir", str(tmp_path), "--batch-size", "0"], capsys)
+    assert "--batch-size must be at least 1" in line

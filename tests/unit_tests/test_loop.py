@@ -372,10 +372,10 @@ def test_forced_answer_runs_past_a_newline_right_after_the_phrase() -> None:
     from active_rag.evaluation.answers import extract_answer
 
     def script(p: str) -> list[Word]:
-        return [Word(w) for w in ["Some", "reasoning", "without", "a", "conclusion", "So", "the", "answer", "is:", "\n", "\n", "Peter.", "More"]]
+        return [Word(w) for w in ["Some", "reasoning", "without", "a", "conclusion.", "So", "the", "answer", "is:", "\n", "\n", "Peter.", "More"]]
 
     lm = ScriptedLM(script=script)
-    # the answer budget ends right after "conclusion": the phrase is forced, then the model finishes it
+    # the answer budget ends right after "conclusion.": the phrase is forced, then the model finishes it
     result = ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=5, answer_phrase="So the answer is").run(QUESTION)
     assert extract_answer(result.answer) == "Peter"
 
@@ -460,3 +460,83 @@ def test_trigger_constructors_reject_bad_numbers(trigger: str, kwargs: dict[str,
     with pytest.raises(InvalidOptionError, match=message):
         make_trigger(trigger, **kwargs)
 
+
+# -- paper fidelity (issue 9) ----------------------------------------------------------------------------
+def test_dragin_triggers_twice_in_one_answer_and_retrieves_twice() -> None:
+    """After a retrieval the continuation's first sentence is kept and the generation is checked again
+    (DRAGIN's released code), so a second uncertain word triggers a second retrieval."""
+
+    def script(p: str) -> list[Word]:
+        if "evidence2" in p:
+            return words("Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS.")
+        if "evidence1" in p:
+            return words("Kasper's father is Peter. Peter won Zonk. So the answer is Zonk.", Zonk=(0.2, 10.0))
+        return words("Kasper's father is Bob. Bob won Gold. So the answer is Gold.", Bob=(0.2, 10.0))
+
+    result, rec, _ = run("dragin", script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
+    assert len(rec.queries) == 2 and len(result.retrievals) == 2
+    assert [r.token for r in result.retrievals] == [" Bob.", " Zonk."]
+    assert [r.position for r in result.retrievals] == [3, 6]  # truncated before the triggering words
+    assert result.answer == "Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS."
+
+
+def test_flare_look_ahead_is_generated_without_passages() -> None:
+    def script(p: str) -> list[Word]:
+        if "evidence2" in p:
+            return words("His father is Peter. He won IFFHS. Done.")
+        return words("His father is Peter. He won Bob. Done.", Bob=(0.1, 3.0))
+
+    result, rec, lm = run("flare", script)
+    assert rec.queries[0] == QUESTION and len(rec.queries) == 2
+    prompts = [s.prompt_text for s in lm.sessions]
+    # 0: first sentence with the input's documents (App. A); 1: look-ahead; 2: regeneration; 3: next look-ahead
+    assert "evidence1" in prompts[0]
+    assert "evidence" not in prompts[1] and "Search results" not in prompts[1]
+    assert "evidence2" in prompts[2]
+    assert all("evidence" not in p for p in prompts[3:])
+    assert result.answer == "His father is Peter. He won IFFHS. Done."
+
+
+def test_truncation_starts_at_the_word_that_holds_the_token() -> None:
+    from active_rag.loop import _word_start
+
+    steps = [TokenStep(id=i, text=t, logprob=0.0, entropy=0.0, position=i) for i, t in enumerate([" The", " goal", "keeper", " is"])]
+    assert _word_start(steps, 2) == 1 and _word_start(steps, 1) == 1 and _word_start(steps, 3) == 3
+
+
+def test_repetition_guard_stops_at_a_repeated_sentence() -> None:
+    lm = ScriptedLM(script=lambda p: words("Peter is the father. Peter is the father. Peter is the father."))
+    result = ActiveRAG.from_preset("wo-rag", lm, None).run(QUESTION)
+    assert result.answer == "Peter is the father."
+    unguarded = ActiveRAG.from_preset("wo-rag", lm, None, repetition_guard=False).run(QUESTION)
+    assert unguarded.answer.count("Peter is the father.") == 3
+
+
+def test_generation_stops_once_the_answer_sentence_is_complete() -> None:
+    lm = ScriptedLM(script=lambda p: words("Peter is his father. So the answer is Peter. Extra words follow here."))
+    result = ActiveRAG.from_preset("wo-rag", lm, None, answer_phrase="So the answer is").run(QUESTION)
+    assert result.answer == "Peter is his father. So the answer is Peter."
+
+
+def test_answer_phrase_is_forced_only_after_a_complete_sentence() -> None:
+    script = ["Peter", "is", "his", "father.", "He", "was", "a", "goalkeeper", "Peter.", "x"]
+    lm = ScriptedLM(script=lambda p: [Word(w) for w in script])
+    result = ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=6, answer_phrase="So the answer is").run(QUESTION)
+    assert result.answer == "Peter is his father. So the answer is Peter."
+
+
+def test_no_retrieval_cap_by_default() -> None:
+    answer = " ".join(f"w{i}" for i in range(128))
+    result, rec, _ = run("fl-rag", lambda p: words(answer), max_new_tokens=128)
+    assert len(rec.queries) == 8  # the input, then every 16 tokens but the last window (FLARE §4)
+
+
+def test_calibration_collects_one_score_per_sentence_without_retrieving() -> None:
+    from active_rag.calibration import collect_check_scores
+
+    lm = ScriptedLM(script=lambda p: words("Kasper's father is Bob. Bob won Gold.", Bob=(0.2, 10.0)), focus={"father", "Bob"})
+    rec = Recorder()
+    rag = ActiveRAG.from_preset("dragin", lm, rec, max_new_tokens=40)
+    scores = collect_check_scores(rag, [QUESTION, "Who won?"])
+    assert rec.queries == [] and [len(s) for s in scores] == [2, 2]  # two sentences each, nothing retrieved
+    assert scores[0][0] > 1.2  # " Bob." would have fired

@@ -100,8 +100,9 @@ def test_parse_decision(output: str, expected: bool | None) -> None:
 
 # -- decide --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls, name", [(TaAreRouter, "ta-are"), (VanillaRouter, "vanilla")])
-@pytest.mark.parametrize("reply, retrieve", [("[Yes]", True), ("[No].", False), ("hmm, unsure", True)])
+@pytest.mark.parametrize("reply, retrieve", [("[Yes]", True), ("[No].", False), ("hmm, unsure", False), ("Yes\nI do", True)])
 def test_decide_with_a_stub_model(cls, name: str, reply: str, retrieve: bool) -> None:
+    """The authors' reading (RetrievalQA check_string_exist after postprocess_output): no "yes" word, no retrieval."""
     model = StubModel(reply)
     router = cls(model)
     decision = router.decide(QUESTION)
@@ -166,3 +167,18 @@ def test_make_router() -> None:
     with pytest.raises(UnknownNameError) as err:
         make_router("oracle", model)
     assert "'oracle'" in str(err.value) and err.value.valid == ["none", "ta-are", "vanilla"]
+
+
+@pytest.mark.parametrize("cls", [TaAreRouter, VanillaRouter])
+def test_first_verdict_parser_falls_back_to_default(cls) -> None:
+    assert cls(StubModel("hmm, unsure"), parse="first-verdict").decide(QUESTION).retrieve is True
+    assert cls(StubModel("[No]. Actually [Yes]"), parse="first-verdict").decide(QUESTION).retrieve is False
+    assert cls(StubModel("[No]. Actually [Yes]")).decide(QUESTION).retrieve is True  # the authors: any "yes" word
+
+
+def test_authors_decision_matches_the_harness_reading() -> None:
+    from active_rag.evaluation.answers import retrievalqa_decision
+    from active_rag.routing import authors_decision
+
+    for output in ["[Yes].", "Yes, I need to", "[No]", "Yes!", "I don't know", "'yes'", "no, yes."]:
+        assert authors_decision(output) is retrievalqa_decision(output)

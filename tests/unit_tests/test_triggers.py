@@ -119,18 +119,18 @@ def rind_ctx(pieces=RIND_PIECES, entropies=RIND_ENTROPIES, amax=RIND_AMAX, lengt
 
 
 def test_rind_fires_at_the_first_token_above_theta() -> None:
-    # scores: The 0 (stop word, H=50), famous .45, goal 1.0, keeper 1.5, is 0 (stop word, H=40), Peter 4.0
-    decision = RindTrigger(theta=1.2).check(rind_ctx())
+    # raw scale (Eq. 5 per token): The 0 (stop word, H=50), famous .45, goal 1.0, keeper 1.5, is 0, Peter 4.0
+    decision = RindTrigger(theta=1.2, scale="raw").check(rind_ctx())
     assert decision.fire is True
     assert decision.index == 3 and decision.token == "keeper"
     assert decision.score == pytest.approx(1.5)
     assert decision.threshold == 1.2
     assert decision.token_scores == pytest.approx([0.0, 0.45, 1.0, 1.5, 0.0, 4.0])
-    assert RindTrigger(theta=0.9).check(rind_ctx()).index == 2  # " goal" (1.0) comes first
+    assert RindTrigger(theta=0.9, scale="raw").check(rind_ctx()).index == 2  # " goal" (1.0) comes first
 
 
 def test_rind_holds_and_reports_the_maximum() -> None:
-    decision = RindTrigger(theta=5.0).check(rind_ctx())
+    decision = RindTrigger(theta=5.0, scale="raw").check(rind_ctx())
     assert decision.fire is False
     assert decision.index == 5 and decision.token == " Peter"
     assert decision.score == pytest.approx(4.0) and decision.threshold == 5.0
@@ -145,16 +145,56 @@ def test_rind_stop_word_with_huge_entropy_does_not_fire() -> None:
 def test_rind_reads_a_max_by_session_position() -> None:
     # positions beyond the a_max vector count as 0 (no later token attended yet)
     ctx = rind_ctx(length=14)
-    decision = RindTrigger(theta=1.2).check(ctx)
+    decision = RindTrigger(theta=1.2, scale="raw").check(ctx)
     assert decision.token_scores == pytest.approx([0.0, 0.45, 1.0, 1.5, 0.0, 0.0])
     # a_max indexed by segment index instead of position would see zeros here
     shifted = SegmentContext(seg(RIND_PIECES, entropies=RIND_ENTROPIES, start=0), torch.tensor([0.0] * 6 + [1.0] * 10))
+    assert RindTrigger(theta=1.2, scale="raw").check(shifted).fire is False
     assert RindTrigger(theta=1.2).check(shifted).fire is False
+
+
+def test_normalised_rind_matches_a_hand_computed_example() -> None:
+    """DRAGIN's released code (AttnWeightRAG.modifier): whitespace words (entropy = mean, attention = sum of their
+    tokens'), attention divided by the sentence's sum and multiplied by its word count, times entropy, s_i."""
+    pieces = [" The", " famous", " goal", "keeper", " is", " Peter", "."]
+    entropies = [50.0, 0.5, 2.0, 3.0, 40.0, 5.0, 1.0]
+    amax = {10: 0.9, 11: 0.9, 12: 0.5, 13: 0.5, 14: 0.9, 15: 0.8, 16: 0.2}
+    # words: The (H 50, a .9), famous (.5, .9), goalkeeper (2.5, 1.0), is (40, .9), Peter. (3.0, 1.0): sum a = 4.7
+    famous, goalkeeper, peter = 0.5 * 0.9 / 4.7 * 5, 2.5 * 1.0 / 4.7 * 5, 3.0 * 1.0 / 4.7 * 5
+    decision = RindTrigger(theta=1.2).check(rind_ctx(pieces, entropies, amax, length=20))
+    assert decision.token_scores == pytest.approx([0.0, famous, goalkeeper, goalkeeper, 0.0, peter, peter])
+    assert decision.fire and decision.index == 2 and decision.token == " goal"  # the word's first token
+    assert decision.score == pytest.approx(2.5 / 0.94)
+    assert RindTrigger(theta=3.0).check(rind_ctx(pieces, entropies, amax, length=20)).index == 5  # " Peter"
+    held = RindTrigger(theta=5.0).check(rind_ctx(pieces, entropies, amax, length=20))
+    assert not held.fire and held.score == pytest.approx(peter)
+
+
+def test_normalised_rind_normalises_each_sentence_separately() -> None:
+    pieces = [" Kasper", " plays", ".", " His", " father", " is", " Bob", "."]
+    entropies = [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 2.0, 0.0]
+    amax = {10: 0.2, 11: 0.2, 12: 0.0, 13: 0.0, 14: 0.1, 15: 0.0, 16: 0.3, 17: 0.0}
+    trigger = RindTrigger(theta=1.5)
+    decision = trigger.check(rind_ctx(pieces, entropies, amax, length=20))
+    # sentence 1: Kasper (H 1, a .2), plays. (H .5, a .2): attention .2/.4*2 = 1 each -> 1.0, 0.5
+    # sentence 2: His, father, is, Bob. (a 0, .1, 0, .3; sum .4, n 4) -> father 1 * 1.0, Bob. 1.0 * 3.0
+    assert decision.token_scores == pytest.approx([1.0, 0.5, 0.5, 0.0, 1.0, 0.0, 3.0, 3.0])
+    assert decision.fire and decision.index == 6 and decision.token == " Bob"
+    assert trigger.check_scores(rind_ctx(pieces, entropies, amax, length=20)) == pytest.approx([1.0, 3.0])
+
+
+def test_rind_scale_and_auto_theta_are_validated() -> None:
+    with pytest.raises(ValueError, match="scale"):
+        RindTrigger(scale="log")
+    with pytest.raises(ValueError, match="auto"):
+        RindTrigger(theta="high")  # type: ignore[arg-type]
+    auto = RindTrigger(theta="auto")
+    assert auto.check(rind_ctx()).threshold == 1.2  # not resolved by an engine: the paper's default
 
 
 def test_rind_needs_attention() -> None:
     assert RindTrigger.needs_attention and RindTrigger.action == "truncate"
-    assert (RindTrigger().theta, RindTrigger().max_tokens) == (1.2, 100)
+    assert (RindTrigger().theta, RindTrigger().max_tokens, RindTrigger().scale) == (1.2, 100, "sentence")
     with pytest.raises(ValueError, match="capture_attention"):
         RindTrigger().check(SegmentContext(seg([" Peter"]), None))
     assert RindTrigger().check(SegmentContext([], torch.zeros(3))).fire is False
