@@ -44,17 +44,24 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.router not in (*ROUTERS, "none"):
         raise UnknownNameError("router", args.router, [*ROUTERS, "none"])
     check_int("--top-k", args.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
-    check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
+    if args.max_new_tokens is not None:  # None: the profile's generation length, else 256
+        check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
     check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
     if args.today is not None:
         check_date("--today", args.today)
         if args.router != "ta-are":
             raise InvalidOptionError("--today is the date TA-ARE tells the model: add --router ta-are, or drop --today.")
-    kwargs: dict[str, Any] = {}
+    from .layout import check_prompt_mode
+    from .profiles import get_profile
+
+    kwargs: dict[str, Any] = {"prompt_mode": check_prompt_mode(args.prompt_mode)}
+    profile = get_profile(args.profile) if args.profile else None  # UnknownNameError lists the profiles
     if args.method:
-        kwargs.update(preset_kwargs(args.method))  # UnknownNameError for a bad --method
+        kwargs.update(preset_kwargs(args.method, profile))  # UnknownNameError for a bad --method
     elif not (args.trigger and args.query):
-        kwargs.update(preset_kwargs("dragin"))
+        kwargs.update(preset_kwargs("dragin", profile))
+    if profile is not None:
+        kwargs["profile"] = profile
     preset = PRESETS[args.method or "dragin"]
     name = args.trigger or preset.trigger
     if args.trigger or args.theta is not None:
@@ -69,7 +76,7 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                     f"--theta sets the threshold of the triggers {', '.join(with_theta)}; trigger {key!r} has none: "
                     "drop --theta or pick one of those with --trigger/--method."
                 )
-            trigger_kwargs["theta"] = check_number("--theta", args.theta, minimum=0.0)
+            trigger_kwargs["theta"] = "auto" if args.theta == "auto" else check_number("--theta", args.theta, minimum=0.0)
         kwargs["trigger"] = make_trigger(name, **trigger_kwargs)  # InvalidOptionError for a theta out of range
     if args.query:
         kwargs["query"] = make_query(args.query)
@@ -78,7 +85,51 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
-def _load_model(name: str | None) -> Any:
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--device``, ``--dtype``, ``--no-prefix-cache``, ``--prefix-cache-mb`` (ask, eval, bench, calibrate)."""
+    from .devices import DEVICES, DTYPES
+
+    parser.add_argument("--device", default="auto",
+                        help=f"{', '.join(DEVICES)} or cuda:N (default auto: a CUDA GPU when present, else the CPU)")
+    parser.add_argument("--dtype", default="auto",
+                        help=f"{', '.join(DTYPES)} (default auto: bfloat16 on a CUDA GPU, float32 elsewhere)")
+    parser.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
+                        help="recompute every prompt from scratch (default: reuse the KV cache of shared prompt prefixes)")
+    parser.add_argument("--prefix-cache-mb", type=_number, default=None, metavar="MB",
+                        help="memory bound of the prefix KV cache in MiB (default 1024)")
+
+
+def _theta(value: str) -> float | str:
+    if value.strip().lower() == "auto":
+        return "auto"
+    return _number(value)
+
+
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+
+
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``ActiveLM.load`` from :func:`add_model_options`' flags, checked."""
+    from .devices import resolve_device, resolve_dtype
+    from .prefix_cache import DEFAULT_PREFIX_CACHE_MB
+    from .validation import check_number
+
+    options: dict[str, Any] = {"device": getattr(args, "device", "auto"), "dtype": getattr(args, "dtype", "auto")}
+    resolve_dtype(options["dtype"], resolve_device(options["device"]))  # a bad value fails before the model loads
+    options["prefix_cache"] = getattr(args, "prefix_cache", True)
+    mb = getattr(args, "prefix_cache_mb", None)
+    if mb is not None:
+        options["prefix_cache_mb"] = check_number("--prefix-cache-mb", mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB, e.g. 1024; 0 turns the cache off")
+    else:
+        options["prefix_cache_mb"] = DEFAULT_PREFIX_CACHE_MB
+    return options
+
+
+def _load_model(name: str | None, **options: Any) -> Any:
     """``ActiveLM.load``, with the errors of a folder transformers cannot read turned into one-line errors."""
     from .errors import ActiveRAGError, ModelLoadError
     from .model import ActiveLM
@@ -100,11 +151,18 @@ def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dic
     from .loop import ActiveRAG
     from .routing import make_router
 
+    if kwargs.get("prompt", "dragin") in ("dragin", "flare"):
+        # their instruction asks to end with "So the answer is": forced after the last complete sentence when
+        # the model did not write it (DRAGIN App. B); generation stops once that sentence is complete
+        kwargs = {"answer_phrase": "So the answer is", **kwargs}
+    if args.max_new_tokens is not None:
+        kwargs = {**kwargs, "max_new_tokens": args.max_new_tokens}
+    else:
+        kwargs = {"max_new_tokens": 256, **kwargs}  # a profile's generation length, else 256
     return ActiveRAG(
         lm,
         retriever,
         top_k=args.top_k,
-        max_new_tokens=args.max_new_tokens,
         max_retrievals=args.max_retrievals,
         router=make_router(args.router, lm, **({"today": args.today} if args.today and args.router == "ta-are" else {})),
         **kwargs,
@@ -113,7 +171,8 @@ def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dic
 
 def _print_retrieval(r: Any, out: Any) -> None:
     score = "-" if r.score is None else f"{r.score:.3f}"
-    threshold = "" if r.threshold is None else f" (theta {r.threshold})"
+    source = f", {r.threshold_source}" if getattr(r, "threshold_source", None) else ""
+    threshold = "" if r.threshold is None else f" (theta {r.threshold:g}{source})"
     token = "(before generation)" if r.token is None else repr(r.token)
     print(f"  [retrieval @ token {r.position}] trigger={r.trigger} token={token} score={score}{threshold}", file=out)
     print(f"      query: {r.query}", file=out)
@@ -156,13 +215,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         data = result.to_dict()
         data["method"] = engine.method
+        described = engine.describe()
+        for key in ("threshold", "threshold_source", "prompt_mode", "profile"):
+            data[key] = described[key]
         print(json.dumps(data, ensure_ascii=False, indent=2), file=out)
         return 0
     if args.stream:
         print("\n", file=out)
     else:
         print(f"Question: {result.question}", file=out)
-        print(f"Method:   {engine.method}", file=out)
+        source = engine.describe()["threshold_source"]
+        theta = f" (theta {engine.describe()['threshold']:g}: {source})" if source else ""
+        print(f"Method:   {engine.method}{theta}, prompt mode {engine.prompt_mode}", file=out)
         print(f"Answer:   {result.answer}\n", file=out)
     print(f"Retrievals: {len(result.retrievals)}", file=out)
     for r in result.retrievals:
@@ -188,6 +252,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
             "triggers": {n: first_line(c) for n, c in TRIGGERS.items()},
             "queries": {n: first_line(c) for n, c in QUERIES.items()},
             "routers": {**{n: first_line(c) for n, c in ROUTERS.items()}, "none": "always follow the method"},
+            "calibrated_thresholds": __import__("active_rag.calibration", fromlist=["x"]).calibration_entries(),
         }, indent=2))
         return 0
     print("Presets (--method):")
@@ -203,6 +268,15 @@ def cmd_methods(args: argparse.Namespace) -> int:
     for name, cls in ROUTERS.items():
         print(f"  {name:20} {first_line(cls)}")
     print(f"  {'none':20} no router: always follow the method")
+    from .calibration import cache_path, calibration_entries
+
+    entries = calibration_entries()
+    print(f"\nCalibrated thresholds (theta='auto' uses them; {cache_path()}):")
+    for key, entry in entries.items():
+        print(f"  {key:55} theta={entry['theta']:.4g} (target {entry['target_retrievals_per_question']:g} "
+              f"retrievals/question, {entry['questions']} questions)")
+    if not entries:
+        print("  none: presets use the profile's or the paper's threshold; run `active-rag calibrate`")
     return 0
 
 
@@ -245,15 +319,22 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--method", help=f"preset: {', '.join(PRESETS)} (default dragin)")
     ask.add_argument("--trigger", help="trigger name (see `active-rag methods`), overrides the method's")
     ask.add_argument("--query", help="query formulator name, overrides the method's")
-    ask.add_argument("--theta", type=float, help="threshold of the trigger (RIND score or FLARE probability)")
+    ask.add_argument("--theta", type=_theta, help="threshold of the trigger (RIND score or FLARE probability), or 'auto': "
+                     "the model's calibrated value (`active-rag calibrate`), else the profile's or paper's")
     ask.add_argument("--router", default="none", help="ta-are, vanilla or none (default none)")
     ask.add_argument("--today", help="the date TA-ARE tells the model (YYYY-MM-DD; default today)")
     ask.add_argument("--corpus", default="demo", help="JSONL file, folder of .txt files, saved index, or 'demo'")
     ask.add_argument("--model", default=None, help="registry name, .gguf file or HF folder (default smollm2)")
     ask.add_argument("--top-k", type=int, default=3,
                      help="passages per retrieval, 1 to 100 (default 3); those that do not fit the context are dropped")
-    ask.add_argument("--max-new-tokens", type=int, default=256, help="cap on answer tokens, at least 1 (default 256)")
+    ask.add_argument("--max-new-tokens", type=int, default=None,
+                     help="cap on answer tokens, at least 1 (default: the profile's generation length, else 256)")
     ask.add_argument("--max-retrievals", type=int, default=5, help="cap on retrievals, 0 or more (default 5)")
+    ask.add_argument("--profile", default=None,
+                     help="DRAGIN Table 9 hyperparameters by name: hotpotqa, 2wikimultihopqa, strategyqa, iirc "
+                     "(Llama2-13b-chat), or NAME-llama2-7b / NAME-vicuna-13b")
+    ask.add_argument("--prompt-mode", default="single", help="single (one chat message, default), chat-turns "
+                     "(exemplars as prior chat turns) or completion (plain text, no chat template)")
     ask.add_argument("--stream", action="store_true", help="print tokens and retrievals as they happen")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.set_defaults(func=cmd_ask)
@@ -274,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("name")
     models.set_defaults(func=cmd_models)
 
+    from .calibration import add_calibrate_parser
+
+    add_calibrate_parser(sub, globals().get("add_model_options"))
     try:
         from .evaluation.cli import register
     except ImportError:  # pragma: no cover - evaluation extras missing

@@ -72,8 +72,17 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--out", type=Path, default=Path("runs/eval"), help="output folder (default: runs/eval)")
     p.add_argument("--top-k", type=int, default=3, help="passages per retrieval (default 3; retrievalqa uses its 5)")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="cap on answer tokens (default 128)")
-    p.add_argument("--max-retrievals", type=int, default=5, help="cap on retrievals per question (default 5)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="cap on answer tokens (default: the profile's generation length, else 128)")
+    p.add_argument("--max-retrievals", type=int, default=None,
+                   help="cap on retrievals per question (default: none; a generated-token guard stops runaways)")
+    p.add_argument("--profile", default=None,
+                   help="DRAGIN Table 9 profile (default: the dataset's, e.g. hotpotqa; 'none' for none)")
+    p.add_argument("--prompt-mode", default="single",
+                   help="single (one chat message, default), chat-turns (exemplars as prior chat turns) or completion")
+    p.add_argument("--ta-are-demos", default="fixed", choices=("fixed", "similar"),
+                   help="TA-ARE demonstrations: the authors' fixed ones (default) or the 2 most similar [Yes] questions "
+                   "of the dataset (MiniLM cosine)")
     p.add_argument("--sweep", type=_sweep, default=None, metavar="PARAM=V1,V2,...",
                    help="run each method whose trigger has PARAM once per value, e.g. theta=0.5,1,1.5")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
@@ -133,8 +142,10 @@ def _check_eval_args(args: argparse.Namespace) -> None:
     from active_rag.validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_number
 
     check_int("--top-k", args.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
-    check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
-    check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+    if args.max_new_tokens is not None:
+        check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
+    if args.max_retrievals is not None:
+        check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
     if args.limit is not None:
         check_int("--limit", args.limit, minimum=1, hint="It is the number of questions to run")
     if args.threads is not None:
@@ -185,6 +196,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
             model=args.model, limit=args.limit, out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
+            profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos,
             resume=args.resume, index_cache=args.index_cache, plots=not args.no_plots,
         )
         _check_methods(config)  # trigger settings (a swept theta) before the model loads

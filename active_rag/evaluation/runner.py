@@ -53,6 +53,9 @@ from active_rag.evaluation.metrics import (
     strategyqa_accuracy,
 )
 from active_rag.evaluation.prompts import (
+    CONTEXT_FOOTER,
+    EXEMPLARS,
+    INSTRUCTIONS,
     RETRIEVALQA_SYSTEM_PROMPT,
     RETRIEVALQA_TOP_N,
     build_eval_prompt,
@@ -114,6 +117,14 @@ class EvalPromptTemplate(PromptTemplate):
 
     dataset: str = "hotpotqa"
 
+    def context(self, passages: Sequence[Passage]) -> str:
+        """The documents block of the chat-turns and completion prompt modes, as ``build_eval_prompt`` writes it."""
+        if not passages:
+            return ""
+        if self.dataset == "retrievalqa":
+            return self.documents(passages) + "\n"
+        return self.documents(passages) + CONTEXT_FOOTER + "\n"
+
     def documents(self, passages: Sequence[Passage]) -> str:
         if self.dataset == "retrievalqa":
             return format_retrievalqa_evidence(list(passages))
@@ -151,6 +162,9 @@ def eval_prompt_template(dataset: str) -> EvalPromptTemplate:
         direct=_as_format_template(build_eval_prompt(dataset, _Q_MARK)),
         with_docs=_as_format_template(build_eval_prompt(dataset, _Q_MARK, marker), documents=block),
         dataset=dataset,
+        # the structure of the chat-turns and completion prompt modes (active_rag.layout)
+        exemplars=EXEMPLARS.get(dataset, ()),
+        question_instruction=INSTRUCTIONS.get(dataset) or "",
     )
 
 
@@ -181,9 +195,12 @@ class EvalConfig:
     limit: int | None = None
     out_dir: Path = Path("runs/eval")
     top_k: int = 3
-    max_new_tokens: int = 128
-    max_retrievals: int = 5
+    max_new_tokens: int | None = None  # None: the profile's generation length (DRAGIN Table 9), else 128
+    max_retrievals: int | None = None  # None: no cap (the engine's generated-token guard stops runaways)
     sweep: tuple[str, list[float]] | None = None
+    profile: str | None = None  # DRAGIN Table 9 profile; None: the dataset's; "none": no profile
+    prompt_mode: str = "single"  # single, chat-turns or completion (active_rag.layout)
+    ta_are_demos: str = "fixed"  # fixed: the authors' 2 [Yes] / 2 [No]; similar: the 2 most similar [Yes] of the pool
     resume: bool = True
     index_cache: Path | None = None
     plots: bool = True
@@ -193,8 +210,14 @@ class EvalConfig:
             raise UnknownNameError("dataset", self.dataset, DATASETS)
         if self.top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {self.top_k}.")
-        if self.max_new_tokens < 1:
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}.")
+        from active_rag.layout import check_prompt_mode
+
+        check_prompt_mode(self.prompt_mode)
+        self.profile_obj  # UnknownNameError for a bad profile
+        if self.ta_are_demos not in ("fixed", "similar"):
+            raise UnknownNameError("TA-ARE demonstration choice", self.ta_are_demos, ("fixed", "similar"))
         if self.limit is not None and self.limit < 0:
             raise ValueError(f"limit must be a non-negative integer, got {self.limit}.")
         self.out_dir = Path(self.out_dir)
@@ -202,6 +225,23 @@ class EvalConfig:
             self.data_dir = Path(self.data_dir)
         if self.index_cache is not None:
             self.index_cache = Path(self.index_cache)
+
+    @property
+    def profile_obj(self) -> Any:
+        """The DRAGIN Table 9 profile of this run (:mod:`active_rag.profiles`), or None."""
+        from active_rag.profiles import get_profile, profile_for_dataset
+
+        if self.profile == "none":
+            return None
+        return get_profile(self.profile) if self.profile else profile_for_dataset(self.dataset)
+
+    @property
+    def answer_tokens(self) -> int:
+        """``max_new_tokens``, else the profile's generation length, else 128."""
+        if self.max_new_tokens is not None:
+            return self.max_new_tokens
+        profile = self.profile_obj
+        return profile.generate_length if profile is not None else 128
 
     @property
     def router_name(self) -> str:
@@ -374,6 +414,21 @@ class _TimedRetriever:
             self.calls += 1
 
 
+def _router_options(config: EvalConfig, data_dir: Path | None) -> dict[str, Any]:
+    """TA-ARE's similarity-selected [Yes] demonstrations (``ta_are_demos="similar"``): the pool is the dataset's
+    questions that need retrieval (the asked question itself is never shown), ranked by MiniLM cosine (the
+    paper uses SimCSE)."""
+    if config.ta_are_demos != "similar" or config.router_name != "ta-are":
+        return {}
+    from active_rag.embeddings import MiniLMEncoder
+    from active_rag.routing import Demonstration
+
+    pool = [Demonstration(e.question, True) for e in load_dataset(config.dataset, data_dir) if e.needs_retrieval]
+    if not pool:
+        raise ValueError(f"--ta-are-demos similar needs questions labelled as needing retrieval; {config.dataset} has none.")
+    return {"pool": pool, "embed": MiniLMEncoder().encode}
+
+
 def _answer_phrase(spec: MethodSpec, dataset: str) -> str | None:
     if dataset == "retrievalqa":
         return None
@@ -397,8 +452,10 @@ def build_engine(
     phrase = _answer_phrase(spec, dataset)
     common: dict[str, Any] = {
         "top_k": RETRIEVALQA_TOP_N if dataset == "retrievalqa" else config.top_k,
-        "max_new_tokens": config.max_new_tokens,
+        "max_new_tokens": config.answer_tokens,
         "max_retrievals": config.max_retrievals,
+        "prompt_mode": config.prompt_mode,
+        "profile": config.profile_obj,
         "stop": has_completed_answer if phrase else None,
         "answer_phrase": phrase,
         "router": router if spec.router else None,
@@ -410,7 +467,11 @@ def build_engine(
         if preset.prompt in _REPLACEABLE_PROMPTS:
             overrides["prompt"] = template
         if spec.trigger_kwargs:
-            overrides["trigger"] = make_trigger(preset.trigger, **{**dict(preset.trigger_kwargs), **dict(spec.trigger_kwargs)})
+            from active_rag.presets import preset_kwargs
+
+            profiled = preset_kwargs(spec.preset, config.profile_obj)["trigger"]  # the profile's segment length
+            overrides["trigger"] = make_trigger(preset.trigger, **{**dict(preset.trigger_kwargs), **dict(spec.trigger_kwargs),
+                                                                  "max_tokens": profiled.max_tokens})
         return ActiveRAG.from_preset(spec.preset, lm, retriever, **overrides, **common)
     trigger_name = str(spec.trigger)
     prompt: str | PromptTemplate = _OWN_PROMPT_TRIGGERS.get(trigger_name, template)
