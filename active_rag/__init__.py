@@ -29,6 +29,10 @@ _EXPORTS: dict[str, str] = {
     'merge_rankings': 'loop',
     'ActiveLM': 'model',
     'DecodingSession': 'model',
+    'PromptUsage': 'model',
+    'PrefixCache': 'prefix_cache',
+    'DecodeScheduler': 'batching',
+    'BatchError': 'errors',
     'PRESETS': 'presets',
     'PROMPTS': 'prompts',
     'PromptTemplate': 'prompts',
@@ -105,7 +109,10 @@ if TYPE_CHECKING:  # pragma: no cover
         UnknownNameError,
     )
     from .loop import ActiveRAG, merge_rankings
-    from .model import ActiveLM, DecodingSession
+    from .batching import DecodeScheduler
+    from .errors import BatchError
+    from .model import ActiveLM, DecodingSession, PromptUsage
+    from .prefix_cache import PrefixCache
     from .presets import PRESETS
     from .prompts import PROMPTS, PromptTemplate
     from .queries import (

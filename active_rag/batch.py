@@ -32,7 +32,7 @@ _DONE = object()
 def _check_batch_size(batch_size: int) -> int:
     from .validation import check_int
 
-    return check_int("batch_size", batch_size, minimum=1, hint="the number of questions decoded together, e.g. 8")
+    return check_int("batch_size", batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8")
 
 
 def run_batch(

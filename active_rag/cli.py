@@ -135,7 +135,7 @@ def _load_model(name: str | None, **options: Any) -> Any:
     from .model import ActiveLM
 
     try:
-        return ActiveLM.load(name)
+        return ActiveLM.load(name, **options)
     except ActiveRAGError:
         raise
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
@@ -190,8 +190,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from .types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent
 
     kwargs = _engine_kwargs(args)  # names and numbers first: an error here costs no model load
+    options = model_options(args)
     retriever = _load_retriever(args.corpus)
-    lm = _load_model(args.model)
+    lm = _load_model(args.model, **options)
     engine = _build_engine(args, lm, retriever, kwargs)
     result: ActiveRAGResult | None = None
     out = sys.stdout
@@ -231,6 +232,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print(f"Retrievals: {len(result.retrievals)}", file=out)
     for r in result.retrievals:
         _print_retrieval(r, out)
+    print(
+        f"Prompt tokens: {result.cached_prompt_tokens} from the prefix cache, {result.prefilled_prompt_tokens} prefilled",
+        file=out,
+    )
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
@@ -337,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(exemplars as prior chat turns) or completion (plain text, no chat template)")
     ask.add_argument("--stream", action="store_true", help="print tokens and retrievals as they happen")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_options(ask)
     ask.set_defaults(func=cmd_ask)
 
     methods = sub.add_parser("methods", help="list presets, triggers, query formulators and routers")

@@ -77,3 +77,20 @@ class IndexPathError(ActiveRAGError, ValueError):
 
 class ModelLoadError(ActiveRAGError):
     """A model folder exists but cannot be loaded (e.g. a broken ``config.json``); the original error is the cause."""
+
+
+class BatchError(ActiveRAGError):
+    """Some questions of :meth:`ActiveRAG.run_batch` failed; the others finished.
+
+    ``failures`` lists ``(index, exception)``; ``results`` holds every question's result or exception,
+    in input order."""
+
+    def __init__(self, failures: list[tuple[int, BaseException]], results: list[object]) -> None:
+        self.failures = failures
+        self.results = results
+        index, first = failures[0]
+        more = f" ({len(failures) - 1} more failed)" if len(failures) > 1 else ""
+        super().__init__(
+            f"{len(failures)} of {len(results)} questions failed; question {index}: {type(first).__name__}: {first}{more}. "
+            "The other questions finished: their results are in .results (pass return_exceptions=True to get them directly)."
+        )

@@ -49,6 +49,7 @@ def _sweep(value: str) -> tuple[str, list[float]]:
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from active_rag.cli import add_model_options
     from active_rag.evaluation.datasets import DATASETS
     from active_rag.evaluation.runner import DEFAULT_EVAL_MODEL
 
@@ -90,6 +91,13 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--index-cache", type=Path, default=None,
                    help="folder for built BM25 indexes (default: $ACTIVE_RAG_CACHE/indexes or ~/.cache/active-rag/indexes)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--batch-size", type=int, default=1,
+                   help="questions decoded together, one batched forward per step (default 1); rows are the same")
+    add_model_options(p)
+    p.add_argument("--ray", action="store_true",
+                   help="shard the questions across Ray actors (local Ray, or the cluster at $RAY_ADDRESS); needs [ray]")
+    p.add_argument("--num-workers", type=int, default=None,
+                   help="with --ray: actors to start (default: one per GPU, else one per CPU slot)")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_eval)
@@ -120,8 +128,35 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--suite", choices=("overhead", "batch", "prefix"), default="overhead",
+                   help="overhead: (a)-(c) above (default); batch: tokens/s per batch size vs model.generate; "
+                   "prefix: seconds and prefilled tokens per question with and without the prefix cache")
+    p.add_argument("--batch-sizes", type=_ints, default=[1, 4, 8, 16],
+                   help="batch suite: batch sizes (default 1,4,8,16); it generates the first --tokens value per question")
+    p.add_argument("--questions", type=int, default=10, help="prefix suite: first N dev questions (default 10)")
+    p.add_argument("--dataset", default="hotpotqa", help="prefix suite: dataset (default hotpotqa)")
+    p.add_argument("--data-dir", type=Path, default=None, help="prefix suite: data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
+    p.add_argument("--prefix-methods", type=_csv, default=["wo-rag", "sr-rag", "flare", "dragin"],
+                   help="prefix suite: methods (default wo-rag,sr-rag,flare,dragin)")
+    p.add_argument("--prefix-batch", type=int, default=8, help="prefix suite: batch size of the cached pass (default 8)")
+    from active_rag.cli import add_model_options
+
+    add_model_options(p)
     p.set_defaults(func=cmd_bench)
     return p
+
+
+def _model_config(args: argparse.Namespace) -> dict[str, Any]:
+    """EvalConfig/BenchConfig fields from the model options, checked before any model loads."""
+    from active_rag.cli import model_options
+
+    options = model_options(args)
+    return {
+        "device": options["device"],
+        "dtype": None if options["dtype"] in (None, "auto") else options["dtype"],
+        "prefix_cache": options["prefix_cache"],
+        "prefix_cache_mb": options["prefix_cache_mb"],
+    }
 
 
 def _set_threads(threads: int | None) -> None:
@@ -185,6 +220,7 @@ def _saved_rows(config: Any) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from active_rag.errors import ActiveRAGError
     from active_rag.evaluation.runner import EvalConfig, run_eval
+    from active_rag.validation import check_int
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = None
@@ -198,9 +234,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
             profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos,
             resume=args.resume, index_cache=args.index_cache, plots=not args.no_plots,
+            batch_size=check_int("--batch-size", args.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8"),
+            **_model_config(args),
         )
+        if getattr(args, "num_workers", None) is not None and not args.ray:
+            raise ValueError("--num-workers only applies to a Ray run: add --ray.")
         _check_methods(config)  # trigger settings (a swept theta) before the model loads
-        report = run_eval(config, progress=not args.no_progress)
+        if getattr(args, "ray", False):
+            from active_rag.evaluation.distributed import run_eval_ray
+
+            report = run_eval_ray(config, num_workers=args.num_workers, progress=not args.no_progress)
+        else:
+            report = run_eval(config, progress=not args.no_progress)
     except (ActiveRAGError, ValueError) as exc:
         print(f"active-rag eval: error: {exc}", file=sys.stderr)
         return 2
@@ -226,11 +271,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_int("--naive-prompts", args.naive_prompts, minimum=0, hint="0 skips the naive references")
         if args.threads is not None:
             check_int("--threads", args.threads, minimum=1)
+        if args.suite != "overhead":
+            return _cmd_throughput(args)
         config = BenchConfig(
             model=args.model, tokens=args.tokens, prompts=args.prompts, repeats=args.repeats, out_dir=args.out,
             methods=args.methods, naive=args.naive if args.naive_prompts > 0 else [],
             naive_prompts=args.naive_prompts, memory=not args.no_memory, retrieval=not args.no_retrieval,
             profile=args.profile, threads=args.threads, memory_tokens=args.memory_tokens,
+            device=_model_config(args)["device"], dtype=_model_config(args)["dtype"],
         )
         result = run_bench(config, progress=not args.no_progress)
     except (ActiveRAGError, ValueError) as exc:
@@ -238,6 +286,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
     print(format_bench_table(result))
     print(f"Results in {config.out_dir / 'bench.json'}")
+    return 0
+
+
+def _cmd_throughput(args: argparse.Namespace) -> int:
+    """``bench --suite batch|prefix`` (see :mod:`active_rag.evaluation.throughput`)."""
+    from active_rag.cli import model_options
+    from active_rag.evaluation.throughput import ThroughputConfig, run_throughput
+    from active_rag.validation import check_int
+
+    for b in args.batch_sizes:
+        check_int("--batch-sizes", b, minimum=1)
+    check_int("--questions", args.questions, minimum=1)
+    check_int("--prefix-batch", args.prefix_batch, minimum=1)
+    _set_threads(args.threads)
+    config = ThroughputConfig(
+        suite=args.suite, model=args.model, batch_sizes=args.batch_sizes, tokens=args.tokens[0], methods=args.methods,
+        prefix_methods=args.prefix_methods, questions=args.questions, dataset=args.dataset, data_dir=args.data_dir,
+        prefix_batch=args.prefix_batch, out_dir=args.out,
+    )
+    result = run_throughput(config, progress=not args.no_progress, model_options=model_options(args))
+    print(result["table"])
+    print(f"Results in {config.out_dir / f'bench-{config.suite}.json'}")
     return 0
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -75,13 +76,19 @@ __all__ = [
     "EvalConfig",
     "EvalPromptTemplate",
     "EvalReport",
+    "EvalWorker",
     "MethodSpec",
     "build_engine",
     "build_methods",
     "default_index_cache",
+    "eval_output_dir",
     "eval_prompt_template",
+    "finish_eval",
     "format_results_table",
     "load_corpus_index",
+    "method_path",
+    "plan_eval",
+    "resolve_data_dir",
     "run_eval",
     "score_example",
     "summarize_rows",
@@ -204,6 +211,19 @@ class EvalConfig:
     resume: bool = True
     index_cache: Path | None = None
     plots: bool = True
+    batch_size: int = 1
+    """Questions decoded together (one batched forward per step, continuous batching); rows are the same."""
+    device: str = "auto"
+    dtype: str | None = None
+    prefix_cache: bool = True
+    prefix_cache_mb: float | None = None
+
+    def model_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``ActiveLM.load`` for this run."""
+        options: dict[str, Any] = {"device": self.device, "dtype": self.dtype, "prefix_cache": self.prefix_cache}
+        if self.prefix_cache_mb is not None:
+            options["prefix_cache_mb"] = self.prefix_cache_mb
+        return options
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -774,6 +794,7 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
         "decisions": _decisions_summary(result),
         "route": data["route"],
         "warnings": data["warnings"],
+        "prompt_tokens": data["prompt_tokens"],
     }
     if example.gold_passage_ids:
         row["gold_passage_ids"] = example.gold_passage_ids
@@ -794,82 +815,168 @@ def _sweep_rows(specs: Sequence[MethodSpec], summary: Mapping[str, Mapping[str, 
     return rows
 
 
-def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = True) -> EvalReport:
-    """Run every method of ``config`` on the dataset; write per-question JSONL, ``results.md``, ``summary.json``
-    and PNG plots under ``config.out_dir/<dataset>/<model>/``; return the :class:`EvalReport`.
-
-    ``lm`` defaults to ``ActiveLM.load(config.model)``. With ``config.resume`` the questions already in a
-    method's JSONL (made with the same engine settings) are not rerun.
-    """
-    from tqdm.auto import tqdm
-
-    from active_rag.routing import make_router
-
-    specs = build_methods(config)
+def resolve_data_dir(config: EvalConfig) -> Path:
+    """``config.data_dir``, else :func:`~active_rag.evaluation.datasets.default_data_dir`; a :class:`CorpusError` if neither."""
     data_dir = config.data_dir if config.data_dir is not None else default_data_dir()
     if data_dir is None:
         raise CorpusError("No evaluation data directory found: pass --data-dir (or set $ACTIVE_RAG_DATA).")
-    examples = load_dataset(config.dataset, data_dir, limit=config.limit)
-    if lm is None:
-        from active_rag.model import ActiveLM
+    return Path(data_dir)
 
-        lm = ActiveLM.load(config.model)
-    model_name = str(lm.name or config.model)
-    out = config.out_dir / config.dataset / _safe_name(Path(model_name).name if os.sep in model_name else model_name)
-    out.mkdir(parents=True, exist_ok=True)
 
-    index_info: dict[str, Any] = {}
-    shared: _TimedRetriever | None = None
-    if config.dataset != "retrievalqa" and any(_retrieves(s) for s in specs):
-        t0 = time.perf_counter()
-        index, folder, loaded = load_corpus_index(config.dataset, data_dir, config.index_cache)
-        index_info = {"path": str(folder), "loaded_from_cache": loaded, "seconds": time.perf_counter() - t0,
-                      "passages": len(index)}
-        shared = _TimedRetriever(index)
-    router = make_router(config.router_name, lm) if any(s.router for s in specs) else None
-    system = RETRIEVALQA_SYSTEM_PROMPT if config.dataset == "retrievalqa" else None
+def plan_eval(config: EvalConfig) -> tuple[list[MethodSpec], Path, list[Example]]:
+    """Check ``config`` before anything runs: its methods, the plotting extra, the data folder and the questions."""
+    specs = build_methods(config)
+    if config.plots:  # fail before the run, not after it
+        from active_rag._optional import require_matplotlib
 
+        require_matplotlib("The PNG plots of an evaluation (skip them with --no-plots, or plots=False)")
+    data_dir = resolve_data_dir(config)
+    return specs, data_dir, load_dataset(config.dataset, data_dir, limit=config.limit)
+
+
+def eval_output_dir(config: EvalConfig, model_name: str) -> Path:
+    """``config.out_dir/<dataset>/<model>``: where a run writes its JSONL files, results.md and summary.json."""
+    return config.out_dir / config.dataset / _safe_name(Path(model_name).name if os.sep in model_name else model_name)
+
+
+def method_path(out: Path, spec: MethodSpec) -> Path:
+    """The per-question JSONL file of one method."""
+    return out / f"{_safe_name(spec.name)}.jsonl"
+
+
+class EvalWorker:
+    """The question side of a run: one model, the dataset's shared BM25 index, the router and one engine per
+    method. :meth:`run` answers and scores one question and returns its JSONL row.
+
+    :func:`run_eval` uses one in its own process; :mod:`active_rag.evaluation.distributed` one per Ray actor.
+    Call :meth:`engine_key` and :meth:`run` inside :meth:`system_prompt` (RetrievalQA's system message).
+    """
+
+    def __init__(
+        self,
+        config: EvalConfig,
+        lm: ActiveLM | None = None,
+        specs: Sequence[MethodSpec] | None = None,
+        data_dir: Path | None = None,
+    ) -> None:
+        from active_rag.routing import make_router
+
+        self.config = config
+        self.specs = {s.name: s for s in (specs if specs is not None else build_methods(config))}
+        self.data_dir = data_dir if data_dir is not None else resolve_data_dir(config)
+        if lm is None:
+            from active_rag.model import ActiveLM
+
+            lm = ActiveLM.load(config.model, **config.model_options())
+        self.lm = lm
+        self.model_name = str(lm.name or config.model)
+        self.index_info: dict[str, Any] = {}
+        self.shared: _TimedRetriever | None = None
+        if config.dataset != "retrievalqa" and any(_retrieves(s) for s in self.specs.values()):
+            t0 = time.perf_counter()
+            index, folder, loaded = load_corpus_index(config.dataset, self.data_dir, config.index_cache)
+            self.index_info = {"path": str(folder), "loaded_from_cache": loaded, "seconds": time.perf_counter() - t0,
+                               "passages": len(index)}
+            self.shared = _TimedRetriever(index)
+        self.router = (make_router(config.router_name, lm, **_router_options(config, self.data_dir))
+                       if any(s.router for s in self.specs.values()) else None)
+        self.system = RETRIEVALQA_SYSTEM_PROMPT if config.dataset == "retrievalqa" else None
+        self._engines: dict[str, tuple[ActiveRAG, str]] = {}
+
+    def system_prompt(self) -> contextlib.AbstractContextManager[None]:
+        """Set the dataset's system prompt on the model for the duration of a ``with`` block."""
+        return _system_prompt(self.lm, self.system)
+
+    def _engine(self, name: str) -> tuple[ActiveRAG, str]:
+        if name not in self._engines:
+            spec = self.specs[name]
+            probe = build_engine(spec, self.lm, self.shared or _ContextsRetriever([]), self.config, self.router)
+            self._engines[name] = (probe, _engine_key(probe, self.config, self.model_name))
+        return self._engines[name]
+
+    def engine_key(self, name: str) -> str:
+        """The hash of method ``name``'s settings stored in its rows (resumes skip only rows with this key)."""
+        return self._engine(name)[1]
+
+    def run(self, name: str, example: Example) -> dict[str, Any]:
+        """Answer and score ``example`` with method ``name``; the row written to the method's JSONL file."""
+        probe, key = self._engine(name)
+        # one timed retriever and engine per question, so that concurrent questions (batch_size > 1) count
+        # their own retrieval calls and seconds; building an engine is cheap (no model work)
+        inner = _ContextsRetriever(example.contexts) if self.config.dataset == "retrievalqa" else None
+        if inner is None and self.shared is not None:
+            inner = self.shared.inner
+        retriever = _TimedRetriever(inner) if inner is not None else None
+        rag = build_engine(self.specs[name], self.lm, retriever, self.config, self.router) if retriever else probe
+        row = _run_one(rag, retriever, example)
+        row["method"] = name
+        row["engine_key"] = key
+        row["prompt_mode"] = rag.prompt_mode
+        row["threshold"] = getattr(rag.trigger, "theta", None)
+        row["threshold_source"] = getattr(rag.trigger, "threshold_source", None)
+        return row
+
+
+def _answer_all(worker: EvalWorker, name: str, todo: Sequence[Example], batch_size: int) -> Iterator[dict[str, Any]]:
+    """Rows of ``todo`` as they finish: one at a time, or up to ``batch_size`` questions in flight whose decode
+    steps the model's scheduler batches (each row records its own in-flight wall time)."""
+    if batch_size <= 1 or len(todo) <= 1:
+        for example in todo:
+            yield worker.run(name, example)
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    worker.engine_key(name)  # build the probe engine once, before the threads
+    with ThreadPoolExecutor(max_workers=batch_size, thread_name_prefix="active-rag-eval") as pool:
+        waiting = iter(todo)
+        running = {pool.submit(worker.run, name, ex) for ex in itertools.islice(waiting, batch_size)}
+        while running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield future.result()
+                nxt = next(waiting, None)
+                if nxt is not None:
+                    running.add(pool.submit(worker.run, name, nxt))
+
+
+def _prompt_postfix(row: Mapping[str, Any]) -> str:
+    tokens = row.get("prompt_tokens") or {}
+    return f"prompt tokens: {tokens.get('cached', 0)} cached, {tokens.get('prefilled', 0)} prefilled"
+
+
+def finish_eval(
+    config: EvalConfig,
+    worker_info: Mapping[str, Any],
+    specs: Sequence[MethodSpec],
+    examples: Sequence[Example],
+    done: Mapping[str, Mapping[str, dict[str, Any]]],
+) -> EvalReport:
+    """Summaries, ``results.md``, plots and ``summary.json`` from the finished rows (``done[method][question id]``).
+
+    ``worker_info``: ``out`` (output folder), ``model_name``, ``index_info`` and ``data_dir`` of the run."""
+    out = Path(worker_info["out"])
+    model_name = str(worker_info["model_name"])
     summary: dict[str, dict[str, float | None]] = {}
     all_rows: dict[str, list[dict[str, Any]]] = {}
-    files: dict[str, Path] = {}
-    with _system_prompt(lm, system):
-        for spec in specs:
-            path = out / f"{_safe_name(spec.name)}.jsonl"
-            files[spec.name] = path
-            probe = build_engine(spec, lm, shared or _ContextsRetriever([]), config, router)
-            key = _engine_key(probe, config, model_name)
-            if not config.resume and path.exists():
-                path.unlink()
-            done = _read_rows(path, key)
-            todo = [ex for ex in examples if ex.id not in done]
-            bar = tqdm(todo, desc=spec.name, unit="q", disable=not progress, leave=True)
-            with open(path, "a", encoding="utf-8") as fh:
-                for example in bar:
-                    if config.dataset == "retrievalqa":
-                        retriever = _TimedRetriever(_ContextsRetriever(example.contexts))
-                        rag = build_engine(spec, lm, retriever, config, router)
-                    else:
-                        retriever, rag = shared, probe
-                    row = _run_one(rag, retriever, example)
-                    row["method"] = spec.name
-                    row["engine_key"] = key
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    fh.flush()
-                    done[example.id] = row
-            rows = [done[ex.id] for ex in examples if ex.id in done]
-            all_rows[spec.name] = rows
-            summary[spec.name] = summarize_rows(rows, config.dataset) if rows else {"n": 0.0}
+    files: dict[str, Path] = {spec.name: method_path(out, spec) for spec in specs}
+    for spec in specs:
+        rows = [done[spec.name][ex.id] for ex in examples if ex.id in done.get(spec.name, {})]
+        all_rows[spec.name] = rows
+        summary[spec.name] = summarize_rows(rows, config.dataset) if rows else {"n": 0.0}
 
     sweep = _sweep_rows(specs, summary)
-    markdown = f"# {config.dataset} / {model_name} ({len(examples)} questions)\n\n" + format_results_table(summary, config.dataset)
+    profile = config.profile_obj
+    markdown = (f"# {config.dataset} / {model_name} ({len(examples)} questions)\n\nPrompt mode: {config.prompt_mode}; "
+                f"profile: {profile.name if profile else 'none'}\n\n" + format_results_table(summary, config.dataset))
     if sweep:
         param = sweep[0]["param"]
         markdown += f"\n## Sweep over {param}\n\n" + format_results_table(
             {f"{r['method']} {param}={r['value']:g}": r for r in sweep}, config.dataset)
     files["results"] = out / "results.md"
     files["results"].write_text(markdown, encoding="utf-8")
-    report = EvalReport(config=config, out_dir=out, model=model_name, methods=specs, summary=summary, rows=all_rows,
-                        sweep=sweep, markdown=markdown, files=files, index=index_info, data_dir=Path(data_dir))
+    report = EvalReport(config=config, out_dir=out, model=model_name, methods=list(specs), summary=summary,
+                        rows=all_rows, sweep=sweep, markdown=markdown, files=files,
+                        index=dict(worker_info.get("index_info") or {}), data_dir=Path(worker_info["data_dir"]))
     files["summary"] = out / "summary.json"
     if config.plots:
         from active_rag.evaluation.plots import plot_methods, plot_sweep
@@ -880,3 +987,42 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
     files["summary"].write_text(json.dumps({**report.to_dict(), "files": {k: str(v) for k, v in files.items()}},
                                            indent=2, default=str) + "\n", encoding="utf-8")
     return report
+
+
+def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = True) -> EvalReport:
+    """Run every method of ``config`` on the dataset; write per-question JSONL, ``results.md``, ``summary.json``
+    and PNG plots under ``config.out_dir/<dataset>/<model>/``; return the :class:`EvalReport`.
+
+    ``lm`` defaults to ``ActiveLM.load(config.model)``. With ``config.resume`` the questions already in a
+    method's JSONL (made with the same engine settings) are not rerun. (``active-rag eval --ray`` shards the
+    same work across Ray actors: :func:`active_rag.evaluation.distributed.run_eval_ray`.)
+    """
+    from tqdm.auto import tqdm
+
+    specs, data_dir, examples = plan_eval(config)
+    worker = EvalWorker(config, lm, specs=specs, data_dir=data_dir)
+    out = eval_output_dir(config, worker.model_name)
+    out.mkdir(parents=True, exist_ok=True)
+
+    done_by_method: dict[str, dict[str, dict[str, Any]]] = {}
+    with worker.system_prompt():
+        for spec in specs:
+            path = method_path(out, spec)
+            key = worker.engine_key(spec.name)
+            if not config.resume and path.exists():
+                path.unlink()
+            done = _read_rows(path, key)
+            todo = [ex for ex in examples if ex.id not in done]
+            bar = tqdm(total=len(todo), desc=spec.name, unit="q", disable=not progress, leave=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                for row in _answer_all(worker, spec.name, todo, config.batch_size):
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    fh.flush()
+                    done[str(row["id"])] = row
+                    bar.update(1)
+                    bar.set_postfix_str(_prompt_postfix(row), refresh=False)
+            bar.close()
+            done_by_method[spec.name] = done
+
+    info = {"out": out, "model_name": worker.model_name, "index_info": worker.index_info, "data_dir": data_dir}
+    return finish_eval(config, info, specs, examples, done_by_method)

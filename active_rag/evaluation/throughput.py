@@ -93,7 +93,8 @@ def _loop_batch(lm: ActiveLM, method: str, questions: Sequence[str], n: int) -> 
     clone.session = session  # type: ignore[method-assign]
     trigger, theta = LOOP_METHODS[method]
     rag = ActiveRAG.from_preset(method, clone, _NoRetriever(), trigger=make_trigger(trigger, theta=theta),
-                                max_new_tokens=n, initial_retrieval=False)
+                                max_new_tokens=n, initial_retrieval=False,
+                                stop_when_answered=False, repetition_guard=False)  # exactly n tokens, like generate
     t0 = time.perf_counter()
     results = rag.run_batch(list(questions), batch_size=len(questions))
     seconds = time.perf_counter() - t0
