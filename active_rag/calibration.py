@@ -323,7 +323,7 @@ def _questions(args: Any) -> tuple[list[str], Any]:
 
     if args.dataset:
         from .evaluation.datasets import load_dataset
-        from .evaluation.runner import eval_prompt_template
+        from .evaluation.config import eval_prompt_template
 
         examples = load_dataset(args.dataset, args.data_dir, limit=args.limit)
         return [e.question for e in examples], eval_prompt_template(args.dataset)

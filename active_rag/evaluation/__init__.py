@@ -45,7 +45,8 @@ from active_rag.evaluation.metrics import (
 )
 from active_rag.evaluation.plots import plot_methods, plot_sweep
 from active_rag.evaluation.prompts import EXEMPLARS, build_eval_prompt, fewshot_block
-from active_rag.evaluation.runner import EvalConfig, EvalReport, MethodSpec, eval_prompt_template, run_eval
+from active_rag.evaluation.config import EvalConfig, MethodSpec, eval_prompt_template
+from active_rag.evaluation.runner import EvalReport, run_eval
 
 __all__ = [
     "ANSWER_PHRASE",

@@ -51,7 +51,7 @@ def _sweep(value: str) -> tuple[str, list[float]]:
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     from active_rag.cli import add_model_options
     from active_rag.evaluation.datasets import DATASETS
-    from active_rag.evaluation.runner import DEFAULT_EVAL_MODEL
+    from active_rag.evaluation.config import DEFAULT_EVAL_MODEL
 
     p = subparsers.add_parser(
         "eval",
@@ -195,7 +195,7 @@ def _check_eval_args(args: argparse.Namespace) -> None:
 
 def _check_methods(config: Any) -> None:
     """Build every method's trigger with its settings: e.g. ``--sweep theta=-1`` fails before the model loads."""
-    from active_rag.evaluation.runner import _trigger_name, build_methods
+    from active_rag.evaluation.config import _trigger_name, build_methods
     from active_rag.triggers import make_trigger
 
     for spec in build_methods(config):
@@ -205,7 +205,8 @@ def _check_methods(config: Any) -> None:
 
 def _saved_rows(config: Any) -> int:
     """Rows saved in this run's method files (for the message of an interrupted run)."""
-    from active_rag.evaluation.runner import _safe_name, build_methods
+    from active_rag.evaluation.config import build_methods
+    from active_rag.evaluation.scoring import _safe_name
     from active_rag.evaluation.store import count_saved_rows
 
     model = str(config.model)

@@ -36,20 +36,18 @@ from urllib.parse import urlparse
 
 from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example
+from active_rag.evaluation.config import EvalConfig, MethodSpec, _retrieves
+from active_rag.evaluation.engines import load_corpus_index
 from active_rag.evaluation.runner import (
-    EvalConfig,
     EvalReport,
     EvalWorker,
-    MethodSpec,
     _answer_all,
-    _read_rows,
-    _retrieves,
     eval_output_dir,
     finish_eval,
-    load_corpus_index,
     method_path,
     plan_eval,
 )
+from active_rag.evaluation.scoring import _read_rows
 
 __all__ = ["DistributedEvalError", "RayStats", "connect_ray", "require_ray", "run_eval_ray"]
 

@@ -47,7 +47,7 @@ class ThroughputConfig:
     dataset: str = "hotpotqa"
     data_dir: Path | None = None
     prefix_batch: int = 8
-    max_new_tokens: int = 128
+    max_new_tokens: int | None = None  # None: as `active-rag eval` (the dataset profile's generation length)
     out_dir: Path = Path("runs/bench")
 
     def __post_init__(self) -> None:

@@ -1,0 +1,191 @@
+"""The engine of one evaluated method (:func:`build_engine`), its settings key, and the BM25 index of a
+dataset's corpus, built once and cached on disk (:func:`load_corpus_index`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from active_rag.errors import CorpusError
+from active_rag.evaluation.answers import has_completed_answer
+from active_rag.evaluation.config import (
+    _OWN_PROMPT_TRIGGERS,
+    _REPLACEABLE_PROMPTS,
+    _SELF_ASK_PHRASE,
+    EvalConfig,
+    MethodSpec,
+    _trigger_name,
+    eval_prompt_template,
+)
+from active_rag.evaluation.datasets import corpus_path, load_dataset
+from active_rag.evaluation.prompts import RETRIEVALQA_TOP_N
+from active_rag.prompts import PromptTemplate
+from active_rag.types import Passage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from active_rag.loop import ActiveRAG
+    from active_rag.model import ActiveLM
+
+# ------------------------------------------------------------------------------------------------ engine
+
+
+class _ContextsRetriever:
+    """RetrievalQA: a question's own pre-retrieved contexts, the first :data:`RETRIEVALQA_TOP_N`, whatever the query."""
+
+    def __init__(self, contexts: Sequence[Passage]) -> None:
+        self.contexts = list(contexts)[:RETRIEVALQA_TOP_N]
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        return list(self.contexts[: max(k, 1)])
+
+
+class _TimedRetriever:
+    """Wraps a retriever: counts calls and the seconds spent in them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.seconds = 0.0
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        start = time.perf_counter()
+        try:
+            return self.inner.retrieve(query, k)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+
+
+def _router_options(config: EvalConfig, data_dir: Path | None) -> dict[str, Any]:
+    """TA-ARE's similarity-selected [Yes] demonstrations (``ta_are_demos="similar"``): the pool is the dataset's
+    questions that need retrieval (the asked question itself is never shown), ranked by MiniLM cosine (the
+    paper uses SimCSE)."""
+    if config.ta_are_demos != "similar" or config.router_name != "ta-are":
+        return {}
+    from active_rag.embeddings import MiniLMEncoder
+    from active_rag.routing import Demonstration
+
+    pool = [Demonstration(e.question, True) for e in load_dataset(config.dataset, data_dir) if e.needs_retrieval]
+    if not pool:
+        raise ValueError(f"--ta-are-demos similar needs questions labelled as needing retrieval; {config.dataset} has none.")
+    return {"pool": pool, "embed": MiniLMEncoder().encode}
+
+
+def _answer_phrase(spec: MethodSpec, dataset: str) -> str | None:
+    if dataset == "retrievalqa":
+        return None
+    return _SELF_ASK_PHRASE if _trigger_name(spec) == "follow-up" else "So the answer is"
+
+
+def build_engine(
+    spec: MethodSpec,
+    lm: ActiveLM,
+    retriever: Any,
+    config: EvalConfig,
+    router: Any = None,
+) -> ActiveRAG:
+    """The engine object for one method, with the eval prompt, stop rule, answer phrase and limits of ``config``."""
+    from active_rag.loop import ActiveRAG
+    from active_rag.presets import PRESETS
+    from active_rag.triggers import make_trigger
+
+    dataset = config.dataset
+    template = eval_prompt_template(dataset)
+    phrase = _answer_phrase(spec, dataset)
+    common: dict[str, Any] = {
+        "top_k": RETRIEVALQA_TOP_N if dataset == "retrievalqa" else config.top_k,
+        "max_new_tokens": config.answer_tokens,
+        "max_retrievals": config.max_retrievals,
+        "prompt_mode": config.prompt_mode,
+        "profile": config.profile_obj,
+        "stop": has_completed_answer if phrase else None,
+        "answer_phrase": phrase,
+        "router": router if spec.router else None,
+        "method": spec.name,
+    }
+    if spec.preset is not None:
+        preset = PRESETS[spec.preset]
+        overrides: dict[str, Any] = {}
+        if preset.prompt in _REPLACEABLE_PROMPTS:
+            overrides["prompt"] = template
+        if spec.trigger_kwargs:
+            from active_rag.presets import preset_kwargs
+
+            profiled = preset_kwargs(spec.preset, config.profile_obj)["trigger"]  # the profile's segment length
+            overrides["trigger"] = make_trigger(preset.trigger, **{**dict(preset.trigger_kwargs), **dict(spec.trigger_kwargs),
+                                                                  "max_tokens": profiled.max_tokens})
+        return ActiveRAG.from_preset(spec.preset, lm, retriever, **overrides, **common)
+    trigger_name = str(spec.trigger)
+    prompt: str | PromptTemplate = _OWN_PROMPT_TRIGGERS.get(trigger_name, template)
+    return ActiveRAG(
+        lm,
+        retriever,
+        trigger=make_trigger(trigger_name, **dict(spec.trigger_kwargs)),
+        query=str(spec.query),
+        prompt=prompt,
+        initial_retrieval=spec.initial_retrieval,
+        **common,
+    )
+
+
+def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str) -> str:
+    """A short hash of everything that changes a method's outputs, stored in each row to guard resumes."""
+    desc = {
+        **rag.describe(),
+        "prompt_text": [rag.prompt.direct, rag.prompt.with_docs],
+        "max_new_tokens": rag.max_new_tokens,
+        "answer_phrase": rag.answer_phrase,
+        "router": getattr(rag.router, "name", None),
+        "model": model_name,
+        "dataset": config.dataset,
+    }
+    return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------------------------------------ index
+
+
+def default_index_cache() -> Path:
+    """``$ACTIVE_RAG_CACHE/indexes`` (else ``$XDG_CACHE_HOME/active-rag/indexes``, else ``~/.cache/active-rag/indexes``)."""
+    explicit = os.environ.get("ACTIVE_RAG_CACHE")
+    if explicit:
+        return Path(explicit).expanduser() / "indexes"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(xdg).expanduser() / "active-rag" if xdg else Path.home() / ".cache" / "active-rag"
+    return root / "indexes"
+
+
+def load_corpus_index(dataset: str, data_dir: Path | None = None, cache: Path | None = None) -> tuple[Any, Path, bool]:
+    """The BM25 index of a dataset's corpus: loaded from ``cache/<dataset>-<hash>`` when built before (the
+    hash covers the corpus path, mtime and size), else built and saved there. Returns (index, folder, loaded)."""
+    from active_rag.retrieval import BM25Index
+
+    path = corpus_path(dataset, data_dir)
+    if not path.is_file():
+        raise CorpusError(f"The {dataset} corpus {str(path)!r} does not exist: check --data-dir.")
+    st = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_mtime_ns}|{st.st_size}".encode()).hexdigest()[:12]
+    folder = (cache or default_index_cache()) / f"{dataset}-{key}"
+    if folder.is_dir():
+        try:
+            return BM25Index.load(folder), folder, True
+        except CorpusError as exc:
+            warnings.warn(f"Rebuilding the cached index {folder} ({exc}).", stacklevel=2)
+            shutil.rmtree(folder, ignore_errors=True)
+    index = BM25Index.from_jsonl(path)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        index.save(tmp)
+        os.replace(tmp, folder)
+    except OSError:  # another process saved it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return index, folder, False

@@ -1,0 +1,178 @@
+"""Scoring and files of an evaluation: per-question metrics (:func:`score_example`), per-method summaries
+(:func:`summarize_rows`), the markdown table, and the JSONL rows read back on resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from active_rag.evaluation.answers import extract_answer
+from active_rag.evaluation.config import PRIMARY_METRICS
+from active_rag.evaluation.datasets import Example
+from active_rag.evaluation.metrics import (
+    aggregate,
+    decision_metrics,
+    match,
+    match_accent_folded,
+    qa_scores,
+    strategyqa_accuracy,
+)
+from active_rag.types import ActiveRAGResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+def score_example(example: Example, result: ActiveRAGResult) -> tuple[str | None, dict[str, Any]]:
+    """The extracted answer and the per-question metrics of one result (numbers, ``None`` when undefined)."""
+    text = result.answer
+    answer = extract_answer(text)
+    m: dict[str, Any] = {}
+    if example.kind == "qa":
+        m.update(qa_scores(answer or "", example.answers))
+    elif example.kind == "bool":
+        m["accuracy"] = strategyqa_accuracy(text, bool(example.gold_bool))
+    else:  # RetrievalQA scores the whole response, as its authors did
+        m["match"] = match(text, example.answers)
+        m["match_folded"] = match_accent_folded(text, example.answers)
+    n = len(result.retrievals)
+    m["retrievals"] = n
+    m["retrieved"] = float(n > 0)
+    m["generated_tokens"] = result.generated_tokens
+    m["answer_tokens"] = len(result.tokens)
+    m["answer_found"] = float(answer is not None)
+    checks = len(result.decisions)
+    fired = sum(1 for d in result.decisions if d.fire)
+    m["checks"] = checks
+    m["fired"] = fired
+    gold = set(example.gold_passage_ids)
+    if gold:
+        hits = sum(1 for r in result.retrievals if gold & set(r.passage_ids))
+        found = {p.id for p in result.passages} & gold
+        m["gold_hits"] = hits
+        m["gold_hit_rate"] = hits / n if n else None
+        m["gold_recall"] = len(found) / len(gold)
+    if example.kind == "retrievalqa":
+        m["retrieve_decision"] = float(result.route.retrieve if result.route else n > 0)
+        if example.needs_retrieval is not None:
+            m["needs_retrieval"] = float(example.needs_retrieval)
+    return answer, m
+
+
+def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str, float | None]:
+    """Per-method summary: means of the per-question metrics, renamed where a rate reads better, plus
+    micro-averaged rates (gold-hit share of all retrievals, trigger fire rate) and RetrievalQA decision metrics."""
+    metrics = [r["metrics"] for r in rows]
+    base = [{**m, "wall_time_s": r.get("wall_time_s"), "retrieval_time_s": r.get("retrieval_time_s")}
+            for r, m in zip(rows, metrics, strict=True)]
+    out: dict[str, float | None] = dict(aggregate(base))
+    out["retrievals_per_question"] = out.pop("retrievals", 0.0)
+    out["retrieval_rate"] = out.pop("retrieved", 0.0)  # share of questions with at least one retrieval
+    out["wall_time_per_question_s"] = out.pop("wall_time_s", None)
+    total_time = sum(float(r.get("wall_time_s") or 0.0) for r in rows)
+    total_ret = sum(float(r.get("retrieval_time_s") or 0.0) for r in rows)
+    out["retrieval_time_share"] = total_ret / total_time if total_time else None
+    out.pop("retrieval_time_s", None)
+    tokens = sum(float(m.get("generated_tokens") or 0.0) for m in metrics)
+    out["tokens_per_second"] = tokens / total_time if total_time else None
+    checks = sum(float(m.get("checks") or 0.0) for m in metrics)
+    out["trigger_fire_rate"] = sum(float(m.get("fired") or 0.0) for m in metrics) / checks if checks else None
+    out.pop("checks", None)
+    out.pop("fired", None)
+    gold_rows = [m for m in metrics if "gold_hits" in m]
+    if gold_rows:
+        n_ret = sum(float(m["retrievals"]) for m in gold_rows)
+        out["gold_hit_rate"] = sum(float(m["gold_hits"]) for m in gold_rows) / n_ret if n_ret else None
+        out.pop("gold_hits", None)
+    if dataset == "retrievalqa":
+        out.pop("retrieve_decision", None)
+        out.pop("needs_retrieval", None)
+        labelled = [m for m in metrics if m.get("needs_retrieval") is not None]
+        if labelled:
+            dm = decision_metrics([bool(m["retrieve_decision"]) for m in labelled], [bool(m["needs_retrieval"]) for m in labelled])
+            for key in ("accuracy", "precision", "recall", "f1", "retrieval_rate"):
+                out[f"decision_{key}"] = dm[key]
+            # RetrievalQA's "retrieval accuracy": the share of need-retrieval questions retrieved on (recall).
+            out["retrieval_accuracy"] = dm["recall"] if dm["tp"] + dm["fn"] else None
+    errors = sum(1 for r in rows if r.get("error"))
+    out["errors"] = float(errors)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+@=,-]+", "_", name).strip("_") or "model"
+
+
+def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
+    """Finished rows of a method file (by question id) made with the same engine settings; rewrites the file
+    without malformed lines (a run killed mid-write) or rows from other settings, with a warning, and adds the
+    newline a valid last row lacks, so that rows appended next start on a line of their own."""
+    from active_rag.evaluation.store import read_rows_file
+
+    if not path.is_file():
+        return {}
+    rows: dict[str, dict[str, Any]] = {}
+    values, bad, rewrite = read_rows_file(path)
+    dropped = len(bad)
+    for row in values:
+        if not isinstance(row, dict) or "id" not in row or row.get("engine_key") != key:
+            dropped += 1
+            continue
+        rows[str(row["id"])] = row
+    if dropped:
+        where = f" (malformed line(s) {', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''})" if bad else ""
+        warnings.warn(
+            f"{path}: dropped {dropped} row(s) that are malformed or were made with other settings{where}; "
+            "they will be rerun.",
+            stacklevel=3,
+        )
+    if dropped or rewrite:
+        _write_rows(path, rows.values())
+    return rows
+
+
+def _write_rows(path: Path, rows: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    os.replace(tmp, path)
+
+
+def _fmt(value: Any, pct: bool = False, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{100 * value:.{digits}f}" if pct else f"{value:.{digits}f}"
+
+
+def format_results_table(summary: Mapping[str, Mapping[str, Any]], dataset: str) -> str:
+    """The comparison as a markdown table (scores in percent)."""
+    primary = PRIMARY_METRICS[dataset]
+    cols: list[tuple[str, str, bool, int]] = [(k, {"em": "EM", "f1": "F1", "accuracy": "Acc", "match": "Match",
+                                                  "match_folded": "Match (accent-folded)"}[k], True, 1) for k in primary]
+    if dataset in ("hotpotqa", "2wikimultihopqa"):
+        cols += [("precision", "P", True, 1), ("recall", "R", True, 1)]
+    if dataset == "retrievalqa":
+        cols += [("retrieval_accuracy", "Retrieval acc", True, 1), ("decision_precision", "Dec. P", True, 1),
+                 ("decision_f1", "Dec. F1", True, 1)]
+    cols += [("retrievals_per_question", "Ret/q", False, 2)]
+    if any(m.get("gold_hit_rate") is not None for m in summary.values()):
+        cols += [("gold_hit_rate", "Gold hit %", True, 1)]
+    cols += [("trigger_fire_rate", "Fire %", True, 1), ("generated_tokens", "Tokens/q", False, 1),
+             ("wall_time_per_question_s", "s/q", False, 1), ("n", "n", False, 0)]
+    head = "| Method | " + " | ".join(c[1] for c in cols) + " |"
+    sep = "|---|" + "|".join("---:" for _ in cols) + "|"
+    lines = [head, sep]
+    for method, m in summary.items():
+        lines.append(f"| {method} | " + " | ".join(_fmt(m.get(k), pct, d) for k, _, pct, d in cols) + " |")
+    return "\n".join(lines) + "\n"
