@@ -11,6 +11,7 @@ from .errors import UnknownNameError
 from .signals import top_attended_positions
 from .text import is_content_word, split_sentences, word_groups, word_of
 from .types import TokenStep, TriggerDecision
+from .validation import check_query
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import ActiveLM
@@ -74,6 +75,9 @@ class QueryFormulator:
     name: ClassVar[str] = "query"
     needs_attention: ClassVar[bool] = False
     needs_model: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        check_query(self)  # InvalidOptionError for beta=nan, top_n=0, ...
 
     def formulate(self, ctx: QueryContext) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -23,6 +23,7 @@ __all__ = [
     "check_int",
     "check_number",
     "check_question",
+    "check_query",
     "check_trigger",
 ]
 
@@ -130,3 +131,22 @@ def check_trigger(trigger: Any) -> None:
 
 def _hint(hint: str) -> str:
     return f". {hint}." if hint else "."
+
+
+def check_query(formulator: Any) -> None:
+    """Validate the numeric fields of a query formulator dataclass: ``beta`` is a probability threshold in
+    [0, 1] (FLARE's masking), counts (``n``, ``top_n``, ``max_questions``, ``max_new_tokens``) are at least 1."""
+    if not dataclasses.is_dataclass(formulator):
+        return
+    owner = getattr(formulator, "name", type(formulator).__name__)
+    for f in dataclasses.fields(formulator):
+        if f.name.startswith("_"):
+            continue
+        value = getattr(formulator, f.name)
+        label = f"{owner} {f.name}"
+        if f.name == "beta":
+            check_number(label, value, minimum=0.0, maximum=1.0, hint="It masks tokens whose probability is below it (FLARE uses 0.4)")
+        elif str(f.type) in ("int", "<class 'int'>"):
+            check_int(label, value, minimum=1)
+        elif str(f.type) in ("float", "<class 'float'>"):
+            check_number(label, value)

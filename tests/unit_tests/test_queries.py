@@ -322,3 +322,20 @@ def test_make_query_by_name_alias_and_unknown() -> None:
     assert err.value.valid == sorted([*QUERIES, *QUERY_ALIASES])
     for name in [*QUERIES, *QUERY_ALIASES]:
         assert name in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: MaskedSentenceQuery(beta=float("nan")), "masked-sentence beta must be a finite number"),
+        (lambda: MaskedSentenceQuery(beta=1.5), "masked-sentence beta must be between 0 and 1"),
+        (lambda: AttentionQuery(top_n=0), "attention top_n must be at least 1"),
+        (lambda: LastTokensQuery(n=-3), "last-tokens n must be at least 1"),
+        (lambda: GeneratedQuestionsQuery(max_questions=0), "max_questions must be at least 1"),
+    ],
+)
+def test_query_formulator_numbers_are_checked(make, message) -> None:
+    from active_rag.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match=message):
+        make()
