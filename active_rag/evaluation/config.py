@@ -160,10 +160,17 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
             raise UnknownNameError("dataset", self.dataset, DATASETS)
-        if self.top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {self.top_k}.")
-        if self.max_new_tokens is not None and self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}.")
+        from active_rag.validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_number
+
+        # the engine checks these too, but only once the model has loaded: fail before
+        check_int("top_k", self.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
+        if self.max_new_tokens is not None:
+            check_int("max_new_tokens", self.max_new_tokens, minimum=1)
+        if self.max_retrievals is not None:
+            check_int("max_retrievals", self.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+        check_int("batch_size", self.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8")
+        if self.prefix_cache_mb is not None:
+            check_number("prefix_cache_mb", self.prefix_cache_mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB")
         from active_rag.layout import check_prompt_mode
 
         check_prompt_mode(self.prompt_mode)
