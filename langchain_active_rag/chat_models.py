@@ -20,22 +20,48 @@ from typing import Any, Literal
 
 import torch
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
+from langchain_core.language_models import (
+    BaseChatModel,
+    LangSmithParams,
+    LanguageModelInput,
+)
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    SystemMessage,
+)
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import tool_call_chunk
-from langchain_core.output_parsers import JsonOutputKeyToolsParser, JsonOutputParser, PydanticOutputParser, PydanticToolsParser
+from langchain_core.output_parsers import (
+    JsonOutputKeyToolsParser,
+    JsonOutputParser,
+    PydanticOutputParser,
+    PydanticToolsParser,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
+from langchain_core.utils.function_calling import (
+    convert_to_json_schema,
+    convert_to_openai_tool,
+)
 from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import ConfigDict, Field, model_validator
 
 from active_rag import ActiveLM, TokenStep
 from active_rag.constrained import JsonSchemaConstraint, TopLogprobs, chain
+from active_rag.stops import StopFilter
 
-from .tools import CALL_OPEN, call_schema, forced_names, parse_tool_calls, template_supports_tools, to_chat_turns, with_tools_system_turn
+from .tools import (
+    CALL_OPEN,
+    call_schema,
+    forced_names,
+    parse_tool_calls,
+    template_supports_tools,
+    to_chat_turns,
+    with_tools_system_turn,
+)
 
 _LOAD_LOCK = threading.Lock()
 
@@ -77,50 +103,6 @@ def _response_schema(response_format: Any) -> tuple[bool, dict[str, Any] | None]
         f"Unsupported response_format {response_format!r}: use {{'type': 'json_object'}} or "
         "{'type': 'json_schema', 'json_schema': {'name': ..., 'schema': {...}}}."
     )
-
-
-class _StopFilter:
-    """Holds back text that may begin a stop sequence; cuts the output before the first stop sequence."""
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self.stops = [s for s in stops if s]
-        self.text = ""
-        self.pending: list[tuple[TokenStep, int, int]] = []  # (step, start, end) not yet released
-        self.stopped = False
-
-    def push(self, step: TokenStep) -> list[tuple[str, TokenStep]]:
-        start = len(self.text)
-        self.text += step.text
-        self.pending.append((step, start, len(self.text)))
-        if not self.stops:
-            return self._release(len(self.text))
-        hits = [i for i in (self.text.find(s, max(0, start - len(s))) for s in self.stops) if i >= 0]
-        if hits:
-            self.stopped = True
-            return self._release(min(hits), partial=True)
-        hold = 0
-        for s in self.stops:
-            for n in range(min(len(s) - 1, len(self.text)), hold, -1):
-                if self.text.endswith(s[:n]):
-                    hold = n
-                    break
-        return self._release(len(self.text) - hold)
-
-    def flush(self) -> list[tuple[str, TokenStep]]:
-        return self._release(len(self.text))
-
-    def _release(self, limit: int, partial: bool = False) -> list[tuple[str, TokenStep]]:
-        out: list[tuple[str, TokenStep]] = []
-        keep: list[tuple[TokenStep, int, int]] = []
-        for step, start, end in self.pending:
-            if end <= limit:
-                out.append((self.text[start:end], step))
-            elif partial and start < limit:
-                out.append((self.text[start:limit], step))
-            elif not partial:
-                keep.append((step, start, end))
-        self.pending = keep
-        return out
 
 
 class ChatActiveHF(BaseChatModel):
@@ -323,7 +305,7 @@ class ChatActiveHF(BaseChatModel):
         constraint = JsonSchemaConstraint(lm, schema, len(ids)) if constrained else None
         generator = torch.Generator().manual_seed(int(seed)) if temperature > 0 and seed is not None else None
         session = lm.session(ids)
-        filt = _StopFilter(stops)
+        filt = StopFilter(stops)
         generated = 0
 
         def extra(step: TokenStep) -> dict[str, Any]:

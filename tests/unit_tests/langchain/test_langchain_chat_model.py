@@ -12,7 +12,8 @@ from pydantic import BaseModel
 
 from active_rag import TokenStep
 from langchain_active_rag import ChatActiveHF
-from langchain_active_rag.chat_models import _StopFilter, to_chat_turns
+from active_rag.stops import StopFilter
+from langchain_active_rag.chat_models import to_chat_turns
 
 
 class TestChatActiveHFUnit(ChatModelUnitTests):
@@ -113,14 +114,14 @@ def test_stop_filter_holds_back_partial_matches():
     def step(text: str) -> TokenStep:
         return TokenStep(id=0, text=text, logprob=-0.1, entropy=0.0, position=0)
 
-    f = _StopFilter(["END"])
+    f = StopFilter(["END"])
     assert [t for t, _ in f.push(step("ab"))] == ["ab"]
     assert f.push(step(" E")) == []  # " E" may start "END"
     assert [t for t, _ in f.push(step("x"))] == [" E", "x"]
     assert f.push(step("EN")) == []
     assert [t for t, _ in f.push(step("Dzz"))] == []  # "END" found: nothing after it
     assert f.stopped and f.text.startswith("ab ExEND")
-    g = _StopFilter(["\n\n"])
+    g = StopFilter(["\n\n"])
     assert g.push(step("a\n")) == []  # "\n" may start the stop sequence: the whole token waits
     assert [t for t, _ in g.push(step("\nb"))] == ["a"]  # released cut at the stop sequence
     assert g.stopped
