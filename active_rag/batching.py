@@ -98,6 +98,9 @@ class DecodeScheduler:
                     finally:
                         self._cond.acquire()
                         self._running = False
+                        # the sequences of this batch come back after their per-token work: wait for them
+                        # from now, not from a request that arrived while the batch was running
+                        self._last_arrival = time.monotonic()
                         self._cond.notify_all()
                 else:
                     self._cond.wait(timeout=self.wait_s / 2)
