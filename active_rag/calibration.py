@@ -309,7 +309,7 @@ def add_calibrate_parser(subparsers: Any, add_model_options: Any = None) -> Any:
     p.add_argument("--target", type=float, default=None,
                    help="retrievals per question to aim for (default: the profile's DRAGIN/FLARE rate of Table 3)")
     p.add_argument("--scale", default=None, help="RIND scale: sentence (default) or raw")
-    p.add_argument("--prompt-mode", default="single", help="single, chat-turns or completion (default single)")
+    p.add_argument("--prompt-mode", default="auto", help="auto (the model's own, default), single, chat-turns or completion")
     p.add_argument("--max-new-tokens", type=int, default=None, help="answer length (default: the profile's, else 128)")
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
     if add_model_options is not None:

@@ -338,8 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--profile", default=None,
                      help="DRAGIN Table 9 hyperparameters by name: hotpotqa, 2wikimultihopqa, strategyqa, iirc "
                      "(Llama2-13b-chat), or NAME-llama2-7b / NAME-vicuna-13b")
-    ask.add_argument("--prompt-mode", default="single", help="single (one chat message, default), chat-turns "
-                     "(exemplars as prior chat turns) or completion (plain text, no chat template)")
+    ask.add_argument("--prompt-mode", default="auto", help="auto (the model's own, default), single (one chat message), "
+                     "chat-turns (exemplars as prior chat turns) or completion (plain text, no chat template)")
     ask.add_argument("--stream", action="store_true", help="print tokens and retrievals as they happen")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     add_model_options(ask)

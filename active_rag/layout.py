@@ -26,10 +26,13 @@ from .errors import UnknownNameError
 from .prompts import PromptTemplate
 from .types import Passage
 
-__all__ = ["PROMPT_MODES", "Layout", "build_layout", "chat_messages", "check_prompt_mode", "completion_text"]
+__all__ = ["PROMPT_MODES", "Layout", "build_layout", "chat_messages", "check_prompt_mode", "completion_text",
+           "default_prompt_mode", "resolve_prompt_mode"]
 
-#: The prompt modes, default first.
+#: The prompt modes; ``"auto"`` (the default of every entry point) picks the model's own
+#: (:func:`default_prompt_mode`).
 PROMPT_MODES = ("single", "chat-turns", "completion")
+AUTO = "auto"
 
 _Q = "\ue011ACTIVE_RAG_QUESTION\ue011"
 
@@ -44,8 +47,24 @@ class Layout:
 
 
 def check_prompt_mode(mode: str) -> str:
-    if mode not in PROMPT_MODES:
-        raise UnknownNameError("prompt mode", mode, PROMPT_MODES)
+    if mode != AUTO and mode not in PROMPT_MODES:
+        raise UnknownNameError("prompt mode", mode, (AUTO, *PROMPT_MODES))
+    return mode
+
+
+def default_prompt_mode(model_name: str) -> str:
+    """The prompt mode chosen for a registry model on the dev slices (``ModelSpec.prompt_mode``; see the
+    README's evaluation section), ``"single"`` for any other model."""
+    from .registry import MODELS
+
+    spec = MODELS.get(model_name)
+    return spec.prompt_mode if spec is not None else "single"
+
+
+def resolve_prompt_mode(mode: str | None, model_name: str) -> str:
+    """``mode`` itself, or the model's default for ``"auto"`` / ``None``."""
+    if mode is None or check_prompt_mode(mode) == AUTO:
+        return default_prompt_mode(model_name)
     return mode
 
 

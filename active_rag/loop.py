@@ -28,7 +28,7 @@ from .errors import ContextOverflowError, RetrieverError
 from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
 from .guards import answer_complete, last_complete_sentence_end, repeated_sentence_start
 from .layout import Layout as _Layout
-from .layout import build_layout, check_prompt_mode
+from .layout import build_layout, resolve_prompt_mode
 from .profiles import Profile, get_profile
 from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
 from .queries import InputQuery, QueryContext, QueryFormulator, make_query
@@ -122,7 +122,7 @@ class ActiveRAG:
         answer_phrase: str | None = None,
         keep_attention: bool = False,
         method: str | None = None,
-        prompt_mode: str = "single",
+        prompt_mode: str = "auto",
         repetition_guard: bool = True,
         stop_when_answered: bool = True,
         profile: str | Profile | None = None,
@@ -131,7 +131,7 @@ class ActiveRAG:
         self.retriever = retriever
         from .calibration import resolve_threshold
 
-        self.prompt_mode = check_prompt_mode(prompt_mode)
+        self.prompt_mode = resolve_prompt_mode(prompt_mode, str(getattr(model, "name", "")))
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "name", "")), self.profile, self.prompt_mode)
         self.query = make_query(query)

@@ -106,8 +106,14 @@ class DecodingSession:
         self._committed_max = torch.zeros(0, dtype=torch.float32)
         self._committed = len(self.ids)
         self.max_attention = torch.zeros(len(self.ids), dtype=torch.float32)
-        self._start_from_prefix_cache()
-        self._feed_pending()
+        # look up, prefill and remember under the model lock: sessions opened together on a shared prompt
+        # (a batch of questions) then read it once, the later ones from the first one's entry
+        with self.lm.model_lock:
+            self._start_from_prefix_cache()
+            if len(self.ids) - self._fed > 1:
+                self._forward(self.ids[self._fed : -1], capture=False)
+                self._remember_prompt()
+        self._feed_pending()  # the last prompt token: its logits (and attention row) come from this session
         self._remember_prompt()
         usage = _USAGE.get()
         if usage is not None:
@@ -148,11 +154,11 @@ class DecodingSession:
     def _remember_prompt(self) -> None:
         cache = self.lm.prefix_cache
         layers = self._layers()
-        if cache is None or layers is None or self._fed != len(self.ids):
+        if cache is None or layers is None or self._fed > len(self.ids):
             return
         if any(layer.keys is None or layer.keys.shape[-2] != self._fed for layer in layers):
             return  # a model that does not fill this cache layout
-        cache.insert(self.ids, [(layer.keys, layer.values) for layer in layers])
+        cache.insert(self.ids[: self._fed], [(layer.keys, layer.values) for layer in layers])
 
     # -- low level -----------------------------------------------------------------------------------
     @torch.inference_mode()

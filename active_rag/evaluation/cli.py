@@ -79,8 +79,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="cap on retrievals per question (default: none; a generated-token guard stops runaways)")
     p.add_argument("--profile", default=None,
                    help="DRAGIN Table 9 profile (default: the dataset's, e.g. hotpotqa; 'none' for none)")
-    p.add_argument("--prompt-mode", default="single",
-                   help="single (one chat message, default), chat-turns (exemplars as prior chat turns) or completion")
+    p.add_argument("--prompt-mode", default="auto",
+                   help="auto (the model's own, default: chat-turns for the Qwen models), single (one chat message), "
+                   "chat-turns (exemplars as prior chat turns) or completion")
     p.add_argument("--ta-are-demos", default="fixed", choices=("fixed", "similar"),
                    help="TA-ARE demonstrations: the authors' fixed ones (default) or the 2 most similar [Yes] questions "
                    "of the dataset (MiniLM cosine)")
@@ -139,6 +140,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--prefix-methods", type=_csv, default=["wo-rag", "sr-rag", "flare", "dragin"],
                    help="prefix suite: methods (default wo-rag,sr-rag,flare,dragin)")
     p.add_argument("--prefix-batch", type=int, default=8, help="prefix suite: batch size of the cached pass (default 8)")
+    p.add_argument("--prompt-mode", default="auto", help="prefix suite: prompt mode, as in eval (default auto: the model's own)")
     from active_rag.cli import add_model_options
 
     add_model_options(p)
@@ -300,11 +302,14 @@ def _cmd_throughput(args: argparse.Namespace) -> int:
         check_int("--batch-sizes", b, minimum=1)
     check_int("--questions", args.questions, minimum=1)
     check_int("--prefix-batch", args.prefix_batch, minimum=1)
+    from active_rag.layout import check_prompt_mode
+
+    check_prompt_mode(args.prompt_mode)
     _set_threads(args.threads)
     config = ThroughputConfig(
         suite=args.suite, model=args.model, batch_sizes=args.batch_sizes, tokens=args.tokens[0], methods=args.methods,
         prefix_methods=args.prefix_methods, questions=args.questions, dataset=args.dataset, data_dir=args.data_dir,
-        prefix_batch=args.prefix_batch, out_dir=args.out,
+        prefix_batch=args.prefix_batch, out_dir=args.out, prompt_mode=args.prompt_mode,
     )
     result = run_throughput(config, progress=not args.no_progress, model_options=model_options(args))
     print(result["table"])

@@ -138,7 +138,7 @@ class EvalConfig:
     max_retrievals: int | None = None  # None: no cap (the engine's generated-token guard stops runaways)
     sweep: tuple[str, list[float]] | None = None
     profile: str | None = None  # DRAGIN Table 9 profile; None: the dataset's; "none": no profile
-    prompt_mode: str = "single"  # single, chat-turns or completion (active_rag.layout)
+    prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.layout)
     ta_are_demos: str = "fixed"  # fixed: the authors' 2 [Yes] / 2 [No]; similar: the 2 most similar [Yes] of the pool
     resume: bool = True
     index_cache: Path | None = None

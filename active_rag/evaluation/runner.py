@@ -59,6 +59,7 @@ from active_rag.evaluation.engines import (
     load_corpus_index,
 )
 from active_rag.evaluation.prompts import RETRIEVALQA_SYSTEM_PROMPT
+from active_rag.layout import resolve_prompt_mode
 from active_rag.evaluation.scoring import _read_rows, _safe_name, format_results_table, score_example, summarize_rows
 from active_rag.types import ActiveRAGResult
 
@@ -346,7 +347,7 @@ def finish_eval(
 
     sweep = _sweep_rows(specs, summary)
     profile = config.profile_obj
-    markdown = (f"# {config.dataset} / {model_name} ({len(examples)} questions)\n\nPrompt mode: {config.prompt_mode}; "
+    markdown = (f"# {config.dataset} / {model_name} ({len(examples)} questions)\n\nPrompt mode: {resolve_prompt_mode(config.prompt_mode, model_name)}; "
                 f"profile: {profile.name if profile else 'none'}\n\n" + format_results_table(summary, config.dataset))
     if sweep:
         param = sweep[0]["param"]
@@ -395,7 +396,12 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
             todo = [ex for ex in examples if ex.id not in done]
             bar = tqdm(total=len(todo), desc=spec.name, unit="q", disable=not progress, leave=True)
             with open(path, "a", encoding="utf-8") as fh:
+                last = time.perf_counter()
                 for row in _answer_all(worker, spec.name, todo, config.batch_size):
+                    # seconds of the run this question accounts for (time since the previous one ended): they sum
+                    # to the run's wall time, so their mean is the throughput cost per question at any batch size
+                    now = time.perf_counter()
+                    row["amortized_s"], row["batch_size"], last = now - last, config.batch_size, now
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     fh.flush()
                     done[str(row["id"])] = row

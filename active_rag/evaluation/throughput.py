@@ -10,9 +10,9 @@ The prefix cache is off here, so both sides prefill every prompt.
 
 **prefix** (issue 15). Seconds per question and prompt tokens prefilled per question for ``wo-rag``,
 ``sr-rag``, ``flare`` and ``dragin`` on the first questions of a dev slice, with the evaluation prompts
-(the same engines as ``active-rag eval``), once with the prefix cache off and once on (cold at the start,
-shared across methods as in one ``eval`` run), then with the cache and a batch of 8. Reports the speed-ups
-and how many answers are identical.
+(the same engines as ``active-rag eval``), once with the prefix cache off and once on (cold at the start of
+each method), then with the cache and a batch of 8. Reports the speed-ups, how many answers are identical
+and how many traces make the same decisions (:func:`trace_agreement`). Resumable per pass and method.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class ThroughputConfig:
     data_dir: Path | None = None
     prefix_batch: int = 8
     max_new_tokens: int | None = None  # None: as `active-rag eval` (the dataset profile's generation length)
+    prompt_mode: str = "auto"  # as `active-rag eval`: the model's own prompt mode
     out_dir: Path = Path("runs/bench")
 
     def __post_init__(self) -> None:
@@ -156,36 +157,101 @@ def batch_suite(config: ThroughputConfig, lm: ActiveLM, progress: bool = True) -
     return {"suite": "batch", "rows": rows}
 
 
-def _prefix_pass(worker: Any, methods: Sequence[str], examples: Sequence[Any], batch: int) -> dict[str, list[dict[str, Any]]]:
+def _prefix_pass(worker: Any, name: str, examples: Sequence[Any], batch: int) -> list[dict[str, Any]]:
     from active_rag.evaluation.runner import _answer_all
 
-    out: dict[str, list[dict[str, Any]]] = {}
-    for name in methods:
-        t0 = time.perf_counter()
-        rows = list(_answer_all(worker, name, examples, batch))
-        seconds = time.perf_counter() - t0
-        for row in rows:
-            row["pass_seconds"] = seconds
-        out[name] = sorted(rows, key=lambda r: [e.id for e in examples].index(r["id"]))
-    return out
+    t0 = time.perf_counter()
+    rows = list(_answer_all(worker, name, examples, batch))
+    seconds = time.perf_counter() - t0
+    for row in rows:
+        row["pass_seconds"] = seconds
+    order = [e.id for e in examples]
+    return sorted(rows, key=lambda r: order.index(r["id"]))
+
+
+def _floats_close(a: Any, b: Any, rtol: float, atol: float) -> tuple[bool, float]:
+    """Whether two JSON values are equal except for floats within ``rtol``/``atol``; and the largest float gap."""
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return False, float("inf")
+        gap = abs(float(a) - float(b))
+        return gap <= atol + rtol * abs(float(b)), gap
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return False, float("inf")
+        pairs = [(a[k], b[k]) for k in a]
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return False, float("inf")
+        pairs = list(zip(a, b, strict=True))
+    else:
+        return a == b, 0.0
+    ok, worst = True, 0.0
+    for x, y in pairs:
+        same, gap = _floats_close(x, y, rtol, atol)
+        ok, worst = ok and same, max(worst, gap)
+    return ok, worst
+
+
+def trace_agreement(a: list[dict[str, Any]], b: list[dict[str, Any]], rtol: float = 1e-3, atol: float = 1e-4) -> dict[str, Any]:
+    """Compare two per-question traces: ``exact`` (byte-identical JSON), ``decisions`` (the same positions,
+    tokens, queries and passages, with every score within ``rtol``/``atol``) and the largest score gap.
+
+    A prompt read in two pieces (cached prefix, then the rest) sums its matrix products in another order than
+    one read whole, so float32 scores differ in their last digits; only the decisions are expected to match."""
+    close, gap = _floats_close(a, b, rtol, atol)
+    return {"exact": json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), "decisions": close, "max_score_gap": gap}
+
+
+_PREFIX_PASSES = ("no cache, batch 1", "cache, batch 1", "cache, batch {b}")
+
+
+def _pass_file(out_dir: Path, label: str, method: str) -> Path:
+    slug = label.replace(", ", "-").replace(" ", "")
+    return out_dir / "prefix-passes" / f"{slug}--{method}.json"
 
 
 def prefix_suite(config: ThroughputConfig, lm: ActiveLM, progress: bool = True) -> dict[str, Any]:
-    """Seconds and prefilled tokens per question with the prefix cache off, on, and on with a batch."""
+    """Seconds and prefilled tokens per question with the prefix cache off, on, and on with a batch.
+
+    Each method runs with a cold cache of its own (what a user running that one method sees), so no method
+    profits from another's prompts. Each (pass, method) is written to ``<out>/prefix-passes/`` as soon as it
+    ends and is read back instead of rerun when the same model, dataset and questions ask for it again, so an
+    interrupted bench resumes where it stopped."""
     from active_rag.evaluation.runner import EvalConfig, EvalWorker, plan_eval
     from active_rag.model import ActiveLM as _ActiveLM
 
     eval_config = EvalConfig(dataset=config.dataset, data_dir=config.data_dir, methods=list(config.prefix_methods),
-                             limit=config.questions, max_new_tokens=config.max_new_tokens, plots=False)
+                             limit=config.questions, max_new_tokens=config.max_new_tokens, plots=False,
+                             prompt_mode=config.prompt_mode)
     _, data_dir, examples = plan_eval(eval_config)
-    passes = (("no cache, batch 1", False, 1), ("cache, batch 1", True, 1), (f"cache, batch {config.prefix_batch}", True, config.prefix_batch))
-    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for label, cache, batch in passes:
-        view = _ActiveLM(lm.model, lm.tokenizer, name=lm.name, prefix_cache=cache)  # a cold cache per pass
-        worker = EvalWorker(eval_config, view, data_dir=data_dir)
-        if progress:
-            print(f"[prefix bench] {label}: {len(examples)} questions x {len(config.prefix_methods)} methods", flush=True)
-        results[label] = _prefix_pass(worker, config.prefix_methods, examples, batch)
+    key = {"model": lm.name, "dataset": config.dataset, "ids": [e.id for e in examples],
+           "max_new_tokens": config.max_new_tokens, "prompt_mode": config.prompt_mode}
+    passes = [(label.format(b=config.prefix_batch), cache, batch)
+              for label, cache, batch in zip(_PREFIX_PASSES, (False, True, True), (1, 1, config.prefix_batch), strict=True)]
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {label: {} for label, _, _ in passes}
+    for name in config.prefix_methods:
+        for label, cache, batch in passes:
+            path = _pass_file(config.out_dir, label, name)
+            if path.exists():
+                saved = json.loads(path.read_text(encoding="utf-8"))
+                if saved.get("key") == key:
+                    results[label][name] = saved["rows"]
+                    if progress:
+                        print(f"[prefix bench] {name}, {label}: read back from {path}", flush=True)
+                    continue
+            view = _ActiveLM(lm.model, lm.tokenizer, name=lm.name, prefix_cache=cache)  # a cold cache per method
+            worker = EvalWorker(eval_config, view, data_dir=data_dir)
+            if progress:
+                print(f"[prefix bench] {name}, {label}: {len(examples)} questions", flush=True)
+            rows = _prefix_pass(worker, name, examples, batch)
+            results[label][name] = rows
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"key": key, "rows": rows}, default=str) + "\n", encoding="utf-8")
+            tmp.replace(path)
+            del view, worker
+            gc.collect()
     rows = []
     base_label, cache_label, batch_label = (p[0] for p in passes)
     for name in config.prefix_methods:
@@ -198,17 +264,22 @@ def prefix_suite(config: ThroughputConfig, lm: ActiveLM, progress: bool = True) 
         base_s = base[0]["pass_seconds"] / n
         cache_s = cached[0]["pass_seconds"] / n
         batch_s = batched[0]["pass_seconds"] / n
+        agree = [trace_agreement(a["trace"], b["trace"]) for a, b in zip(base, cached, strict=True)]
         rows.append({
             "method": name, "questions": n,
             "s_per_q_no_cache": base_s, "s_per_q_cache": cache_s, "speedup_cache": base_s / cache_s,
             "prefilled_per_q_no_cache": per_q(base, "prefilled"), "prefilled_per_q_cache": per_q(cached, "prefilled"),
             "cached_per_q_cache": per_q(cached, "cached"),
+            "generated_per_q": sum(r["metrics"].get("generated_tokens", 0) for r in base) / max(n, 1),
             "identical_answers": sum(a["prediction"] == b["prediction"] for a, b in zip(base, cached, strict=True)) / n,
-            "identical_traces": sum(a["trace"] == b["trace"] for a, b in zip(base, cached, strict=True)) / n,
+            "identical_traces": sum(x["exact"] for x in agree) / n,
+            "same_decisions": sum(x["decisions"] for x in agree) / n,
+            "max_score_gap": max((x["max_score_gap"] for x in agree), default=0.0),
             "s_per_q_cache_batch": batch_s, "speedup_cache_batch_vs_plain": base_s / batch_s,
             "identical_answers_batch": sum(a["prediction"] == b["prediction"] for a, b in zip(base, batched, strict=True)) / n,
         })
-    return {"suite": "prefix", "dataset": config.dataset, "batch": config.prefix_batch, "rows": rows}
+    return {"suite": "prefix", "dataset": config.dataset, "batch": config.prefix_batch, "prompt_mode": config.prompt_mode,
+            "rows": rows}
 
 
 def _f(value: Any, digits: int = 2) -> str:
@@ -227,12 +298,15 @@ def format_batch_table(result: dict[str, Any]) -> str:
 
 def format_prefix_table(result: dict[str, Any]) -> str:
     b = result["batch"]
-    lines = [f"| method | s/q no cache | s/q cache | speed-up | prefilled tok/q (no cache -> cache) | identical answers | s/q cache + batch {b} | speed-up vs no cache, batch 1 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"| method | s/q no cache | s/q cache | speed-up | prefilled tok/q (no cache -> cache) | generated tok/q | "
+             f"identical answers | same decisions (exact traces) | s/q cache + batch {b} | speed-up vs no cache, batch 1 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         lines.append(f"| {r['method']} | {_f(r['s_per_q_no_cache'], 1)} | {_f(r['s_per_q_cache'], 1)} | "
                      f"{_f(r['speedup_cache'])}x | {r['prefilled_per_q_no_cache']:.0f} -> {r['prefilled_per_q_cache']:.0f} | "
-                     f"{100 * r['identical_answers']:.0f}% | {_f(r['s_per_q_cache_batch'], 1)} | "
+                     f"{r.get('generated_per_q', 0):.0f} | {100 * r['identical_answers']:.0f}% | "
+                     f"{100 * r.get('same_decisions', r['identical_traces']):.0f}% ({100 * r['identical_traces']:.0f}%) | "
+                     f"{_f(r['s_per_q_cache_batch'], 1)} | "
                      f"{_f(r['speedup_cache_batch_vs_plain'])}x |")
     return "\n".join(lines) + "\n"
 

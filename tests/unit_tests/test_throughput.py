@@ -92,3 +92,32 @@ def test_eval_batch_size_gives_the_serial_rows(tiny_lm: ActiveLM, data_dir: Path
     for method in ("sr-rag", "dragin"):
         assert sorted(map(key, batched[method])) == sorted(map(key, serial[method]))
         assert all(set(r["prompt_tokens"]) == {"cached", "prefilled"} for r in batched[method])
+
+
+def test_prefix_suite_resumes_from_its_pass_files(tiny_lm: ActiveLM, data_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    from active_rag.evaluation import throughput
+
+    config = ThroughputConfig(suite="prefix", prefix_methods=["sr-rag"], questions=2, data_dir=data_dir,
+                              prefix_batch=2, max_new_tokens=6, out_dir=tmp_path / "p")
+    first = run_throughput(config, lm=tiny_lm, progress=False)
+    passes = sorted(p.name for p in (tmp_path / "p" / "prefix-passes").iterdir())
+    assert passes == ["cache-batch1--sr-rag.json", "cache-batch2--sr-rag.json", "nocache-batch1--sr-rag.json"]
+    # a second run with the same questions reads every pass back instead of answering again
+    monkeypatch.setattr(throughput, "_prefix_pass", lambda *a, **k: pytest.fail("answered again"))
+    again = run_throughput(config, lm=tiny_lm, progress=False)
+    assert again["rows"] == first["rows"]
+    # other questions are a different run: the saved passes are not used
+    with pytest.raises(pytest.fail.Exception, match="answered again"):
+        run_throughput(ThroughputConfig(**{**config.__dict__, "questions": 3}), lm=tiny_lm, progress=False)
+
+
+def test_trace_agreement_tells_rounding_from_another_decision() -> None:
+    from active_rag.evaluation.throughput import trace_agreement
+
+    step = {"position": 3, "token": "K", "score": 1.2345678, "query": "q", "passage_ids": ["a", "b"]}
+    assert trace_agreement([step], [dict(step)]) == {"exact": True, "decisions": True, "max_score_gap": 0.0}
+    rounded = trace_agreement([step], [{**step, "score": 1.2345679}])
+    assert (rounded["exact"], rounded["decisions"]) == (False, True) and 0 < rounded["max_score_gap"] < 1e-6
+    assert not trace_agreement([step], [{**step, "passage_ids": ["a", "c"]}])["decisions"]
+    assert not trace_agreement([step], [{**step, "score": 1.5}])["decisions"]
+    assert not trace_agreement([step], [step, step])["decisions"]
