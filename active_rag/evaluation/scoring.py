@@ -17,6 +17,7 @@ from active_rag.evaluation.config import PRIMARY_METRICS
 from active_rag.evaluation.datasets import Example
 from active_rag.evaluation.metrics import (
     aggregate,
+    bootstrap_ci,
     decision_metrics,
     match,
     match_accent_folded,
@@ -108,6 +109,9 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str,
             out["retrieval_accuracy"] = dm["recall"] if dm["tp"] + dm["fn"] else None
     errors = sum(1 for r in rows if r.get("error"))
     out["errors"] = float(errors)
+    for key in PRIMARY_METRICS[dataset]:  # 95% percentile-bootstrap intervals of the headline metrics
+        ci = bootstrap_ci([float(m[key]) for m in metrics if m.get(key) is not None])
+        out[f"{key}_ci_low"], out[f"{key}_ci_high"] = ci if ci is not None else (None, None)
     return out
 
 
@@ -178,6 +182,14 @@ def format_results_table(summary: Mapping[str, Mapping[str, Any]], dataset: str)
     head = "| Method | " + " | ".join(c[1] for c in cols) + " |"
     sep = "|---|" + "|".join("---:" for _ in cols) + "|"
     lines = [head, sep]
+
+    def cell(m: Mapping[str, Any], key: str, pct: bool, digits: int) -> str:
+        text = _fmt(m.get(key), pct, digits)
+        if key in primary and m.get(f"{key}_ci_low") is not None:  # the 95% bootstrap interval beside the mean
+            text += f" [{_fmt(m[f'{key}_ci_low'], pct, 0)}, {_fmt(m[f'{key}_ci_high'], pct, 0)}]"
+        return text
+
     for method, m in summary.items():
-        lines.append(f"| {method} | " + " | ".join(_fmt(m.get(k), pct, d) for k, _, pct, d in cols) + " |")
-    return "\n".join(lines) + "\n"
+        lines.append(f"| {method} | " + " | ".join(cell(m, k, pct, d) for k, _, pct, d in cols) + " |")
+    note = "\nScores in percent; [low, high]: 95% percentile-bootstrap interval (1000 resamples of the questions).\n"
+    return "\n".join(lines) + "\n" + note
