@@ -1,13 +1,15 @@
 """Prompt layout: the token ids of a prompt in one of three prompt modes, with the question's span.
 
-- ``"single"`` (default): the template's text (``direct`` / ``with_docs``) as one user message in the
-  model's chat template.
+- ``"single"``: the template's text (``direct`` / ``with_docs``) as one user message in the model's chat
+  template (the default of models outside the registry).
 - ``"chat-turns"``: the exemplars as prior chat turns (user ``Question: q`` / assistant answer pairs), then
   one user message with the documents and the question. Small chat models follow the exemplars' format far
   better when it is shown as their own earlier answers than when it is quoted inside one message.
 - ``"completion"``: plain text without chat template, as DRAGIN's released code prompts (``src/generate.py``:
   exemplars, ``Context:`` and the documents, ``Answer in the same format as before.``, then
   ``Question: q\\nAnswer:``).
+- ``"auto"`` (the default of every entry point): the model's own mode, :func:`default_prompt_mode`
+  (chat-turns for the Qwen registry models, chosen on the HotpotQA dev slice; see the README).
 
 In every mode what all questions share (system message, instruction, exemplars or exemplar turns) comes
 first, then the documents, then the question, so prompts of different questions share the longest possible

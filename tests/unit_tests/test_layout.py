@@ -88,3 +88,26 @@ def test_engine_records_its_prompt_mode(tiny_lm, fake_retriever) -> None:
     assert rag.run("Who is Kasper?").tokens
     with pytest.raises(UnknownNameError, match="prompt mode"):
         ActiveRAG(tiny_lm, fake_retriever, trigger="never", prompt_mode="chatty")
+
+
+def test_auto_prompt_mode_is_the_models_own() -> None:
+    from active_rag.errors import UnknownNameError
+    from active_rag.layout import check_prompt_mode, default_prompt_mode, resolve_prompt_mode
+
+    assert default_prompt_mode("qwen2.5-coder-0.5b") == "chat-turns"
+    assert default_prompt_mode("qwen2.5-coder-1.5b") == "chat-turns"
+    assert default_prompt_mode("smollm2") == "single"
+    assert default_prompt_mode("/some/local/folder") == "single"
+    assert resolve_prompt_mode("auto", "qwen2.5-coder-0.5b") == "chat-turns"
+    assert resolve_prompt_mode(None, "smollm2") == "single"
+    assert resolve_prompt_mode("completion", "qwen2.5-coder-0.5b") == "completion"
+    with pytest.raises(UnknownNameError, match="prompt mode"):
+        check_prompt_mode("chat")
+
+
+def test_the_engine_records_the_resolved_prompt_mode(tiny_lm) -> None:
+    from active_rag import ActiveRAG, BM25Index, Passage
+
+    index = BM25Index.from_passages([Passage(id="a", title="A", text="Alpha beta.")])
+    assert ActiveRAG.from_preset("sr-rag", tiny_lm, index).prompt_mode == "single"  # a model outside the registry
+    assert ActiveRAG.from_preset("sr-rag", tiny_lm, index, prompt_mode="chat-turns").prompt_mode == "chat-turns"
