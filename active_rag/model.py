@@ -111,7 +111,7 @@ class DecodingSession:
         with self.lm.model_lock:
             self._start_from_prefix_cache()
             if len(self.ids) - self._fed > 1:
-                self._forward(self.ids[self._fed : -1], capture=False)
+                self._forward(self.ids[self._fed : -1], capture=False, alone=True)
                 self._remember_prompt()
         self._feed_pending()  # the last prompt token: its logits (and attention row) come from this session
         self._remember_prompt()
@@ -162,10 +162,12 @@ class DecodingSession:
 
     # -- low level -----------------------------------------------------------------------------------
     @torch.inference_mode()
-    def _forward(self, new_ids: list[int], capture: bool) -> torch.Tensor | None:
+    def _forward(self, new_ids: list[int], capture: bool, *, alone: bool = False) -> torch.Tensor | None:
+        """Feed ``new_ids``; one token joins the decode scheduler's batch unless ``alone`` (a caller that holds
+        the model lock must not wait for a batch: the batch's leader needs that lock to run it)."""
         lm = self.lm
         start = self._fed
-        if len(new_ids) == 1 and lm.scheduler is not None:
+        if len(new_ids) == 1 and lm.scheduler is not None and not alone:
             logits, row = lm.scheduler.step(self._cache, new_ids[0], start, capture)
             self.forward_passes += 1
             self._fed += 1

@@ -192,3 +192,37 @@ def test_sessions_opened_together_read_a_shared_prompt_once(model, tiny_tokenize
         sessions = list(pool.map(open_one, range(n)))
     assert sorted(s.prefilled_tokens for s in sessions) == [1] * (n - 1) + [len(ids)]
     assert sum(s.cached_tokens for s in sessions) == (n - 1) * (len(ids) - 1)
+
+
+def test_opening_a_session_with_a_one_token_prefill_while_others_decode_does_not_deadlock(model, tiny_tokenizer) -> None:
+    """A session whose cached prefix leaves exactly one token to prefill before its last prompt token prefills
+    it under the model lock; it must not wait in the decode scheduler for a batch whose leader needs that lock
+    (this deadlocked a batch-8 evaluation)."""
+    cached, _ = lms(model, tiny_tokenizer)
+    base = cached.prompt_ids(EXEMPLARS + QUESTIONS[0])
+    cached.session(base)  # caches base[:-1] and base
+    stop = threading.Event()
+    decoded: list[int] = []
+    prefilled: list[int] = []
+
+    def decode() -> None:
+        s = cached.session(cached.prompt_ids(QUESTIONS[1]))
+        while not stop.is_set() and len(decoded) < 4000:
+            list(s.generate(1))
+            decoded.append(1)
+
+    def open_many() -> None:
+        for k in range(40):  # each prompt: the cached base, one token to prefill, and the last token
+            prefilled.append(cached.session([*base, 5 + k % 7, 9]).prefilled_tokens)
+
+    # daemon threads: a deadlock fails the test instead of hanging the suite
+    decoders = [threading.Thread(target=decode, daemon=True) for _ in range(2)]
+    opener = threading.Thread(target=open_many, daemon=True)
+    for t in (*decoders, opener):
+        t.start()
+    opener.join(timeout=120)
+    stop.set()
+    for t in decoders:
+        t.join(timeout=60)
+    assert not opener.is_alive(), "opening sessions deadlocked with the decode scheduler"
+    assert len(prefilled) == 40 and all(p <= 2 for p in prefilled) and decoded
