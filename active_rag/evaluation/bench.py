@@ -332,20 +332,8 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
     return result
 
 
-class _TimedRetriever:
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.calls, self.seconds = inner, 0, 0.0
-
-    def retrieve(self, query: str, k: int) -> list[Any]:
-        t0 = time.perf_counter()
-        try:
-            return self.inner.retrieve(query, k)
-        finally:
-            self.seconds += time.perf_counter() - t0
-            self.calls += 1
-
-
 def _retrieval_share(lm: ActiveLM, questions: Sequence[str], n: int) -> dict[str, Any]:
+    from active_rag.evaluation.engines import _TimedRetriever
     from active_rag.loop import ActiveRAG
     from active_rag.retrieval import BM25Index
 
