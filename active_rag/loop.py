@@ -280,6 +280,8 @@ class ActiveRAG:
             with count_prompt_tokens(run.usage):  # FLARE's generated questions prompt the model too
                 queries = self.query.formulate(qctx)
             cut = _word_start(steps, decision.index or 0)  # truncation never cuts a word
+            if trigger.action == "truncate" and getattr(trigger, "truncate", "word") == "sentence":
+                cut = self._sentence_cut(run, steps, cut)  # the released code drops the whole sentence
             position = len(run.output) + (cut if trigger.action == "truncate" else 0)
             if trigger.action == "continue":
                 position = len(run.output) + len(steps)
@@ -340,6 +342,21 @@ class ActiveRAG:
             start = repeated_sentence_start(run.output_text)
             if start is not None:
                 self._truncate_output(run, start)
+
+    def _sentence_cut(self, run: _Run, steps: Sequence[TokenStep], cut: int) -> int:
+        """Truncate at the start of the sentence that holds ``steps[cut]`` (DRAGIN's released code keeps only the
+        sentences before the hallucinated one). Accepted output is dropped too when that sentence began before
+        this segment; returns the number of the segment's tokens to keep."""
+        before = run.output_text
+        end = last_complete_sentence_end(before + _text(steps[:cut]))
+        if end < len(before):
+            self._truncate_output(run, end)
+            return 0
+        keep, chars = 0, len(before)
+        while keep < cut and chars + len(steps[keep].text) <= end:
+            chars += len(steps[keep].text)
+            keep += 1
+        return keep
 
     def _truncate_output(self, run: _Run, chars: int) -> None:
         """Keep the output tokens that end within its first ``chars`` characters; the session is reopened."""

@@ -44,6 +44,9 @@ PRESETS: dict[str, Preset] = {
                "search-tag", "search-tag", prompt="flare-instruct", initial_retrieval=True),
         Preset("dragin", "DRAGIN: RIND trigger (theta 1.2) + QFS attention query (top 35), truncate and continue",
                "rind", "attention", trigger_kwargs=(("theta", "auto"),)),
+        Preset("dragin-code", "DRAGIN as its released code truncates: drop the whole hallucinated sentence, "
+               "regenerate it with the QFS documents", "rind", "attention",
+               trigger_kwargs=(("theta", "auto"), ("truncate", "sentence"))),
     )
 }
 

@@ -39,6 +39,7 @@ class SegmentContext:
 
 
 RIND_SCALES = ("sentence", "raw")
+RIND_TRUNCATIONS = ("word", "sentence")
 
 
 def _check_auto(trigger: Any) -> None:
@@ -213,7 +214,12 @@ class RindTrigger(Trigger):
     ``theta="auto"`` uses the calibrated threshold of the model (:mod:`active_rag.calibration`) when one is
     cached, else the default 1.2 (Table 9, HotpotQA, Llama2-13b-chat); ``threshold_source`` says which.
     Segments are 100 tokens (Table 9 generation length). After a retrieval the loop keeps the first sentence
-    of the continuation and checks again, as the released code does."""
+    of the continuation and checks again, as the released code does.
+
+    ``truncate`` picks what is kept of the output when RIND fires: ``"word"`` (default, §3.3 "truncate the
+    output at the token t_i"; here at the start of its word) or ``"sentence"``, what the released code does
+    (``AttnWeightRAG.modifier`` returns only the sentences before the hallucinated one, so the whole sentence
+    that holds the token is dropped and regenerated with the retrieved documents; preset ``dragin-code``)."""
 
     name: ClassVar[str] = "rind"
     action: ClassVar[Action] = "truncate"
@@ -224,12 +230,23 @@ class RindTrigger(Trigger):
     theta: float | str = 1.2
     max_tokens: int = 100
     scale: str = "sentence"
+    truncate: str = "word"
     threshold_source: str = "default"
 
     def __post_init__(self) -> None:
         if self.scale not in RIND_SCALES:
             raise InvalidOptionError(f"rind scale must be one of {', '.join(RIND_SCALES)}, got {self.scale!r}.")
+        if self.truncate not in RIND_TRUNCATIONS:
+            raise InvalidOptionError(
+                f"rind truncate must be one of {', '.join(RIND_TRUNCATIONS)}, got {self.truncate!r}."
+            )
         _check_auto(self)
+
+    def describe(self) -> str:
+        """As :meth:`Trigger.describe`, without ``truncate`` at its default, so that the settings (and the eval's
+        resume keys) of runs made before the option existed stay the same."""
+        text = super().describe()
+        return text.replace(", truncate=word", "") if self.truncate == "word" else text
 
     def signals(self, ctx: SegmentContext) -> dict[str, list[float]]:
         """The segment's per-token signals: ``prob``, ``entropy`` (Eq. 1), ``max_attention`` (Eq. 3),

@@ -480,6 +480,31 @@ def test_dragin_triggers_twice_in_one_answer_and_retrieves_twice() -> None:
     assert result.answer == "Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS."
 
 
+def test_dragin_code_drops_the_whole_hallucinated_sentence() -> None:
+    """``truncate="sentence"`` (preset dragin-code): as DRAGIN's released code, only the sentences before the
+    hallucinated one are kept, so a trigger in the first sentence regenerates the answer from its start."""
+
+    def script(p: str) -> list[Word]:
+        if "evidence2" in p:
+            return words("Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS.")
+        if "evidence1" in p:
+            return words("Kasper's father is Peter. Peter won Zonk. So the answer is Zonk.", Zonk=(0.2, 10.0))
+        return words("Kasper's father is Bob. Bob won Gold. So the answer is Gold.", Bob=(0.2, 10.0))
+
+    result, rec, _ = run("dragin-code", script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
+    assert [r.token for r in result.retrievals] == [" Bob.", " Zonk."]
+    assert [r.position for r in result.retrievals] == [0, 4]  # at the start of the sentence that holds the word
+    assert result.answer == "Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS."
+
+
+def test_rind_truncate_option_is_validated() -> None:
+    from active_rag.errors import InvalidOptionError
+    from active_rag.triggers import make_trigger
+
+    with pytest.raises(InvalidOptionError, match="rind truncate must be one of word, sentence, got 'token'"):
+        make_trigger("rind", truncate="token")
+
+
 def test_flare_look_ahead_is_generated_without_passages() -> None:
     def script(p: str) -> list[Word]:
         if "evidence2" in p:
