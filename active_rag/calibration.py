@@ -106,8 +106,15 @@ class Calibration:
     def checks_per_question(self) -> float:
         return self.checks / self.questions if self.questions else 0.0
 
+    @property
+    def reachable(self) -> bool:
+        """Whether one threshold can give the target: a model whose answers offer fewer checks per question
+        than the target's retrievals per question fires on every check and still falls short."""
+        return self.target_retrievals_per_question <= self.checks_per_question
+
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "checks_per_question": self.checks_per_question}
+        return {**dataclasses.asdict(self), "checks_per_question": self.checks_per_question,
+                "reachable": self.reachable}
 
 
 def threshold_for_rate(scores: Sequence[float], fraction: float, *, fires_above: bool) -> float:
@@ -385,5 +392,8 @@ def cmd_calibrate(args: Any) -> int:
     print(f"  {result.questions} questions, {result.checks} checks ({result.checks_per_question:.2f} per question); "
           f"target {result.target_retrievals_per_question:g} retrievals per question = {result.fire_fraction:.1%} of checks")
     print(f"  score quantiles: " + ", ".join(f"{k} {v:.4g}" for k, v in result.score_quantiles.items()))
+    if not result.reachable:
+        print(f"  warning: the target is out of reach: this model's answers offer {result.checks_per_question:.2f} checks "
+              "per question, so the threshold fires on every check (pass a lower --target, or more --max-new-tokens)")
     print(f"  cached in {cache_path()}; presets with theta='auto' use it")
     return 0

@@ -50,6 +50,7 @@ def test_calibrate_on_scripted_scores_hits_the_target_rate(monkeypatch, tmp_path
 
     result = cal.calibrate(Rag(), [f"q{i}" for i in range(10)], target=1.0)
     assert result.fire_fraction == pytest.approx(0.25) and result.checks == 40
+    assert result.reachable and result.to_dict()["reachable"] is True
     assert result.theta == pytest.approx(3.0)  # the 11th largest of 0.1..4.0; 3.1..4.0 fire: 10 checks
     entry = load_calibration("scripted-model", Rag.trigger)
     assert entry is not None and entry["theta"] == pytest.approx(3.0)
@@ -83,3 +84,9 @@ def test_cache_keeps_other_entries(tmp_path) -> None:
     assert load_calibration("m1", RindTrigger(), path=path)["theta"] == 1.0
     assert load_calibration("m2", LowConfidenceTrigger(), path=path)["theta"] == 0.4
     assert calibration_key("m", RindTrigger(scale="raw")) == "m|rind:raw|-|single"
+
+
+def test_a_target_above_the_checks_per_question_is_reported_out_of_reach() -> None:
+    short = Calibration(model="m", trigger="rind", theta=0.0, target_retrievals_per_question=3.5, fire_fraction=1.0,
+                        questions=30, checks=90)
+    assert short.checks_per_question == 3.0 and not short.reachable and short.to_dict()["reachable"] is False
