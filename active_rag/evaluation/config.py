@@ -332,8 +332,10 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
             )
         specs = swept
     if router != "none":
+        # similarity-selected demonstrations get rows of their own (sr-rag+ta-are-similar.jsonl)
+        label = "ta-are-similar" if router == "ta-are" and config.ta_are_demos == "similar" else router
         specs = [
-            dataclasses.replace(s, name=s.name.replace(s.base, f"{s.base}+{router}", 1), router=router)
+            dataclasses.replace(s, name=s.name.replace(s.base, f"{s.base}+{label}", 1), router=router)
             if _retrieves(s) else s
             for s in specs
         ]

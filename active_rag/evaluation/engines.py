@@ -147,6 +147,8 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str) -> str:
         "model": model_name,
         "dataset": config.dataset,
     }
+    if getattr(rag.router, "pool", None):  # TA-ARE's similarity-selected demonstrations (absent: fixed ones)
+        desc["router_demos"] = {"similar": getattr(rag.router, "n_yes", None), "pool": len(rag.router.pool)}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

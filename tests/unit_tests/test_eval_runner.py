@@ -113,6 +113,8 @@ def test_build_methods_ablation_grid_sweep_router(tmp_path: Path) -> None:
     assert [m.name for m in build_methods(cfg)] == ["wo-rag", "dragin@theta=0.5", "dragin@theta=1", "flare@theta=0.5", "flare@theta=1"]
     cfg = _config(tmp_path, tmp_path, dataset="retrievalqa")
     assert [m.name for m in build_methods(cfg)] == ["wo-rag", "sr-rag+ta-are"]
+    cfg = _config(tmp_path, tmp_path, dataset="retrievalqa", ta_are_demos="similar")  # rows of their own
+    assert [m.name for m in build_methods(cfg)] == ["wo-rag", "sr-rag+ta-are-similar"]
     with pytest.raises(ValueError):
         build_methods(_config(tmp_path, tmp_path, methods=["wo-rag"], sweep=("theta", [1.0])))
     with pytest.raises(ValueError):
