@@ -462,18 +462,20 @@ def test_trigger_constructors_reject_bad_numbers(trigger: str, kwargs: dict[str,
 
 
 # -- paper fidelity (issue 9) ----------------------------------------------------------------------------
+def _two_trigger_script(p: str) -> list[Word]:
+    """Uncertain "Bob" without documents, uncertain "Zonk" with the first retrieval's, sure with the second's."""
+    if "evidence2" in p:
+        return words("Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS.")
+    if "evidence1" in p:
+        return words("Kasper's father is Peter. Peter won Zonk. So the answer is Zonk.", Zonk=(0.2, 10.0))
+    return words("Kasper's father is Bob. Bob won Gold. So the answer is Gold.", Bob=(0.2, 10.0))
+
+
 def test_dragin_triggers_twice_in_one_answer_and_retrieves_twice() -> None:
     """After a retrieval the continuation's first sentence is kept and the generation is checked again
     (DRAGIN's released code), so a second uncertain word triggers a second retrieval."""
 
-    def script(p: str) -> list[Word]:
-        if "evidence2" in p:
-            return words("Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS.")
-        if "evidence1" in p:
-            return words("Kasper's father is Peter. Peter won Zonk. So the answer is Zonk.", Zonk=(0.2, 10.0))
-        return words("Kasper's father is Bob. Bob won Gold. So the answer is Gold.", Bob=(0.2, 10.0))
-
-    result, rec, _ = run("dragin", script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
+    result, rec, _ = run("dragin", _two_trigger_script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
     assert len(rec.queries) == 2 and len(result.retrievals) == 2
     assert [r.token for r in result.retrievals] == [" Bob.", " Zonk."]
     assert [r.position for r in result.retrievals] == [3, 6]  # truncated before the triggering words
@@ -484,14 +486,7 @@ def test_dragin_code_drops_the_whole_hallucinated_sentence() -> None:
     """``truncate="sentence"`` (preset dragin-code): as DRAGIN's released code, only the sentences before the
     hallucinated one are kept, so a trigger in the first sentence regenerates the answer from its start."""
 
-    def script(p: str) -> list[Word]:
-        if "evidence2" in p:
-            return words("Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS.")
-        if "evidence1" in p:
-            return words("Kasper's father is Peter. Peter won Zonk. So the answer is Zonk.", Zonk=(0.2, 10.0))
-        return words("Kasper's father is Bob. Bob won Gold. So the answer is Gold.", Bob=(0.2, 10.0))
-
-    result, rec, _ = run("dragin-code", script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
+    result, rec, _ = run("dragin-code", _two_trigger_script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
     assert [r.token for r in result.retrievals] == [" Bob.", " Zonk."]
     assert [r.position for r in result.retrievals] == [0, 4]  # at the start of the sentence that holds the word
     assert result.answer == "Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS."
