@@ -352,18 +352,11 @@ class ActiveRAG:
         if end < len(before):
             self._truncate_output(run, end)
             return 0
-        keep, chars = 0, len(before)
-        while keep < cut and chars + len(steps[keep].text) <= end:
-            chars += len(steps[keep].text)
-            keep += 1
-        return keep
+        return min(cut, _tokens_within(steps, end - len(before)))
 
     def _truncate_output(self, run: _Run, chars: int) -> None:
         """Keep the output tokens that end within its first ``chars`` characters; the session is reopened."""
-        keep, total = 0, 0
-        while keep < len(run.output) and total + len(run.output[keep].text) <= chars:
-            total += len(run.output[keep].text)
-            keep += 1
+        keep = _tokens_within(run.output, chars)
         if keep < len(run.output):
             del run.output[keep:]
             run.session = None
@@ -552,6 +545,15 @@ class ActiveRAG:
 
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
+
+
+def _tokens_within(steps: Sequence[TokenStep], chars: int) -> int:
+    """How many leading tokens of ``steps`` end within their first ``chars`` characters."""
+    keep, total = 0, 0
+    while keep < len(steps) and total + len(steps[keep].text) <= chars:
+        total += len(steps[keep].text)
+        keep += 1
+    return keep
 
 
 def _word_start(steps: Sequence[TokenStep], index: int) -> int:
