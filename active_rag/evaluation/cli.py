@@ -85,6 +85,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--ta-are-demos", default="fixed", choices=("fixed", "similar"),
                    help="TA-ARE demonstrations: the authors' fixed ones (default) or the 2 most similar [Yes] questions "
                    "of the dataset (MiniLM cosine)")
+    p.add_argument("--baseline", default=None, metavar="METHOD",
+                   help="paired comparison of every method against this one (default: sr-rag when it runs; 'none': off)")
     p.add_argument("--sweep", type=_sweep, default=None, metavar="PARAM=V1,V2,...",
                    help="run each method whose trigger has PARAM once per value, e.g. theta=0.5,1,1.5")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
@@ -198,11 +200,14 @@ def _check_eval_args(args: argparse.Namespace) -> None:
 def _check_methods(config: Any) -> None:
     """Build every method's trigger with its settings: e.g. ``--sweep theta=-1`` fails before the model loads."""
     from active_rag.evaluation.config import _trigger_name, build_methods
+    from active_rag.evaluation.paired import resolve_baseline
     from active_rag.triggers import make_trigger
 
-    for spec in build_methods(config):
+    specs = build_methods(config)
+    for spec in specs:
         if spec.trigger_kwargs:
             make_trigger(_trigger_name(spec), **dict(spec.trigger_kwargs))
+    resolve_baseline(config.baseline, [spec.name for spec in specs])
 
 
 def _saved_rows(config: Any) -> int:
@@ -235,7 +240,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
             model=args.model, limit=args.limit, out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
-            profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos,
+            profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos, baseline=args.baseline,
             resume=args.resume, index_cache=args.index_cache, plots=not args.no_plots,
             batch_size=check_int("--batch-size", args.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8"),
             **_model_config(args),

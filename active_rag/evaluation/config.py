@@ -140,6 +140,7 @@ class EvalConfig:
     profile: str | None = None  # DRAGIN Table 9 profile; None: the dataset's; "none": no profile
     prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.layout)
     ta_are_demos: str = "fixed"  # fixed: the authors' 2 [Yes] / 2 [No]; similar: the 2 most similar [Yes] of the pool
+    baseline: str | None = None  # paired comparison against this method; None: sr-rag when run; "none": no comparison
     resume: bool = True
     index_cache: Path | None = None
     plots: bool = True

@@ -58,6 +58,7 @@ from active_rag.evaluation.engines import (
     default_index_cache,
     load_corpus_index,
 )
+from active_rag.evaluation.paired import PairedDifference, format_paired_table, paired_differences, resolve_baseline
 from active_rag.evaluation.prompts import RETRIEVALQA_SYSTEM_PROMPT
 from active_rag.layout import resolve_prompt_mode
 from active_rag.evaluation.scoring import _read_rows, _safe_name, format_results_table, score_example, summarize_rows
@@ -110,6 +111,7 @@ class EvalReport:
     files: dict[str, Path]
     index: dict[str, Any] = field(default_factory=dict)
     data_dir: Path | None = None
+    paired: list[PairedDifference] = field(default_factory=list)  # every method against the baseline (paired.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +123,7 @@ class EvalReport:
             "sweep": self.sweep,
             "primary_metrics": list(PRIMARY_METRICS[self.config.dataset]),
             "index": self.index,
+            "paired": [d.to_dict() for d in self.paired],
         }
 
 
@@ -207,6 +210,7 @@ def resolve_data_dir(config: EvalConfig) -> Path:
 def plan_eval(config: EvalConfig) -> tuple[list[MethodSpec], Path, list[Example]]:
     """Check ``config`` before anything runs: its methods, the plotting extra, the data folder and the questions."""
     specs = build_methods(config)
+    resolve_baseline(config.baseline, [s.name for s in specs])  # an unknown --baseline fails before the run
     if config.plots:  # fail before the run, not after it
         from active_rag._optional import require_matplotlib
 
@@ -353,11 +357,16 @@ def finish_eval(
         param = sweep[0]["param"]
         markdown += f"\n## Sweep over {param}\n\n" + format_results_table(
             {f"{r['method']} {param}={r['value']:g}": r for r in sweep}, config.dataset)
+    baseline = resolve_baseline(config.baseline, [s.name for s in specs])
+    paired = paired_differences(all_rows, baseline, PRIMARY_METRICS[config.dataset]) if baseline else []
+    if paired:
+        markdown += f"\n## Paired differences against {baseline}\n\n" + format_paired_table(paired)
     files["results"] = out / "results.md"
     files["results"].write_text(markdown, encoding="utf-8")
     report = EvalReport(config=config, out_dir=out, model=model_name, methods=list(specs), summary=summary,
                         rows=all_rows, sweep=sweep, markdown=markdown, files=files,
-                        index=dict(worker_info.get("index_info") or {}), data_dir=Path(worker_info["data_dir"]))
+                        index=dict(worker_info.get("index_info") or {}), data_dir=Path(worker_info["data_dir"]),
+                        paired=paired)
     files["summary"] = out / "summary.json"
     if config.plots:
         from active_rag.evaluation.plots import plot_methods, plot_sweep

@@ -170,6 +170,7 @@ def _eval_argv(tmp_path: Path, *extra: str) -> list[str]:
         (["--sweep", "theta=nan"], "sweep values must be finite numbers"),
         (["--methods", "dragin", "--sweep", "theta=-1"], "rind theta must be at least 0, got -1"),
         (["--methods", "nope"], "Unknown method 'nope'"),
+        (["--methods", "wo-rag,dragin", "--baseline", "sr-rag"], "Unknown baseline method (it must be one of the run's methods) 'sr-rag'"),
     ],
 )
 def test_eval_options_fail_in_one_line_before_the_model_loads(

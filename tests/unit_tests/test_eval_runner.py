@@ -156,6 +156,10 @@ def test_eval_end_to_end_files_metrics_and_resume(tiny_lm: ActiveLM, hotpot_dir:
     assert summary["methods"]["sr-rag"]["retrievals_per_question"] == 1
     assert summary["methods"]["sr-rag"]["gold_hit_rate"] is not None
     assert "| sr-rag |" in report.markdown and (out / "results.md").read_text() == report.markdown
+    # sr-rag ran, so every other method is compared with it, question by question, on EM and F1
+    assert "## Paired differences against sr-rag" in report.markdown
+    assert [(d["method"], d["metric"], d["n"]) for d in summary["paired"]] == [
+        ("wo-rag", "em", 3), ("dragin", "em", 3), ("wo-rag", "f1", 3), ("dragin", "f1", 3)]
     assert report.index["loaded_from_cache"] is False
 
     # Resume: finished questions are not rerun (the retriever is never called again, the files keep 3 rows);
