@@ -9,7 +9,6 @@ scores together, and reads the interval of the mean difference. ``active-rag eva
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,9 +31,9 @@ class PairedDifference:
     baseline: str
     metric: str
     n: int
-    method_mean: float
-    baseline_mean: float
-    difference: float
+    method_mean: float | None  # None (also the two below) when no question has both scores
+    baseline_mean: float | None
+    difference: float | None
     low: float | None
     high: float | None
     wins: int
@@ -83,14 +82,16 @@ def paired_differences(
             if method == baseline:
                 continue
             mine = _scores(method_rows, metric)
-            ids = [i for i in mine if i in base]
+            # pairs in the baseline's question order, so that the interval does not depend on the order of
+            # the method's own rows (the bootstrap draws positions)
+            ids = [i for i in base if i in mine]
             a, b = [mine[i] for i in ids], [base[i] for i in ids]
             n = len(ids)
             ci = paired_bootstrap(a, b)
             out.append(PairedDifference(
                 method=method, baseline=baseline, metric=metric, n=n,
-                method_mean=sum(a) / n if n else math.nan, baseline_mean=sum(b) / n if n else math.nan,
-                difference=(sum(a) - sum(b)) / n if n else math.nan,
+                method_mean=sum(a) / n if n else None, baseline_mean=sum(b) / n if n else None,
+                difference=(sum(a) - sum(b)) / n if n else None,
                 low=ci[0] if ci else None, high=ci[1] if ci else None,
                 wins=sum(x > y for x, y in zip(a, b, strict=True)), losses=sum(x < y for x, y in zip(a, b, strict=True)),
                 ties=sum(x == y for x, y in zip(a, b, strict=True)),
@@ -115,10 +116,10 @@ def format_paired_table(diffs: Sequence[PairedDifference]) -> str:
     if not diffs:
         return ""
     base = diffs[0].baseline
-    lines = [f"| Method | Metric | Method | {base} | Difference [95% CI] | Wins / losses / ties | n |",
+    lines = [f"| Method | Metric | Score | {base} | Difference [95% CI] | Wins / losses / ties | n |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for d in diffs:
-        if d.n == 0:
+        if d.n == 0 or d.method_mean is None or d.baseline_mean is None or d.difference is None:
             lines.append(f"| {d.method} | {d.metric} | - | - | - | - | 0 |")
             continue
         ci = f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]" if d.low is not None and d.high is not None else ""

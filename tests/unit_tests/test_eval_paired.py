@@ -81,3 +81,22 @@ def test_table_marks_separated_differences_in_bold() -> None:
     flare = next(line for line in table.splitlines() if line.startswith("| flare"))
     assert "**" not in flare and "| +0.0 [-" in flare and "10 / 10 / 0" in flare
     assert format_paired_table([]) == ""
+
+
+def test_the_interval_does_not_depend_on_the_order_of_the_methods_rows() -> None:
+    ids = [f"q{i}" for i in range(30)]
+    base = {q: float(i % 3 == 0) for i, q in enumerate(ids)}
+    mine = {q: float(i % 2 == 0) for i, q in enumerate(ids)}
+    forward = paired_differences({"sr-rag": _rows(base), "dragin": _rows(mine)}, "sr-rag", ["f1"])
+    shuffled = dict(reversed(list(mine.items())))
+    backward = paired_differences({"sr-rag": _rows(base), "dragin": _rows(shuffled)}, "sr-rag", ["f1"])
+    assert forward == backward
+
+
+def test_no_shared_question_gives_no_numbers_and_valid_json() -> None:
+    import json
+
+    (d,) = paired_differences({"sr-rag": _rows({"q1": 1.0}), "dragin": _rows({"q2": 0.0})}, "sr-rag", ["f1"])
+    assert d.n == 0 and d.difference is None and d.low is None
+    json.dumps(d.to_dict(), allow_nan=False)
+    assert "| dragin | f1 | - | - | - | - | 0 |" in format_paired_table([d])
