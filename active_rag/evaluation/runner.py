@@ -38,6 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 from active_rag.errors import ActiveRAGError, CorpusError
 from active_rag.evaluation.answers import retrievalqa_decision
+from active_rag.evaluation.breakdown import (
+    TYPE_METRIC,
+    TypeScore,
+    format_type_table,
+    question_types,
+    scores_by_type,
+)
 from active_rag.evaluation.config import (
     DEFAULT_EVAL_MODEL,
     PRIMARY_METRICS,
@@ -58,10 +65,21 @@ from active_rag.evaluation.engines import (
     default_index_cache,
     load_corpus_index,
 )
-from active_rag.evaluation.paired import PairedDifference, format_paired_table, paired_differences, resolve_baseline
+from active_rag.evaluation.paired import (
+    PairedDifference,
+    format_paired_table,
+    paired_differences,
+    resolve_baseline,
+)
 from active_rag.evaluation.prompts import RETRIEVALQA_SYSTEM_PROMPT
+from active_rag.evaluation.scoring import (
+    _read_rows,
+    _safe_name,
+    format_results_table,
+    score_example,
+    summarize_rows,
+)
 from active_rag.layout import resolve_prompt_mode
-from active_rag.evaluation.scoring import _read_rows, _safe_name, format_results_table, score_example, summarize_rows
 from active_rag.types import ActiveRAGResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,6 +130,7 @@ class EvalReport:
     index: dict[str, Any] = field(default_factory=dict)
     data_dir: Path | None = None
     paired: list[PairedDifference] = field(default_factory=list)  # every method against the baseline (paired.py)
+    by_type: list[TypeScore] = field(default_factory=list)  # every method on each question type (breakdown.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +143,7 @@ class EvalReport:
             "primary_metrics": list(PRIMARY_METRICS[self.config.dataset]),
             "index": self.index,
             "paired": [d.to_dict() for d in self.paired],
+            "by_type": [t.to_dict() for t in self.by_type],
         }
 
 
@@ -361,12 +381,15 @@ def finish_eval(
     paired = paired_differences(all_rows, baseline, PRIMARY_METRICS[config.dataset]) if baseline else []
     if paired:
         markdown += f"\n## Paired differences against {baseline}\n\n" + format_paired_table(paired)
+    by_type = scores_by_type(all_rows, question_types(examples), TYPE_METRIC[config.dataset])
+    if by_type:
+        markdown += "\n## By question type\n\n" + format_type_table(by_type)
     files["results"] = out / "results.md"
     files["results"].write_text(markdown, encoding="utf-8")
     report = EvalReport(config=config, out_dir=out, model=model_name, methods=list(specs), summary=summary,
                         rows=all_rows, sweep=sweep, markdown=markdown, files=files,
                         index=dict(worker_info.get("index_info") or {}), data_dir=Path(worker_info["data_dir"]),
-                        paired=paired)
+                        paired=paired, by_type=by_type)
     files["summary"] = out / "summary.json"
     if config.plots:
         from active_rag.evaluation.plots import plot_methods, plot_sweep

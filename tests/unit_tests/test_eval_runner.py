@@ -160,6 +160,8 @@ def test_eval_end_to_end_files_metrics_and_resume(tiny_lm: ActiveLM, hotpot_dir:
     assert "## Paired differences against sr-rag" in report.markdown
     assert [(d["method"], d["metric"], d["n"]) for d in summary["paired"]] == [
         ("wo-rag", "em", 3), ("dragin", "em", 3), ("wo-rag", "f1", 3), ("dragin", "f1", 3)]
+    # HotpotQA's records (IRCoT's format) carry no question type: no breakdown
+    assert summary["by_type"] == [] and "## By question type" not in report.markdown
     assert report.index["loaded_from_cache"] is False
 
     # Resume: finished questions are not rerun (the retriever is never called again, the files keep 3 rows);
@@ -249,6 +251,11 @@ def test_eval_retrievalqa_router(tiny_lm: ActiveLM, rqa_dir: Path, tmp_path: Pat
     assert report.summary["wo-rag"]["retrieval_accuracy"] == 0.0
     # RetrievalQA prompts carry no CoT answer phrase: the engine appends nothing.
     assert all("so the answer is" not in r["prediction"].lower() for r in report.rows["wo-rag"])
+    # RetrievalQA's questions are grouped by source, in the slice's order, for every method
+    assert [(t.method, t.question_type, t.n) for t in report.by_type] == [
+        ("wo-rag", "triviaqa", 1), ("wo-rag", "freshqa", 1), ("sr-rag+ta-are", "triviaqa", 1), ("sr-rag+ta-are", "freshqa", 1)]
+    assert "## By question type" in report.markdown and "| triviaqa (1) | freshqa (1) |" in report.markdown
+    assert json.loads(report.files["summary"].read_text())["by_type"][0]["metric"] == "match"
 
 
 def test_index_cache_key_follows_the_corpus(hotpot_dir: Path, tmp_path: Path) -> None:
