@@ -76,8 +76,10 @@ from active_rag.evaluation.scoring import (
     _read_rows,
     _safe_name,
     format_results_table,
+    format_thresholds,
     score_example,
     summarize_rows,
+    thresholds_used,
 )
 from active_rag.layout import resolve_prompt_mode
 from active_rag.types import ActiveRAGResult
@@ -131,6 +133,7 @@ class EvalReport:
     data_dir: Path | None = None
     paired: list[PairedDifference] = field(default_factory=list)  # every method against the baseline (paired.py)
     by_type: list[TypeScore] = field(default_factory=list)  # every method on each question type (breakdown.py)
+    thresholds: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # scoring.thresholds_used per method
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,6 +147,7 @@ class EvalReport:
             "index": self.index,
             "paired": [d.to_dict() for d in self.paired],
             "by_type": [t.to_dict() for t in self.by_type],
+            "thresholds": self.thresholds,
         }
 
 
@@ -371,8 +375,10 @@ def finish_eval(
 
     sweep = _sweep_rows(specs, summary)
     profile = config.profile_obj
+    thresholds = {name: thresholds_used(rows) for name, rows in all_rows.items()}
     markdown = (f"# {config.dataset} / {model_name} ({len(examples)} questions)\n\nPrompt mode: {resolve_prompt_mode(config.prompt_mode, model_name)}; "
-                f"profile: {profile.name if profile else 'none'}\n\n" + format_results_table(summary, config.dataset))
+                f"profile: {profile.name if profile else 'none'}\n\n" + format_thresholds(thresholds)
+                + format_results_table(summary, config.dataset))
     if sweep:
         param = sweep[0]["param"]
         markdown += f"\n## Sweep over {param}\n\n" + format_results_table(
@@ -389,7 +395,7 @@ def finish_eval(
     report = EvalReport(config=config, out_dir=out, model=model_name, methods=list(specs), summary=summary,
                         rows=all_rows, sweep=sweep, markdown=markdown, files=files,
                         index=dict(worker_info.get("index_info") or {}), data_dir=Path(worker_info["data_dir"]),
-                        paired=paired, by_type=by_type)
+                        paired=paired, by_type=by_type, thresholds=thresholds)
     files["summary"] = out / "summary.json"
     if config.plots:
         from active_rag.evaluation.plots import plot_methods, plot_sweep

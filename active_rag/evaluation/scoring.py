@@ -10,7 +10,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from active_rag.evaluation.answers import extract_answer
 from active_rag.evaluation.config import PRIMARY_METRICS
@@ -25,9 +25,6 @@ from active_rag.evaluation.metrics import (
     strategyqa_accuracy,
 )
 from active_rag.types import ActiveRAGResult
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 # ------------------------------------------------------------------------------------------------ scoring
 
@@ -118,34 +115,72 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str,
 # ------------------------------------------------------------------------------------------------ files
 
 
+def thresholds_used(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The trigger thresholds a method's rows were answered with and where each came from (``threshold_source``:
+    ``profile:<name>``, ``calibrated:<cache file>``, ``user``, ``default (...)``), with the number of rows,
+    most used first. Empty for methods without a threshold (wo-RAG, SR-RAG, FS-RAG)."""
+    counts: dict[tuple[Any, str], int] = {}
+    for row in rows:
+        if row.get("threshold") is not None:
+            pair = (row["threshold"], str(row.get("threshold_source") or "unknown"))
+            counts[pair] = counts.get(pair, 0) + 1
+    return [{"theta": theta, "source": source, "n": n}
+            for (theta, source), n in sorted(counts.items(), key=lambda item: -item[1])]
+
+
+def format_thresholds(thresholds: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """One line naming each method's threshold and its source (a calibration's cache path left out), or ``""``."""
+    def label(used: Mapping[str, Any], several: bool) -> str:
+        source = str(used["source"])
+        source = "calibrated" if source.startswith("calibrated:") else source
+        return f"{used['theta']:g} ({source}" + (f", {used['n']} rows)" if several else ")")
+
+    parts = [f"{method} theta " + ", ".join(label(u, len(used) > 1) for u in used)
+             for method, used in thresholds.items() if used]
+    return "Thresholds: " + "; ".join(parts) + "\n\n" if parts else ""
+
+
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+@=,-]+", "_", name).strip("_") or "model"
 
 
 def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
-    """Finished rows of a method file (by question id) made with the same engine settings; rewrites the file
-    without malformed lines (a run killed mid-write) or rows from other settings, with a warning, and adds the
-    newline a valid last row lacks, so that rows appended next start on a line of their own."""
-    from active_rag.evaluation.store import read_rows_file
+    """Finished rows of a method file (by question id) made with the same engine settings.
 
-    if not path.is_file():
-        return {}
+    Malformed lines (a run killed mid-write) are dropped with a warning. Rows made with other settings are
+    moved, with a warning naming where, to ``other-settings/`` beside the file (never deleted), and rows set
+    aside there earlier with these settings come back. The file is rewritten when anything changed, and gets
+    the newline a valid last row lacks, so that rows appended next start on a line of their own."""
+    from active_rag.evaluation.store import read_rows_file, restore_rows, set_aside_rows
+
     rows: dict[str, dict[str, Any]] = {}
-    values, bad, rewrite = read_rows_file(path)
-    dropped = len(bad)
+    values, bad, rewrite = read_rows_file(path) if path.is_file() else ([], [], False)
+    other: list[dict[str, Any]] = []
     for row in values:
-        if not isinstance(row, dict) or "id" not in row or row.get("engine_key") != key:
-            dropped += 1
-            continue
-        rows[str(row["id"])] = row
-    if dropped:
-        where = f" (malformed line(s) {', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''})" if bad else ""
+        if not isinstance(row, dict) or "id" not in row:
+            bad.append(0)
+        elif row.get("engine_key") != key:
+            other.append(row)
+        else:
+            rows[str(row["id"])] = row
+    restored = restore_rows(path, key)
+    for row in restored:
+        rows.setdefault(str(row["id"]), row)
+    if bad:
+        lines = [n for n in bad if n]
+        where = f" (malformed line(s) {', '.join(map(str, lines[:5]))}{', ...' if len(lines) > 5 else ''})" if lines else ""
+        warnings.warn(f"{path}: dropped {len(bad)} row(s) that are malformed{where}; they will be rerun.", stacklevel=3)
+    if other:
+        aside = set_aside_rows(path, other)
         warnings.warn(
-            f"{path}: dropped {dropped} row(s) that are malformed or were made with other settings{where}; "
-            "they will be rerun.",
+            f"{path}: {len(other)} row(s) were made with other settings (e.g. another threshold or generation "
+            f"length); moved to {', '.join(str(p) for p in aside)}; these questions will be rerun. A run with "
+            "those settings again resumes from them.",
             stacklevel=3,
         )
-    if dropped or rewrite:
+    if restored:
+        warnings.warn(f"{path}: resumed {len(restored)} row(s) set aside earlier with these settings.", stacklevel=3)
+    if bad or other or restored or rewrite:
         _write_rows(path, rows.values())
     return rows
 

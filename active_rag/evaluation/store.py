@@ -4,16 +4,24 @@ A run appends one JSON object per line and flushes after each question, so a kil
 disk, a power cut) can leave a last line that is cut off, not valid UTF-8, or valid JSON without its
 newline. :func:`read_rows_file` reads every complete row and says whether the file must be rewritten before
 anything is appended to it, so that a resumed run never glues its first row onto a damaged line.
+
+Rows made with other engine settings (another threshold, e.g. a calibration cached since the last run, another
+generation length) are never deleted: :func:`set_aside_rows` moves them to ``other-settings/<file stem>.<engine
+key>.jsonl`` beside the method's file, and :func:`restore_rows` brings them back when a later run has those
+settings again, so switching back resumes instead of answering again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["count_saved_rows", "read_rows_file"]
+__all__ = ["OTHER_SETTINGS_DIR", "count_saved_rows", "read_rows_file", "restore_rows", "set_aside_rows"]
+
+OTHER_SETTINGS_DIR = "other-settings"
 
 
 def read_rows_file(path: Path) -> tuple[list[Any], list[int], bool]:
@@ -46,3 +54,44 @@ def count_saved_rows(paths: Iterable[Path]) -> int:
             values, _, _ = read_rows_file(path)
             total += sum(1 for v in values if isinstance(v, dict) and "id" in v)
     return total
+
+
+def _aside_path(path: Path, key: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in key) or "unknown"
+    return path.parent / OTHER_SETTINGS_DIR / f"{path.stem}.{safe}.jsonl"
+
+
+def set_aside_rows(path: Path, rows: Iterable[dict[str, Any]]) -> list[Path]:
+    """Move ``rows`` (from ``path``, made with other settings) to one file per engine key under
+    ``other-settings/``, merged by question id with rows set aside before (the newer row wins). Returns the
+    files written."""
+    by_key: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        by_key.setdefault(str(row.get("engine_key") or "unknown"), {})[str(row["id"])] = row
+    written = []
+    for key, new in by_key.items():
+        target = _aside_path(path, key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        merged: dict[str, dict[str, Any]] = {}
+        if target.is_file():
+            old, _, _ = read_rows_file(target)
+            merged.update((str(v["id"]), v) for v in old if isinstance(v, dict) and "id" in v)
+        merged.update(new)
+        tmp = target.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(v, ensure_ascii=False) + "\n" for v in merged.values())
+        tmp.replace(target)
+        written.append(target)
+    return written
+
+
+def restore_rows(path: Path, key: str) -> list[dict[str, Any]]:
+    """The rows set aside from ``path`` with engine key ``key`` (removing their file), or ``[]``."""
+    source = _aside_path(path, key)
+    if not source.is_file():
+        return []
+    values, _, _ = read_rows_file(source)
+    source.unlink()
+    with contextlib.suppress(OSError):
+        source.parent.rmdir()  # only when empty
+    return [v for v in values if isinstance(v, dict) and "id" in v]

@@ -242,6 +242,32 @@ def test_read_rows_repairs_the_tail_before_anything_is_appended(tmp_path: Path) 
     assert path.read_text() == json.dumps(rows[0]) + "\n"
 
 
+def test_rows_from_other_settings_are_set_aside_and_come_back(tmp_path: Path) -> None:
+    """A run with other settings (say a threshold calibrated since) must not delete the rows already paid for:
+    they move to other-settings/ and a run with the old settings resumes from them."""
+    from active_rag.evaluation.runner import _read_rows
+
+    path = tmp_path / "dragin.jsonl"
+    old = [{"id": "q1", "engine_key": "paper", "em": 1}, {"id": "q2", "engine_key": "paper", "em": 0}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in old + [{"id": "q1", "engine_key": "cal", "em": 0}]))
+    with pytest.warns(UserWarning, match=r"2 row\(s\) were made with other settings.*other-settings"):
+        assert list(_read_rows(path, "cal")) == ["q1"]
+    assert [json.loads(line)["engine_key"] for line in path.read_text().splitlines()] == ["cal"]
+    aside = tmp_path / "other-settings" / "dragin.paper.jsonl"
+    assert [json.loads(line) for line in aside.read_text().splitlines()] == old
+
+    # the calibrated run goes on (q2 answered), then the paper's settings come back: nothing is answered twice
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": "q2", "engine_key": "cal", "em": 1}) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        assert _read_rows(path, "paper") == {r["id"]: r for r in old}
+    messages = " ".join(str(w.message) for w in caught)
+    assert "resumed 2 row(s)" in messages and "dragin.cal.jsonl" in messages
+    assert not aside.exists()
+    assert len((tmp_path / "other-settings" / "dragin.cal.jsonl").read_text().splitlines()) == 2
+    assert [json.loads(line)["engine_key"] for line in path.read_text().splitlines()] == ["paper", "paper"]
+
+
 def test_router_options_are_validated_in_the_python_api(tiny_lm: ActiveLM) -> None:
     import datetime as dt
 

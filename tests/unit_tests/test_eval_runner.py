@@ -212,6 +212,9 @@ def test_eval_sweep_one_row_per_theta(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_p
     assert all(r["decisions"]["checks"] >= 1 and r["decisions"]["fired"] == 0 for r in rows)
     summary = json.loads(report.files["summary"].read_text())
     assert len(summary["sweep"]) == 2
+    # results.md and summary.json say which threshold each method ran with, and where it came from
+    assert summary["thresholds"]["dragin@theta=1e+09"] == [{"theta": 1e9, "source": "user", "n": 2}]
+    assert "Thresholds: dragin@theta=0 theta 0 (user); dragin@theta=1e+09 theta 1e+09 (user)" in report.markdown
     assert report.files["sweep_plot"].is_file()
 
 
@@ -307,3 +310,37 @@ def test_cli_eval_runs(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path, monk
     printed = capsys.readouterr().out
     assert "| wo-rag |" in printed
     assert (tmp_path / "cli/hotpotqa/tiny-llama/wo-rag.jsonl").is_file()
+
+
+def test_a_calibration_cached_between_runs_is_named_and_keeps_the_paper_rows(
+        tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eval --methods dragin` uses a calibration cached since the last run (theta="auto"): results.md says so,
+    and the rows answered at the profile's theta are set aside, not deleted, so switching back resumes."""
+    from active_rag.calibration import Calibration, save_calibration
+    from active_rag.layout import resolve_prompt_mode
+    from active_rag.triggers import RindTrigger
+
+    monkeypatch.setenv("ACTIVE_RAG_CACHE", str(tmp_path / "cache"))
+    cfg = _config(hotpot_dir, tmp_path, methods=["dragin"], limit=2)
+    paper = run_eval(cfg, lm=tiny_lm, progress=False)
+    assert paper.thresholds["dragin"] == [{"theta": 1.2, "source": "profile:hotpotqa", "n": 2}]
+    assert "Thresholds: dragin theta 1.2 (profile:hotpotqa)" in paper.markdown
+
+    mode = resolve_prompt_mode("auto", tiny_lm.name)
+    save_calibration(Calibration(model=tiny_lm.name, trigger="rind", theta=1e9, target_retrievals_per_question=0.0,
+                                 fire_fraction=0.0, questions=2, checks=2, profile="hotpotqa", prompt_mode=mode),
+                     RindTrigger())
+    with pytest.warns(UserWarning, match="other settings"):
+        calibrated = run_eval(cfg, lm=tiny_lm, progress=False)
+    assert calibrated.thresholds["dragin"] == [{"theta": 1e9, "source": calibrated.rows["dragin"][0]["threshold_source"],
+                                                 "n": 2}]
+    assert calibrated.rows["dragin"][0]["threshold_source"].startswith("calibrated:")
+    assert "Thresholds: dragin theta 1e+09 (calibrated)" in calibrated.markdown
+    assert calibrated.summary["dragin"]["retrievals_per_question"] == 0
+
+    (tmp_path / "cache" / "calibration.json").unlink()
+    with pytest.warns(UserWarning) as caught:
+        again = run_eval(cfg, lm=tiny_lm, progress=False)
+    messages = " ".join(str(w.message) for w in caught)
+    assert "resumed 2 row(s) set aside earlier" in messages and "other-settings" in messages
+    assert [r["wall_time_s"] for r in again.rows["dragin"]] == [r["wall_time_s"] for r in paper.rows["dragin"]]
