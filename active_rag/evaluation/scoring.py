@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -151,7 +149,13 @@ def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
     moved, with a warning naming where, to ``other-settings/`` beside the file (never deleted), and rows set
     aside there earlier with these settings come back. The file is rewritten when anything changed, and gets
     the newline a valid last row lacks, so that rows appended next start on a line of their own."""
-    from active_rag.evaluation.store import read_rows_file, restore_rows, set_aside_rows
+    from active_rag.evaluation.store import (
+        forget_set_aside,
+        read_rows_file,
+        restore_rows,
+        set_aside_rows,
+        write_rows_file,
+    )
 
     rows: dict[str, dict[str, Any]] = {}
     values, bad, rewrite = read_rows_file(path) if path.is_file() else ([], [], False)
@@ -163,7 +167,7 @@ def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
             other.append(row)
         else:
             rows[str(row["id"])] = row
-    restored = restore_rows(path, key)
+    restored, restored_from = restore_rows(path, key)
     for row in restored:
         rows.setdefault(str(row["id"]), row)
     if bad:
@@ -181,15 +185,10 @@ def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
     if restored:
         warnings.warn(f"{path}: resumed {len(restored)} row(s) set aside earlier with these settings.", stacklevel=3)
     if bad or other or restored or rewrite:
-        _write_rows(path, rows.values())
+        write_rows_file(path, rows.values())
+    if restored_from is not None:
+        forget_set_aside(restored_from)  # only now that its rows are back in the method's file
     return rows
-
-
-def _write_rows(path: Path, rows: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    os.replace(tmp, path)
 
 
 def _fmt(value: Any, pct: bool = False, digits: int = 1) -> str:

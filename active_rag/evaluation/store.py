@@ -19,7 +19,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OTHER_SETTINGS_DIR", "count_saved_rows", "read_rows_file", "restore_rows", "set_aside_rows"]
+__all__ = [
+    "OTHER_SETTINGS_DIR",
+    "count_saved_rows",
+    "forget_set_aside",
+    "read_rows_file",
+    "restore_rows",
+    "set_aside_rows",
+    "write_rows_file",
+]
 
 OTHER_SETTINGS_DIR = "other-settings"
 
@@ -44,6 +52,14 @@ def read_rows_file(path: Path) -> tuple[list[Any], list[int], bool]:
             bad.append(lineno)
     missing_newline = bool(data.strip()) and not data.endswith(b"\n")
     return values, bad, bool(bad) or missing_newline
+
+
+def write_rows_file(path: Path, rows: Iterable[Any]) -> None:
+    """Replace ``path`` with one JSON line per row, atomically (a temporary file, then a rename)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    tmp.replace(path)
 
 
 def count_saved_rows(paths: Iterable[Path]) -> int:
@@ -77,21 +93,23 @@ def set_aside_rows(path: Path, rows: Iterable[dict[str, Any]]) -> list[Path]:
             old, _, _ = read_rows_file(target)
             merged.update((str(v["id"]), v) for v in old if isinstance(v, dict) and "id" in v)
         merged.update(new)
-        tmp = target.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(v, ensure_ascii=False) + "\n" for v in merged.values())
-        tmp.replace(target)
+        write_rows_file(target, merged.values())
         written.append(target)
     return written
 
 
-def restore_rows(path: Path, key: str) -> list[dict[str, Any]]:
-    """The rows set aside from ``path`` with engine key ``key`` (removing their file), or ``[]``."""
+def restore_rows(path: Path, key: str) -> tuple[list[dict[str, Any]], Path | None]:
+    """The rows set aside from ``path`` with engine key ``key`` and their file (``([], None)`` when there are
+    none). The caller writes them back into ``path`` first, then calls :func:`forget_set_aside` on the file."""
     source = _aside_path(path, key)
     if not source.is_file():
-        return []
+        return [], None
     values, _, _ = read_rows_file(source)
-    source.unlink()
+    return [v for v in values if isinstance(v, dict) and "id" in v], source
+
+
+def forget_set_aside(source: Path) -> None:
+    """Remove a file of set-aside rows once they are back in the method's file (and its folder when empty)."""
+    source.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         source.parent.rmdir()  # only when empty
-    return [v for v in values if isinstance(v, dict) and "id" in v]
