@@ -229,7 +229,7 @@ def calibrate(
     ordered = sorted(scores)
     quantiles = {f"p{int(p * 100)}": ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1)))] for p in (0.1, 0.5, 0.9)}
     result = Calibration(
-        model=str(rag.model.name), trigger=_trigger_key(trigger), theta=float(theta), target_retrievals_per_question=float(rate),
+        model=str(getattr(rag.model, "variant", None) or rag.model.name), trigger=_trigger_key(trigger), theta=float(theta), target_retrievals_per_question=float(rate),
         fire_fraction=fraction, questions=len(questions), checks=len(scores), profile=prof.name if prof else None,
         prompt_mode=rag.prompt_mode, score_quantiles=quantiles,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -100,6 +100,7 @@ def load_pretrained(
     *,
     dtype: torch.dtype | str | None = None,
     device: str | torch.device = "cpu",
+    weights: str = "float32",
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a causal language model and its tokenizer, in eval mode with SDPA attention.
 
@@ -121,6 +122,8 @@ def load_pretrained(
         name_or_path: see above; defaults to :data:`DEFAULT_MODEL`.
         dtype: the parameter dtype (``torch.float32`` when ``None``); a name such as ``"bfloat16"`` works.
         device: where to put the model.
+        weights: ``"float32"`` (dense), ``"int8"`` or ``"int4"`` (packed weight-only linear layers for the
+            CPU, :mod:`active_rag.weights`; quantised once and cached beside the converted model).
 
     Returns:
         ``(model, tokenizer)``; the tokenizer keeps the model's chat template when it has one.
@@ -131,25 +134,28 @@ def load_pretrained(
             holds no model, or a hub id is not in the local cache; the message says what to do.
         ModelIntegrityError: a GGUF does not match its published checksum, or a file is not a GGUF.
     """
+    from .weights import resolve_weights
+
     torch_dtype = _resolve_dtype(dtype)
+    packed = resolve_weights(weights, device)  # InvalidOptionError before anything loads
     text = os.fspath(name_or_path)
     if text in MODELS:
-        return _load_dir(_ensure_converted_registry(MODELS[text]), torch_dtype, device)
+        return _load_dir(_ensure_converted_registry(MODELS[text]), torch_dtype, device, packed, owned=True)
 
     path = Path(text).expanduser()
     if path.exists():
         if path.is_dir():
             if (path / "config.json").is_file():
-                return _load_dir(path, torch_dtype, device)
+                return _load_dir(path, torch_dtype, device, packed, owned=False)
             ggufs = sorted(p for p in path.glob("*.gguf") if p.is_file())
             if len(ggufs) == 1:
-                return _load_dir(_ensure_converted_file(ggufs[0]), torch_dtype, device)
+                return _load_dir(_ensure_converted_file(ggufs[0]), torch_dtype, device, packed, owned=True)
             raise ModelNotInstalledError(
                 f"{path} holds no Hugging Face model: it has no config.json and "
                 f"{'no' if not ggufs else len(ggufs)} .gguf files. Pass a folder written by "
                 f"save_pretrained, the path of one .gguf file, or a registry name ({', '.join(MODELS)})."
             )
-        return _load_dir(_ensure_converted_file(path), torch_dtype, device)
+        return _load_dir(_ensure_converted_file(path), torch_dtype, device, packed, owned=True)
 
     if _looks_like_path(text):
         raise ModelNotInstalledError(
@@ -158,7 +164,7 @@ def load_pretrained(
         )
     if "/" not in text:
         raise UnknownNameError("model", text, MODELS)
-    return _load_hub(text, torch_dtype, device)
+    return _load_hub(text, torch_dtype, device, packed)
 
 
 def _ensure_converted_registry(spec: ModelSpec) -> Path:
@@ -266,20 +272,26 @@ def _export_gguf(gguf: Path, out: Path) -> None:
 
 
 def _load_dir(
-    folder: Path, dtype: torch.dtype, device: str | torch.device
+    folder: Path, dtype: torch.dtype, device: str | torch.device, weights: str = "float32", *, owned: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a local Hugging Face model folder."""
+    """Load a local Hugging Face model folder; ``owned``: active-rag wrote it (a converted GGUF), so the
+    quantised weights are cached inside it."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .weights import folder_fingerprint, packed_path, quantize_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(
         str(folder), dtype=dtype, attn_implementation="sdpa", local_files_only=True
     )
-    return _finish(model, device), tokenizer
+    model = _finish(model, device)
+    if weights != "float32":
+        quantize_model(model, weights, cache=packed_path(folder, weights, owned=owned), fingerprint=folder_fingerprint(folder))
+    return model, tokenizer
 
 
 def _load_hub(
-    hub_id: str, dtype: torch.dtype, device: str | torch.device
+    hub_id: str, dtype: torch.dtype, device: str | torch.device, weights: str = "float32"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a hub id, from the local Hugging Face cache only when offline."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -299,7 +311,13 @@ def _load_hub(
             f"cannot be reached from here).{hint} Pass a local model folder, a .gguf file, or a "
             f"registry name ({', '.join(MODELS)})."
         ) from error
-    return _finish(model, device), tokenizer
+    model = _finish(model, device)
+    if weights != "float32":
+        from .weights import hub_packed_path, quantize_model
+
+        commit = str(getattr(model.config, "_commit_hash", None) or "")
+        quantize_model(model, weights, cache=hub_packed_path(hub_id, weights) if commit else None, fingerprint=commit)
+    return model, tokenizer
 
 
 def _finish(model: PreTrainedModel, device: str | torch.device) -> PreTrainedModel:

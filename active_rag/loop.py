@@ -133,7 +133,7 @@ class ActiveRAG:
 
         self.prompt_mode = resolve_prompt_mode(prompt_mode, str(getattr(model, "name", "")))
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
-        self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "name", "")), self.profile, self.prompt_mode)
+        self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "variant", None) or getattr(model, "name", "")), self.profile, self.prompt_mode)
         self.query = make_query(query)
         self.prompt = PROMPTS[prompt] if isinstance(prompt, str) else prompt
         self.top_k = check_int("top_k", top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)

@@ -412,21 +412,47 @@ class ActiveLM:
         *,
         device: str = "auto",
         dtype: Any = None,
+        weights: str = "auto",
         **kwargs: Any,
     ) -> ActiveLM:
         """Load a registry name (default ``smollm2``), a GGUF file, a local folder or a cached hub id.
 
         ``device``: ``"auto"`` (a CUDA GPU when present, else Apple ``mps``, else the CPU), ``"cpu"``,
         ``"cuda"``, ``"cuda:1"``, ``"mps"``. ``dtype``: a ``torch.dtype`` or its name; by default bfloat16 on
-        a CUDA GPU that supports it, float32 elsewhere. Other keyword arguments go to :class:`ActiveLM`.
+        a CUDA GPU that supports it, float32 elsewhere. ``weights``: ``"auto"`` (int8 on the CPU, dense
+        elsewhere), ``"float32"`` (dense), ``"int8"`` or ``"int4"`` (packed weight-only linear layers,
+        :mod:`active_rag.weights`). Other keyword arguments go to :class:`ActiveLM`.
         """
         from .devices import resolve_device, resolve_dtype
         from .registry import DEFAULT_MODEL, load_pretrained
+        from .weights import resolve_weights
 
         name = name_or_path or DEFAULT_MODEL
         where = resolve_device(device)
-        model, tokenizer = load_pretrained(name, dtype=resolve_dtype(dtype, where), device=where)
+        packed = resolve_weights(weights, where)
+        model, tokenizer = load_pretrained(name, dtype=resolve_dtype(dtype, where), device=where, weights=packed)
         return cls(model, tokenizer, name=name, **kwargs)
+
+    @property
+    def weights(self) -> str:
+        """``"float32"`` (dense, in the model's dtype), ``"int8"`` or ``"int4"``."""
+        from .weights import model_weights
+
+        return model_weights(self.model)
+
+    @property
+    def variant(self) -> str:
+        """The model's name, with its weights, dtype and device unless dense float32 on the CPU: what a
+        calibrated threshold is keyed by (scores differ between these)."""
+        dtype = str(self.dtype).removeprefix("torch.")
+        if (self.weights, dtype, self.device.type) == ("float32", "float32", "cpu"):
+            return self.name
+        return f"{self.name}[{self.weights},{dtype},{self.device.type}]"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the model's dense parameters (embeddings, norms; float32 unless loaded otherwise)."""
+        return next(self.model.parameters()).dtype
 
     @property
     def device(self) -> torch.device:

@@ -68,8 +68,9 @@ def question_of(value: Any) -> Any:
     raise TypeError(f"Expected a question string or {{'question': ...}}, got {type(value).__name__}.")
 
 
-def resolve_lm(model: Any) -> ActiveLM:
-    """An :class:`~active_rag.ActiveLM` from an ActiveLM, a ``ChatActiveHF`` or a registry name / path."""
+def resolve_lm(model: Any, weights: str = "auto") -> ActiveLM:
+    """An :class:`~active_rag.ActiveLM` from an ActiveLM, a ``ChatActiveHF`` or a registry name / path (loaded
+    with ``weights``)."""
     if isinstance(model, ActiveLM):
         return model
     active_lm = getattr(model, "active_lm", None)
@@ -78,7 +79,7 @@ def resolve_lm(model: Any) -> ActiveLM:
     if isinstance(model, str):
         from .chat_models import load_active_lm
 
-        return load_active_lm(model)
+        return load_active_lm(model, weights)
     raise TypeError(
         f"Expected an active_rag.ActiveLM, a ChatActiveHF or a model name, got {type(model).__name__}: "
         "build one with ActiveLM.load('smollm2') or ActiveLM(hf_model, hf_tokenizer)."

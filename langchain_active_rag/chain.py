@@ -136,6 +136,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     engine_options: dict[str, Any] = {}
     pass_k: bool = True
     """Pass ``k=top_k`` to ``retriever.invoke`` (turn off for retrievers that reject extra keywords)."""
+    weights: str = "auto"
+    """When ``model`` is a name: how the loaded model stores its linear layers (``auto``: int8 on the CPU,
+    ``float32``, ``int8``, ``int4``; :mod:`active_rag.weights`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
@@ -200,7 +203,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         s = self._settings(overrides)
         if retriever is None and self.retriever is not None:
             retriever = adapt(self.retriever, config, pass_k=self.pass_k)
-        lm = resolve_lm(self.model)
+        lm = resolve_lm(self.model, self.weights)
         kwargs: dict[str, Any] = dict(self.engine_options)
         trigger, query = s["trigger"], s["query"]
         if trigger is not None:

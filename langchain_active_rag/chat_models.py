@@ -47,7 +47,7 @@ from langchain_core.utils.function_calling import (
     convert_to_openai_tool,
 )
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from active_rag import ActiveLM, TokenStep
 from active_rag.constrained import JsonSchemaConstraint, TopLogprobs, chain
@@ -67,14 +67,16 @@ _LOAD_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load(name: str) -> ActiveLM:
-    return ActiveLM.load(name)
+def _load(name: str, weights: str) -> ActiveLM:
+    return ActiveLM.load(name, weights=weights)
 
 
-def load_active_lm(name: str) -> ActiveLM:
-    """``ActiveLM.load(name)``, once per process and name (thread-safe)."""
+def load_active_lm(name: str, weights: str = "auto") -> ActiveLM:
+    """``ActiveLM.load(name, weights=weights)``, once per process, name and weights (thread-safe)."""
+    from active_rag.weights import check_weights
+
     with _LOAD_LOCK:
-        return _load(name)
+        return _load(name, check_weights(weights))
 
 
 def logprob_entry(step: TokenStep, text: str | None = None, top: list[tuple[int, str, float]] | None = None) -> dict[str, Any]:
@@ -200,6 +202,9 @@ class ChatActiveHF(BaseChatModel):
     """Registry name, GGUF file or local folder for ``ActiveLM.load`` (ignored when ``lm`` is given)."""
     lm: ActiveLM | None = Field(default=None, exclude=True)
     """An already loaded model; takes precedence over ``model_name``."""
+    weights: str = "auto"
+    """How a model loaded from ``model_name`` stores its linear layers: ``auto`` (int8 on the CPU), ``float32``,
+    ``int8`` or ``int4`` (:mod:`active_rag.weights`)."""
     max_tokens: int = 256
     temperature: float = 0.0
     """0 decodes greedily; above 0 samples."""
@@ -213,6 +218,13 @@ class ChatActiveHF(BaseChatModel):
     """Accepted for compatibility; ``stream()`` always streams token by token."""
 
     model_config = ConfigDict(populate_by_name=True, arbitrary_types_allowed=True, protected_namespaces=())
+
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, value: str) -> str:
+        from active_rag.weights import check_weights
+
+        return check_weights(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -248,13 +260,13 @@ class ChatActiveHF(BaseChatModel):
     def active_lm(self) -> ActiveLM:
         """The :class:`active_rag.ActiveLM` (loaded on first use when built from ``model_name``)."""
         if self.lm is None:
-            self.lm = load_active_lm(self.model_name)
+            self.lm = load_active_lm(self.model_name, self.weights)
         return self.lm
 
     def _lm_for(self, model: str | None) -> ActiveLM:
         if model is None or model == self.model_name or (self.lm is not None and model == self.lm.name):
             return self.active_lm
-        return load_active_lm(model)
+        return load_active_lm(model, self.weights)
 
     def prompt_ids(
         self, messages: Sequence[BaseMessage], lm: ActiveLM | None = None, tools: Sequence[dict[str, Any]] | None = None

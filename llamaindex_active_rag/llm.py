@@ -36,14 +36,17 @@ _LOAD_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4)
-def _load(name: str) -> ActiveLM:
-    return ActiveLM.load(name)
+def _load(name: str, weights: str) -> ActiveLM:
+    return ActiveLM.load(name, weights=weights)
 
 
-def load_shared(name: str) -> ActiveLM:
-    """``ActiveLM.load(name)`` once per process and name (thread-safe), shared by every LLM built from it."""
+def load_shared(name: str, weights: str = "auto") -> ActiveLM:
+    """``ActiveLM.load(name, weights=weights)`` once per process, name and weights (thread-safe), shared by every
+    LLM built from it."""
+    from active_rag.weights import check_weights
+
     with _LOAD_LOCK:
-        return _load(name)
+        return _load(name, check_weights(weights))
 
 
 def _logprob(step: TokenStep, text: str | None = None) -> LogProb:
@@ -86,6 +89,7 @@ class ActiveHFLLM(CustomLLM):
     temperature: float = Field(default=0.0, ge=0.0, description="0 = greedy decoding.")
     stop: list[str] | None = Field(default=None, description="Stop sequences: the output ends before the first one.")
     use_chat_template: bool = Field(default=True, description="Wrap complete() prompts in the chat template.")
+    weights: str = Field(default="auto", description="How a model loaded from model_name stores its linear layers: auto (int8 on the CPU), float32, int8 or int4.")
 
     _lm: ActiveLM | None = PrivateAttr(default=None)
 
@@ -99,6 +103,10 @@ class ActiveHFLLM(CustomLLM):
             raise TypeError(f"ActiveHFLLM got unexpected keyword argument(s) {unknown}.")
         if lm is not None and "model_name" not in kwargs:
             kwargs["model_name"] = lm.name
+        if "weights" in kwargs:
+            from active_rag.weights import check_weights
+
+            kwargs["weights"] = check_weights(kwargs["weights"])  # InvalidOptionError for a bad value
         super().__init__(**kwargs)
         self._lm = lm
 
@@ -116,7 +124,7 @@ class ActiveHFLLM(CustomLLM):
     def lm(self) -> ActiveLM:
         """The :class:`active_rag.ActiveLM` (loaded from ``model_name`` on first use when none was given)."""
         if self._lm is None:
-            self._lm = load_shared(self.model_name)
+            self._lm = load_shared(self.model_name, self.weights)
         return self._lm
 
     @property

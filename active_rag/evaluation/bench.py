@@ -124,6 +124,7 @@ class BenchConfig:
     memory_tokens: list[int] | None = None
     device: str = "auto"
     dtype: str | None = None
+    weights: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.tokens or any(n < 1 for n in self.tokens):
@@ -189,7 +190,7 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
     if lm is None:
         from active_rag.model import ActiveLM as _ActiveLM
 
-        lm = _ActiveLM.load(config.model, device=config.device, dtype=config.dtype)
+        lm = _ActiveLM.load(config.model, device=config.device, dtype=config.dtype, weights=config.weights)
     model_name = config.model if named else str(lm.name)
     questions = bench_questions(config.prompts)
     tokens = sorted(set(config.tokens))
@@ -279,7 +280,7 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
         mem_jobs = [(mode, n) for mode in modes for n in mem_tokens]
         for mode, n in tqdm(mem_jobs, desc="memory", disable=not progress):
             if named:
-                row = _memory_subprocess(config.model, mode, q, prompt_ids[q], n, config.threads)
+                row = _memory_subprocess(config.model, mode, q, prompt_ids[q], n, config.threads, lm.weights)
             else:
                 row = measure_memory(lm, mode, q, prompt_ids[q], n)
                 row["process"] = "in-process (approximate)"
@@ -310,7 +311,7 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "transformers": transformers.__version__, "threads": torch.get_num_threads(),
                         "cpu": platform.processor() or platform.machine(), "device": str(lm.model.device),
-                        "dtype": str(next(lm.model.parameters()).dtype)},
+                        "dtype": str(next(lm.model.parameters()).dtype), "weights": getattr(lm, "weights", "float32")},
         "config": {**asdict(config), "out_dir": str(config.out_dir)},
         "prompts": questions,
         "prompt_tokens": [len(prompt_ids[q]) for q in questions],

@@ -89,9 +89,10 @@ def measure_memory(lm: ActiveLM, mode: str, question: str, ids: Sequence[int], n
             "method": "VmHWM reset via /proc/self/clear_refs" + (", after malloc_trim" if trimmed else "")}
 
 
-def _memory_subprocess(model: str, mode: str, question: str, ids: Sequence[int], n: int, threads: int | None) -> dict[str, Any]:
+def _memory_subprocess(model: str, mode: str, question: str, ids: Sequence[int], n: int, threads: int | None,
+                       weights: str = "auto") -> dict[str, Any]:
     payload = json.dumps({"model": model, "mode": mode, "question": question, "ids": list(ids), "tokens": n,
-                          "threads": threads})
+                          "threads": threads, "weights": weights})
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
     # the worker's entry point is `python -m active_rag.evaluation.bench`, which calls _memory_worker below
     proc = subprocess.run([sys.executable, "-m", "active_rag.evaluation.bench", "--memory-worker", payload],
@@ -112,7 +113,7 @@ def _memory_worker(payload: str) -> int:
         import torch
 
         torch.set_num_threads(int(args["threads"]))
-    lm = ActiveLM.load(args["model"])
+    lm = ActiveLM.load(args["model"], weights=args.get("weights", "auto"))
     print(json.dumps(measure_memory(lm, args["mode"], args["question"], args["ids"], int(args["tokens"]))))
     return 0
 

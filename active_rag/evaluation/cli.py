@@ -115,9 +115,10 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         "forward pass with output_attentions; (c) retrieval share with BM25; peak memory per output length.",
     )
     p.add_argument("--model", default="smollm2", help="model name or path (default: smollm2)")
-    p.add_argument("--tokens", type=_ints, default=[64, 128, 256], help="output lengths (default 64,128,256)")
+    p.add_argument("--tokens", type=_ints, default=None,
+                   help="output lengths (default 64,128,256; batch suite: the first, default 64; weights suite: decode steps timed, default 32)")
     p.add_argument("--prompts", type=int, default=3, help="number of demo questions used as prompts (default 3)")
-    p.add_argument("--repeats", type=int, default=1, help="repeats of every timing (default 1)")
+    p.add_argument("--repeats", type=int, default=None, help="repeats of every timing (default 1; weights suite: 3, the median)")
     p.add_argument("--out", type=Path, default=Path("runs/bench"), help="output folder (default: runs/bench)")
     p.add_argument("--methods", type=_csv, default=["dragin", "flare"], help="engine loops (default dragin,flare)")
     p.add_argument("--naive", type=_csv, default=["token", "segment"], help="naive references (token,segment)")
@@ -131,11 +132,20 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--suite", choices=("overhead", "batch", "prefix"), default="overhead",
+    p.add_argument("--suite", choices=("overhead", "batch", "prefix", "weights"), default="overhead",
                    help="overhead: (a)-(c) above (default); batch: tokens/s per batch size vs model.generate; "
-                   "prefix: seconds and prefilled tokens per question with and without the prefix cache")
-    p.add_argument("--batch-sizes", type=_ints, default=[1, 4, 8, 16],
-                   help="batch suite: batch sizes (default 1,4,8,16); it generates the first --tokens value per question")
+                   "prefix: seconds and prefilled tokens per question with and without the prefix cache; "
+                   "weights: float32 vs int8 vs int4 decode, prefill, memory limit and agreement")
+    p.add_argument("--models", type=_csv, default=None,
+                   help="weights suite: models (default qwen2.5-coder-0.5b,qwen2.5-coder-1.5b)")
+    p.add_argument("--prefill-tokens", type=int, default=512, help="weights suite: prompt length of the prefill timing (default 512)")
+    p.add_argument("--eval-dir", type=Path, default=Path("results/eval"),
+                   help="weights suite: where `active-rag eval --weights ...` wrote the rows compared for agreement (default results/eval)")
+    p.add_argument("--agreement-questions", type=int, default=20, help="weights suite: questions compared for identical answers (default 20)")
+    p.add_argument("--f1-questions", type=int, default=50, help="weights suite: questions of the paired F1 (default 50)")
+    p.add_argument("--batch-sizes", type=_ints, default=None,
+                   help="batch suite: batch sizes (default 1,4,8,16); it generates the first --tokens value per question; "
+                   "weights suite: default 1,8")
     p.add_argument("--questions", type=int, default=10, help="prefix suite: first N dev questions (default 10)")
     p.add_argument("--dataset", default="hotpotqa", help="prefix suite: dataset (default hotpotqa)")
     p.add_argument("--data-dir", type=Path, default=None, help="prefix suite: data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
@@ -158,6 +168,7 @@ def _model_config(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "device": options["device"],
         "dtype": None if options["dtype"] in (None, "auto") else options["dtype"],
+        "weights": options["weights"],
         "prefix_cache": options["prefix_cache"],
         "prefix_cache_mb": options["prefix_cache_mb"],
     }
@@ -213,11 +224,11 @@ def _check_methods(config: Any) -> None:
 def _saved_rows(config: Any) -> int:
     """Rows saved in this run's method files (for the message of an interrupted run)."""
     from active_rag.evaluation.config import build_methods
+    from active_rag.evaluation.runner import eval_output_dir
     from active_rag.evaluation.scoring import _safe_name
     from active_rag.evaluation.store import count_saved_rows
 
-    model = str(config.model)
-    out = Path(config.out_dir) / config.dataset / _safe_name(Path(model).name if os.sep in model else model)
+    out = config.output_dir or eval_output_dir(config, str(config.model))
     try:
         names = [spec.name for spec in build_methods(config)]
     except (ValueError, KeyError):  # pragma: no cover - the config was checked before the run
@@ -275,18 +286,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from active_rag.validation import check_int
 
         check_int("--prompts", args.prompts, minimum=1)
-        check_int("--repeats", args.repeats, minimum=1)
+        if args.repeats is not None:
+            check_int("--repeats", args.repeats, minimum=1)
         check_int("--naive-prompts", args.naive_prompts, minimum=0, hint="0 skips the naive references")
         if args.threads is not None:
             check_int("--threads", args.threads, minimum=1)
+        if args.suite == "weights":
+            return _cmd_weights(args)
         if args.suite != "overhead":
             return _cmd_throughput(args)
         config = BenchConfig(
-            model=args.model, tokens=args.tokens, prompts=args.prompts, repeats=args.repeats, out_dir=args.out,
+            model=args.model, tokens=args.tokens or [64, 128, 256], prompts=args.prompts, repeats=args.repeats or 1, out_dir=args.out,
             methods=args.methods, naive=args.naive if args.naive_prompts > 0 else [],
             naive_prompts=args.naive_prompts, memory=not args.no_memory, retrieval=not args.no_retrieval,
             profile=args.profile, threads=args.threads, memory_tokens=args.memory_tokens,
-            device=_model_config(args)["device"], dtype=_model_config(args)["dtype"],
+            device=_model_config(args)["device"], dtype=_model_config(args)["dtype"], weights=_model_config(args)["weights"],
         )
         result = run_bench(config, progress=not args.no_progress)
     except (ActiveRAGError, ValueError) as exc:
@@ -297,13 +311,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_weights(args: argparse.Namespace) -> int:
+    """``bench --suite weights`` (see :mod:`active_rag.evaluation.bench_weights`): ``--weights`` names the options
+    compared with float32 (comma-separated; default int8,int4)."""
+    from active_rag.evaluation.bench_weights import DEFAULT_MODELS, WeightsBenchConfig, run_weights_bench
+    from active_rag.validation import check_int
+    from active_rag.weights import check_weights
+
+    named = [check_weights(w) for w in str(args.weights).split(",")]
+    options = [w for w in named if w not in ("auto", "float32")] or ["int8", "int4"]
+    if args.device not in ("auto", "cpu"):
+        raise ValueError("The weights suite measures the CPU kernels: drop --device or pass --device cpu.")
+    _set_threads(args.threads)
+    config = WeightsBenchConfig(
+        models=args.models or list(DEFAULT_MODELS), weights=["float32", *options],
+        batch_sizes=args.batch_sizes or [1, 8], tokens=(args.tokens or [32])[0],
+        prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens, minimum=2), repeats=args.repeats or 3,
+        out_dir=args.out, eval_dir=args.eval_dir, dataset=args.dataset,
+        agreement_questions=check_int("--agreement-questions", args.agreement_questions, minimum=1),
+        f1_questions=check_int("--f1-questions", args.f1_questions, minimum=1),
+    )
+    result = run_weights_bench(config, progress=not args.no_progress)
+    print(result["table"])
+    print(f"Results in {config.out_dir / 'bench-weights.json'}")
+    return 0
+
+
 def _cmd_throughput(args: argparse.Namespace) -> int:
     """``bench --suite batch|prefix`` (see :mod:`active_rag.evaluation.throughput`)."""
     from active_rag.cli import model_options
     from active_rag.evaluation.throughput import ThroughputConfig, run_throughput
     from active_rag.validation import check_int
 
-    for b in args.batch_sizes:
+    batch_sizes = args.batch_sizes or [1, 4, 8, 16]
+    for b in batch_sizes:
         check_int("--batch-sizes", b, minimum=1)
     check_int("--questions", args.questions, minimum=1)
     check_int("--prefix-batch", args.prefix_batch, minimum=1)
@@ -312,7 +353,7 @@ def _cmd_throughput(args: argparse.Namespace) -> int:
     check_prompt_mode(args.prompt_mode)
     _set_threads(args.threads)
     config = ThroughputConfig(
-        suite=args.suite, model=args.model, batch_sizes=args.batch_sizes, tokens=args.tokens[0], methods=args.methods,
+        suite=args.suite, model=args.model, batch_sizes=batch_sizes, tokens=(args.tokens or [64])[0], methods=args.methods,
         prefix_methods=args.prefix_methods, questions=args.questions, dataset=args.dataset, data_dir=args.data_dir,
         prefix_batch=args.prefix_batch, out_dir=args.out, prompt_mode=args.prompt_mode,
     )

@@ -148,12 +148,26 @@ class EvalConfig:
     """Questions decoded together (one batched forward per step, continuous batching); rows are the same."""
     device: str = "auto"
     dtype: str | None = None
+    weights: str = "auto"
+    """float32, int8, int4 or auto (int8 on the CPU): :mod:`active_rag.weights`. Rows of packed weights go to
+    ``<model>-<weights>`` beside the float32 folder (:func:`active_rag.evaluation.runner.eval_output_dir`)."""
     prefix_cache: bool = True
     prefix_cache_mb: float | None = None
+    output_dir: Path | None = field(default=None, init=False, repr=False, compare=False)
+    """Set by a run once its model is loaded: the folder its rows go to (:func:`eval_output_dir`)."""
+
+    @property
+    def resolved_weights(self) -> str:
+        """``weights`` with ``auto`` resolved for this run's device."""
+        from active_rag.devices import resolve_device
+        from active_rag.weights import resolve_weights
+
+        return resolve_weights(self.weights, resolve_device(self.device))
 
     def model_options(self) -> dict[str, Any]:
         """Keyword arguments of ``ActiveLM.load`` for this run."""
-        options: dict[str, Any] = {"device": self.device, "dtype": self.dtype, "prefix_cache": self.prefix_cache}
+        options: dict[str, Any] = {"device": self.device, "dtype": self.dtype, "prefix_cache": self.prefix_cache,
+                                   "weights": self.weights}
         if self.prefix_cache_mb is not None:
             options["prefix_cache_mb"] = self.prefix_cache_mb
         return options
@@ -175,6 +189,9 @@ class EvalConfig:
         from active_rag.layout import check_prompt_mode
 
         check_prompt_mode(self.prompt_mode)
+        from active_rag.weights import check_weights
+
+        self.weights = check_weights(self.weights)
         self.profile_obj  # UnknownNameError for a bad profile
         if self.ta_are_demos not in ("fixed", "similar"):
             raise UnknownNameError("TA-ARE demonstration choice", self.ta_are_demos, ("fixed", "similar"))

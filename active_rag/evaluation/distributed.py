@@ -135,6 +135,7 @@ class EvalActor:
         w = self.worker
         return {
             "model_name": w.model_name,
+            "weights": w.weights,
             "index_info": w.index_info,
             "keys": {name: w.engine_key(name) for name in w.specs},
             "pid": os.getpid(),
@@ -244,7 +245,7 @@ def run_eval_ray(
         first = infos[0]
         model_name = str(first["model_name"])
         keys: dict[str, str] = dict(first["keys"])
-        out = eval_output_dir(config, model_name)
+        out = config.output_dir = eval_output_dir(config, model_name, str(first.get("weights", "float32")))
         out.mkdir(parents=True, exist_ok=True)
 
         done: dict[str, dict[str, dict[str, Any]]] = {}
@@ -313,7 +314,7 @@ def run_eval_ray(
             bar.close()
         stats.seconds = time.perf_counter() - started
         stats.answer_s = stats.seconds - stats.startup_s
-        info = {"out": out, "model_name": model_name, "index_info": first["index_info"], "data_dir": data_dir}
+        info = {"out": out, "model_name": model_name, "weights": str(first.get("weights", "float32")), "index_info": first["index_info"], "data_dir": data_dir}
         report = finish_eval(config, info, specs, examples, done)
         report.ray = stats  # type: ignore[attr-defined]
         return report

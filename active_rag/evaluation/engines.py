@@ -147,6 +147,9 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str) -> str:
         "model": model_name,
         "dataset": config.dataset,
     }
+    weights = getattr(rag.model, "weights", "float32")
+    if weights != "float32":  # float32 rows keep the keys they were written with
+        desc["weights"] = weights
     if getattr(rag.router, "pool", None):  # TA-ARE's similarity-selected demonstrations (absent: fixed ones)
         desc["router_demos"] = {"similar": getattr(rag.router, "n_yes", None), "pool": len(rag.router.pool)}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -243,9 +243,13 @@ def plan_eval(config: EvalConfig) -> tuple[list[MethodSpec], Path, list[Example]
     return specs, data_dir, load_dataset(config.dataset, data_dir, limit=config.limit)
 
 
-def eval_output_dir(config: EvalConfig, model_name: str) -> Path:
-    """``config.out_dir/<dataset>/<model>``: where a run writes its JSONL files, results.md and summary.json."""
-    return config.out_dir / config.dataset / _safe_name(Path(model_name).name if os.sep in model_name else model_name)
+def eval_output_dir(config: EvalConfig, model_name: str, weights: str | None = None) -> Path:
+    """``config.out_dir/<dataset>/<model>``: where a run writes its JSONL files, results.md and summary.json;
+    ``<model>-int8`` / ``<model>-int4`` for packed weights (``weights``: the loaded model's, else the config's),
+    so their rows never mix with float32's."""
+    model = _safe_name(Path(model_name).name if os.sep in model_name else model_name)
+    weights = weights or config.resolved_weights
+    return config.out_dir / config.dataset / (model if weights == "float32" else f"{model}-{weights}")
 
 
 def method_path(out: Path, spec: MethodSpec) -> Path:
@@ -279,6 +283,7 @@ class EvalWorker:
             lm = ActiveLM.load(config.model, **config.model_options())
         self.lm = lm
         self.model_name = str(lm.name or config.model)
+        self.weights = str(getattr(lm, "weights", "float32"))
         self.index_info: dict[str, Any] = {}
         self.shared: _TimedRetriever | None = None
         if config.dataset != "retrievalqa" and any(_retrieves(s) for s in self.specs.values()):
@@ -323,6 +328,7 @@ class EvalWorker:
         row["prompt_mode"] = rag.prompt_mode
         row["threshold"] = getattr(rag.trigger, "theta", None)
         row["threshold_source"] = getattr(rag.trigger, "threshold_source", None)
+        row["weights"] = self.weights
         return row
 
 
@@ -376,8 +382,9 @@ def finish_eval(
     sweep = _sweep_rows(specs, summary)
     profile = config.profile_obj
     thresholds = {name: thresholds_used(rows) for name, rows in all_rows.items()}
+    weights = str(worker_info.get("weights", "float32"))
     markdown = (f"# {config.dataset} / {model_name} ({len(examples)} questions)\n\nPrompt mode: {resolve_prompt_mode(config.prompt_mode, model_name)}; "
-                f"profile: {profile.name if profile else 'none'}\n\n" + format_thresholds(thresholds)
+                f"profile: {profile.name if profile else 'none'}" + ("" if weights == "float32" else f"; weights: {weights}") + "\n\n" + format_thresholds(thresholds)
                 + format_results_table(summary, config.dataset))
     if sweep:
         param = sweep[0]["param"]
@@ -420,7 +427,7 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
 
     specs, data_dir, examples = plan_eval(config)
     worker = EvalWorker(config, lm, specs=specs, data_dir=data_dir)
-    out = eval_output_dir(config, worker.model_name)
+    out = config.output_dir = eval_output_dir(config, worker.model_name, worker.weights)
     out.mkdir(parents=True, exist_ok=True)
 
     done_by_method: dict[str, dict[str, dict[str, Any]]] = {}
@@ -448,5 +455,5 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
             bar.close()
             done_by_method[spec.name] = done
 
-    info = {"out": out, "model_name": worker.model_name, "index_info": worker.index_info, "data_dir": data_dir}
+    info = {"out": out, "model_name": worker.model_name, "weights": worker.weights, "index_info": worker.index_info, "data_dir": data_dir}
     return finish_eval(config, info, specs, examples, done_by_method)

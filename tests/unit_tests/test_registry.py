@@ -418,7 +418,7 @@ class FakeLoads:
             raise KeyboardInterrupt  # an interrupted conversion
         (out / "config.json").write_text("{}")
 
-    def load(self, folder: Path, dtype: Any, device: Any) -> tuple[Any, Any]:
+    def load(self, folder: Path, dtype: Any, device: Any, weights: str = "float32", *, owned: bool = False) -> tuple[Any, Any]:
         self.loads.append(folder)
         return ("model", folder), ("tokenizer", folder)
 
