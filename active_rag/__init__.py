@@ -25,6 +25,13 @@ _EXPORTS: dict[str, str] = {
     'ModelNotInstalledError': 'errors',
     'RetrieverError': 'errors',
     'UnknownNameError': 'errors',
+    'AccumulateContext': 'context',
+    'CONTEXT_POLICIES': 'context',
+    'ContextPolicy': 'context',
+    'KeepNewestContext': 'context',
+    'ReplaceContext': 'context',
+    'RerankContext': 'context',
+    'make_context': 'context',
     'ActiveRAG': 'loop',
     'merge_rankings': 'loop',
     'ActiveLM': 'model',
@@ -39,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     'AttentionQuery': 'queries',
     'FollowUpQuery': 'queries',
     'FullContextQuery': 'queries',
+    'GeneratedAttentionQuery': 'queries',
     'GeneratedQuestionsQuery': 'queries',
     'InputQuery': 'queries',
     'LastSentenceQuery': 'queries',
@@ -47,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     'QUERIES': 'queries',
     'QueryContext': 'queries',
     'QueryFormulator': 'queries',
+    'QuestionEntityQuery': 'queries',
     'SearchTagQuery': 'queries',
     'make_query': 'queries',
     'BM25Index': 'retrieval',
@@ -108,6 +117,15 @@ if TYPE_CHECKING:  # pragma: no cover
         RetrieverError,
         UnknownNameError,
     )
+    from .context import (
+        CONTEXT_POLICIES,
+        AccumulateContext,
+        ContextPolicy,
+        KeepNewestContext,
+        ReplaceContext,
+        RerankContext,
+        make_context,
+    )
     from .loop import ActiveRAG, merge_rankings
     from .batching import DecodeScheduler
     from .errors import BatchError
@@ -120,6 +138,7 @@ if TYPE_CHECKING:  # pragma: no cover
         AttentionQuery,
         FollowUpQuery,
         FullContextQuery,
+        GeneratedAttentionQuery,
         GeneratedQuestionsQuery,
         InputQuery,
         LastSentenceQuery,
@@ -127,6 +146,7 @@ if TYPE_CHECKING:  # pragma: no cover
         MaskedSentenceQuery,
         QueryContext,
         QueryFormulator,
+        QuestionEntityQuery,
         SearchTagQuery,
         make_query,
     )

@@ -80,6 +80,10 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["trigger"] = make_trigger(name, **trigger_kwargs)  # InvalidOptionError for a theta out of range
     if args.query:
         kwargs["query"] = make_query(args.query)
+    if getattr(args, "context", None):
+        from .context import make_context
+
+        kwargs["context"] = make_context(args.context)  # UnknownNameError lists the policies
     if not args.method:
         kwargs["method"] = None
     return kwargs
@@ -334,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--method", help=f"preset: {', '.join(PRESETS)} (default dragin)")
     ask.add_argument("--trigger", help="trigger name (see `active-rag methods`), overrides the method's")
     ask.add_argument("--query", help="query formulator name, overrides the method's")
+    ask.add_argument("--context", help="context policy, what the prompt keeps of the retrieved passages: replace (the "
+                     "papers'), keep-newest, accumulate or rerank; overrides the method's")
     ask.add_argument("--theta", type=_theta, help="threshold of the trigger (RIND score or FLARE probability), or 'auto': "
                      "the model's calibrated value (`active-rag calibrate`), else the profile's or paper's")
     ask.add_argument("--router", default="none", help="ta-are, vanilla or none (default none)")

@@ -1,6 +1,7 @@
 """``ActiveRAG``: the framework-neutral active retrieval loop.
 
-One loop runs every method; a trigger ("when") and a query formulator ("what") select the paper:
+One loop runs every method; a trigger ("when"), a query formulator ("what") and a context policy ("what the
+prompt keeps", :mod:`active_rag.context`) select the paper:
 
 - FLARE-direct (Jiang et al. 2023, §3.2): retrieve with the input and generate the first sentence with those
   documents (App. A), then per step generate a look-ahead sentence WITHOUT retrieved documents (§3); if a
@@ -10,6 +11,9 @@ One loop runs every method; a trigger ("when") and a query formulator ("what") s
   the output at the start of its word (Eq. 6), retrieve with QFS, continue with the new documents
   replacing the old, keep the continuation's first sentence and check again (DRAGIN's released code,
   ``AttnWeightRAG.inference``). Every truncating trigger re-checks after its retrieval's first sentence.
+  With the ``replace`` context policy (the default) the documents serve that one sentence and the next
+  sentences are generated and checked without documents, as the released code does; ``keep-newest`` keeps
+  them for the rest of the answer, ``accumulate`` and ``rerank`` keep passages across retrievals.
 - FLARE-instruct (§3.1): the model writes ``[Search(query)]``; the tag is removed, the query retrieved.
 - FL-RAG / FS-RAG / self-ask: retrieve after every window / sentence / follow-up question.
 
@@ -24,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .context import ContextPolicy, make_context
 from .errors import ContextOverflowError, RetrieverError
 from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
 from .guards import answer_complete, last_complete_sentence_end, repeated_sentence_start
@@ -73,6 +78,8 @@ class _Run:
     skip_check: bool = False
     after_retrieval: bool = False  # the next segment is the first sentence after a truncating retrieval
     session_docs: bool = False  # the open session's prompt holds retrieved passages
+    session_passages: list[str] = field(default_factory=list)  # ids of the passages in the open session's prompt
+    answer_passages: list[str] = field(default_factory=list)  # ... in the prompt of the last generated segment
     usage: PromptUsage = field(default_factory=PromptUsage)  # prompt tokens from the prefix cache / prefilled
 
     @property
@@ -126,6 +133,7 @@ class ActiveRAG:
         repetition_guard: bool = True,
         stop_when_answered: bool = True,
         profile: str | Profile | None = None,
+        context: str | ContextPolicy | None = None,
     ) -> None:
         self.model = model
         self.retriever = retriever
@@ -135,6 +143,7 @@ class ActiveRAG:
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "variant", None) or getattr(model, "name", "")), self.profile, self.prompt_mode)
         self.query = make_query(query)
+        self.context = make_context(context)  # None: replace, the papers'
         self.prompt = PROMPTS[prompt] if isinstance(prompt, str) else prompt
         self.top_k = check_int("top_k", top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
         self.max_retrievals = (  # None: no cap (the generated-token guard still stops runaways)
@@ -179,7 +188,17 @@ class ActiveRAG:
             "threshold_source": getattr(self.trigger, "threshold_source", None),
             "repetition_guard": self.repetition_guard,
             "stop_when_answered": self.stop_when_answered,
+            **self._context_description(),
         }
+
+    def _context_description(self) -> dict[str, Any]:
+        """The context policy, when it makes this method behave otherwise than before context policies existed
+        (every trigger but RIND keeps the newest passages under ``replace`` and ``keep-newest``
+        alike): descriptions, and so evaluation row keys, of unchanged methods stay as they were."""
+        name = self.context.name
+        if name == "keep-newest" or (name == "replace" and not self.trigger.documents_for_one_sentence):
+            return {}
+        return {"context": self.context.describe()}
 
     # -- public API ---------------------------------------------------------------------------------
     def run(self, question: str) -> ActiveRAGResult:
@@ -224,7 +243,7 @@ class ActiveRAG:
         if trigger.action == "once" or (self.initial_retrieval and trigger.action != "never"):
             decision = TriggerDecision(fire=True, trigger=trigger.name, reason="initial retrieval with the input")
             ctx = QueryContext(question=run.question, output=[], segment=[], decision=decision, action="continue", lm=self.model)
-            yield self._retrieve(run, InputQuery().formulate(ctx), position=0, decision=decision, details={})
+            yield self._retrieve(run, InputQuery().formulate(ctx), position=0, decision=decision, details={}, formulator="input")
         processor = trigger.logits_processor(self.model)
         capture = trigger.needs_attention or self.query.needs_attention
         max_generated = 4 * self.max_new_tokens  # runaway guard, whatever the retrieval budget
@@ -237,6 +256,7 @@ class ActiveRAG:
                 self._open_session(run, capture, with_docs=not lookahead)
             steps = self._segment(run, processor, one_sentence=run.after_retrieval)
             run.generated += len(steps)
+            first_after_retrieval = run.after_retrieval
             assert run.session is not None
             ended = (
                 run.session.finished
@@ -257,10 +277,13 @@ class ActiveRAG:
                     SegmentContext(steps, run.session.max_attention if capture else None, run.output_text, ended)
                 )
                 decision.output_start = len(run.output)
+                decision.passage_ids = list(run.session_passages)
                 run.decisions.append(decision)
                 yield decision
             if decision is None or not decision.fire:
                 yield from self._accept(run, steps)
+                if first_after_retrieval:
+                    self._after_sentence(run, trigger)
                 if trigger.action == "regenerate" and run.session_docs:
                     run.session = None  # the next look-ahead is generated without documents
                 if ended or not steps:
@@ -285,7 +308,8 @@ class ActiveRAG:
             position = len(run.output) + (cut if trigger.action == "truncate" else 0)
             if trigger.action == "continue":
                 position = len(run.output) + len(steps)
-            yield self._retrieve(run, queries, position=position, decision=decision, details=qctx.details)
+            yield self._retrieve(run, queries, position=position, decision=decision, details=qctx.details,
+                                 formulator=self.query.name)
             if trigger.action == "regenerate":
                 self._open_session(run, capture, with_docs=True)
                 regenerated = self._segment(run, processor)
@@ -323,9 +347,18 @@ class ActiveRAG:
             generated_tokens=run.generated,
             cached_prompt_tokens=run.usage.cached,
             prefilled_prompt_tokens=run.usage.prefilled,
+            final_passage_ids=list(run.answer_passages),
         )
 
     # -- internals ----------------------------------------------------------------------------------
+    def _after_sentence(self, run: _Run, trigger: Trigger) -> None:
+        """The sentence after a truncating retrieval is accepted: the context policy decides what stays (DRAGIN's
+        ``replace``: nothing, the next sentences are generated without documents)."""
+        kept = self.context.after_sentence(run.docs, trigger)
+        if [p.id for p in kept] != [p.id for p in run.docs]:
+            run.docs = kept
+            run.session = None
+
     def _stopped(self, text: str) -> bool:
         """The user's stop rule, the answer-complete rule and the repetition guard, on the output so far."""
         if self.stop is not None and self.stop(text):
@@ -364,38 +397,45 @@ class ActiveRAG:
     def _layout(self, run: _Run, docs: Sequence[Passage]) -> _Layout:
         return build_layout(self.model, self.prompt, self.prompt_mode, run.question, docs, run.output_ids)
 
-    def _fit_passages(self, run: _Run, passages: Sequence[Passage]) -> int:
-        """How many of ``passages`` (best first) fit in the context with the prompt and the tokens still to
-        generate. The prompt grows with every passage, so a binary search needs O(log n) prompt renderings."""
+    def _fits(self, run: _Run, passages: Sequence[Passage]) -> bool:
+        """Whether the prompt with ``passages`` leaves room for the tokens still to generate."""
         reserve = self.max_new_tokens - len(run.output)
+        return len(self._layout(run, passages).ids) + reserve <= self.model.max_context
 
-        def fits(n: int) -> bool:
-            return len(self._layout(run, passages[:n]).ids) + reserve <= self.model.max_context
+    def _fit_held(self, run: _Run, held: Sequence[Passage], retrieval: Retrieval) -> list[Passage]:
+        """The longest version of ``held`` that fits the context: passages of earlier retrievals leave first
+        (oldest first), then the newest retrieval's lowest-ranked. The newest retrieval's passages that do not
+        fit move from ``retrieval.passages`` to ``retrieval.dropped``; one warning per call. The prompt grows
+        with every passage, so each search needs O(log n) prompt renderings."""
+        held = list(held)
+        if self._fits(run, held):
+            return held
+        new_ids = {p.id for p in retrieval.passages}
+        old = [p for p in held if p.id not in new_ids]
+        new = [p for p in held if p.id in new_ids]
 
-        if fits(len(passages)):
-            return len(passages)
-        lo, hi = 0, len(passages)  # fits(lo) is assumed (0 passages: checked by _open_session); not fits(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        def longest(fits: Callable[[int], bool], n: int) -> int:
+            lo, hi = 0, n  # fits(lo) assumed (0 passages are checked by _open_session); not fits(hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if fits(mid):
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
 
-    def _drop_to_fit(self, run: _Run, retrieval: Retrieval) -> None:
-        """Keep in ``retrieval.passages`` only the best-ranked passages that fit; the rest go to ``dropped``.
-        One warning per call, however many retrievals or passages are dropped."""
-        keep = self._fit_passages(run, retrieval.passages)
-        if keep == len(retrieval.passages):
-            return
+        if old and self._fits(run, new):  # only earlier passages need to leave: the newest of them stay
+            keep_old = longest(lambda n: self._fits(run, old[len(old) - n :] + new), len(old))
+            return old[len(old) - keep_old :] + new
+        keep = longest(lambda n: self._fits(run, new[:n]), len(new))
         total = len(retrieval.passages)
+        dropped = new[keep:]
         reason = (
             f"context window: {self.model.name}'s context of {self.model.max_context} tokens holds the prompt, "
             f"{self.max_new_tokens} tokens to generate and only the {keep} best-ranked of the {total} passages"
         )
-        retrieval.dropped = retrieval.passages[keep:] + retrieval.dropped
-        retrieval.passages = retrieval.passages[:keep]
+        retrieval.dropped = dropped + retrieval.dropped
+        retrieval.passages = [p for p in retrieval.passages if p.id not in {d.id for d in dropped}]
         retrieval.dropped_reason = reason
         if not any(w.startswith(_DROP_WARNING) for w in run.warnings):
             message = (
@@ -406,6 +446,7 @@ class ActiveRAG:
             )
             run.warnings.append(message)
             warnings.warn(message, stacklevel=4)
+        return new[:keep]
 
     def _open_session(self, run: _Run, capture: bool, with_docs: bool = True) -> None:
         docs = list(run.docs) if with_docs else []
@@ -413,8 +454,7 @@ class ActiveRAG:
         layout = self._layout(run, docs)
         if len(layout.ids) + reserve > self.model.max_context and docs and run.retrievals:
             # _retrieve already fitted the passages; this only runs if the output outgrew max_new_tokens
-            self._drop_to_fit(run, run.retrievals[-1])
-            docs = run.docs = list(run.retrievals[-1].passages)
+            docs = run.docs = self._fit_held(run, run.docs, run.retrievals[-1])
             layout = self._layout(run, docs)
         if len(layout.ids) + reserve > self.model.max_context:
             raise ContextOverflowError(
@@ -424,6 +464,7 @@ class ActiveRAG:
             )
         run.layout = layout
         run.session_docs = bool(docs)
+        run.session_passages = [p.id for p in docs]
         with count_prompt_tokens(run.usage):
             run.session = self.model.session(layout.ids, capture_attention=capture)
 
@@ -445,6 +486,7 @@ class ActiveRAG:
             return trigger.segment_done(text) or self._stopped(prefix + text)
 
         steps = list(session.generate(limit, stop=stop, logits_processor=processor))
+        run.answer_passages = list(run.session_passages)
         if by_sentence and steps:
             cut = first_sentence_end(_text(steps))
             if cut is not None:
@@ -467,7 +509,8 @@ class ActiveRAG:
             yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=len(run.output) - 1)
 
     def _retrieve(
-        self, run: _Run, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any]
+        self, run: _Run, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any],
+        formulator: str | None = None,
     ) -> Retrieval:
         queries = [q.strip() for q in queries if q and q.strip()]
         reason = decision.reason
@@ -475,17 +518,19 @@ class ActiveRAG:
             queries = [run.question]
             reason = (reason + "; " if reason else "") + f"{self.query.name} produced an empty query, used the question"
         assert self.retriever is not None
+        held = {p.id for p in run.docs} if self.context.skip_held else set()
         rankings = []
         for q in queries:
             try:
-                ranking = self.retriever.retrieve(q, self.top_k)
+                # a policy that keeps passages asks for ones the prompt does not hold yet: top_k beyond those
+                ranking = self.retriever.retrieve(q, self.top_k + len(held))
             except Exception as exc:  # surfaced with its cause
                 raise RetrieverError(
                     f"The retriever {type(self.retriever).__name__} failed on query {q!r}: {type(exc).__name__}: {exc}. "
                     "Nothing was generated past this point; fix the retriever (index path, server, credentials) and retry."
                 ) from exc
             _check_ranking(self.retriever, q, ranking)
-            rankings.append(list(ranking))
+            rankings.append([p for p in ranking if p.id not in held])
         passages = merge_rankings(rankings, self.top_k)
         retrieval = Retrieval(
             position=position,
@@ -501,10 +546,33 @@ class ActiveRAG:
             top_k=self.top_k,
             returned=len(passages),
         )
-        self._drop_to_fit(run, retrieval)
-        run.docs = list(retrieval.passages)
+        kept = self.context.after_retrieval(run.docs, passages, self._scorer(run) if self.context.needs_scorer else None)
+        left_out = [p for p in passages if p.id not in {k.id for k in kept}]
+        if left_out:
+            retrieval.passages = [p for p in passages if p not in left_out]
+            retrieval.dropped = left_out
+            retrieval.dropped_reason = f"context policy {self.context.name}: not kept"
+        before = {p.id for p in run.docs}
+        run.docs = self._fit_held(run, kept, retrieval)
+        retrieval.held_ids = [p.id for p in run.docs]
+        retrieval.new_ids = [p.id for p in retrieval.passages if p.id not in before]
+        retrieval.formulator = formulator
         run.retrievals.append(retrieval)
         return retrieval
+
+    def _scorer(self, run: _Run) -> Callable[[Sequence[Passage]], float]:
+        """The model's uncertainty about the next sentence with given passages in the prompt: the mean entropy
+        of its first few greedy tokens (the rerank policy's score; prefills reuse the prefix cache)."""
+        probe = int(getattr(self.context, "probe_tokens", 4))
+
+        def score(passages: Sequence[Passage]) -> float:
+            layout = self._layout(run, passages)
+            with count_prompt_tokens(run.usage):
+                session = self.model.session(layout.ids)
+            steps = list(session.generate(probe))  # scoring, not answer tokens: not counted as generated
+            return sum(s.entropy for s in steps) / len(steps) if steps else 0.0
+
+        return score
 
     def _force_answer(self, run: _Run) -> Iterator[TokenEvent]:
         """DRAGIN App. B: if the answer phrase is missing, append it and let the model finish the sentence."""
@@ -539,6 +607,7 @@ class ActiveRAG:
             return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
 
         steps = list(run.session.generate(32, stop=stop))
+        run.answer_passages = list(run.session_passages)
         run.generated += len(steps)
         yield from self._accept(run, steps)
 

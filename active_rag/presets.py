@@ -24,6 +24,8 @@ class Preset:
     initial_retrieval: bool = False
     trigger_kwargs: tuple[tuple[str, Any], ...] = ()
     query_kwargs: tuple[tuple[str, Any], ...] = ()
+    context: str = "replace"
+    """What the prompt keeps (:mod:`active_rag.context`); the papers' methods replace."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -78,6 +80,7 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
         "query": make_query(p.query, **query_kwargs),
         "prompt": p.prompt,
         "initial_retrieval": p.initial_retrieval,
+        "context": p.context,
         "method": p.name,
         **out,
     }

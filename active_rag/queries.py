@@ -4,6 +4,7 @@ from a :class:`QueryContext` (the question, the accepted output, the segment and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -201,7 +202,8 @@ class AttentionQuery(QueryFormulator):
 
     The context is the question and the output generated before the trigger (``scope="question+output"``,
     as in DRAGIN's released code and Appendix C's case study); ``scope="all"`` ranks every prompt position
-    (documents, exemplars, template). Stop words and punctuation are dropped from the query words.
+    (documents, exemplars, template), ``scope="output"`` the generated tokens only (:class:`GeneratedAttentionQuery`).
+    Stop words and punctuation are dropped from the query words.
     ``top_n = 35`` follows Table 9 (HotpotQA)."""
 
     name: ClassVar[str] = "attention"
@@ -213,6 +215,8 @@ class AttentionQuery(QueryFormulator):
     def candidates(self, ctx: QueryContext, trigger_position: int) -> list[int]:
         if self.scope == "all" or ctx.question_span is None or ctx.output_start is None:
             return list(range(trigger_position))
+        if self.scope == "output" and trigger_position > ctx.output_start:
+            return list(range(ctx.output_start, trigger_position))
         q0, q1 = ctx.question_span
         return list(range(q0, q1)) + list(range(ctx.output_start, trigger_position))
 
@@ -260,6 +264,57 @@ class AttentionQuery(QueryFormulator):
 
 
 @dataclass
+class GeneratedAttentionQuery(AttentionQuery):
+    """QFS restricted to generated tokens, after the question (issue 28): DRAGIN's QFS over the question and the
+    output mostly picks the question's own words again, which the first retrieval already searched with; here
+    the ``top_n`` most attended tokens are chosen among the generated ones only (the whole question context when
+    nothing was generated yet), and the query is the question followed by those words."""
+
+    name: ClassVar[str] = "attention-generated"
+    top_n: int = 10
+    scope: str = "output"
+
+    def formulate(self, ctx: QueryContext) -> list[str]:
+        words = super().formulate(ctx)[0]
+        return [f"{ctx.question} {words}".strip()]
+
+
+_ENTITY = re.compile(r"[A-Z0-9][\w'\-.]*(?:\s+(?:of\s+|de\s+|von\s+|the\s+)?[A-Z0-9][\w'\-.]*)*")
+
+
+def generated_entities(text: str, question: str, limit: int = 4) -> list[str]:
+    """Capitalised phrases and numbers of ``text`` that the question does not already name (bridge entities),
+    from its latest sentence that has any; at most ``limit``, in text order."""
+    asked = {w.lower() for w in re.findall(r"\w+", question)}
+    for sentence in reversed(split_sentences(text)):
+        found = []
+        for match in _ENTITY.finditer(sentence):
+            phrase = match.group(0).strip(" .,'")
+            words = [w for w in re.findall(r"\w+", phrase) if is_content_word(w)]
+            if words and not all(w.lower() in asked for w in words):
+                found.append(phrase)
+        if found:
+            return found[:limit]
+    return []
+
+
+@dataclass
+class QuestionEntityQuery(QueryFormulator):
+    """The question plus the entities the model just generated (issue 28): in a multi-hop answer the next hop is
+    usually named in the latest generated sentence (a bridge entity such as "Peter Schmeichel"), and the question's
+    own words keep the query on topic. Entities: capitalised phrases and numbers that the question does not name,
+    from the latest sentence before the retrieval point that has any (:func:`generated_entities`)."""
+
+    name: ClassVar[str] = "question-entity"
+    max_entities: int = 4
+
+    def formulate(self, ctx: QueryContext) -> list[str]:
+        entities = generated_entities(_text(ctx.output + ctx.before()), ctx.question, self.max_entities)
+        ctx.details["entities"] = entities
+        return [f"{ctx.question} {' '.join(entities)}".strip()]
+
+
+@dataclass
 class FullContextQuery(QueryFormulator):
     """The question plus everything generated before the retrieval point (DRAGIN Table 6, "Full Context")."""
 
@@ -298,6 +353,8 @@ QUERIES: dict[str, type[QueryFormulator]] = {
         MaskedSentenceQuery,
         GeneratedQuestionsQuery,
         AttentionQuery,
+        GeneratedAttentionQuery,
+        QuestionEntityQuery,
         FullContextQuery,
         SearchTagQuery,
         FollowUpQuery,

@@ -68,6 +68,9 @@ class Trigger:
     unit: ClassVar[Unit] = "tokens"
     needs_attention: ClassVar[bool] = False
     recheck_after_retrieval: ClassVar[bool] = True
+    # a truncating trigger whose source uses a retrieval's documents for the one sentence after it only (DRAGIN);
+    # the others keep them until the next retrieval (FLARE-instruct, self-ask)
+    documents_for_one_sentence: ClassVar[bool] = False
     max_tokens: int = 64
 
     def __post_init__(self) -> None:
@@ -226,6 +229,9 @@ class RindTrigger(Trigger):
     unit: ClassVar[Unit] = "tokens"
     needs_attention: ClassVar[bool] = True
     recheck_after_retrieval: ClassVar[bool] = False  # the continuation's first sentence is accepted unchecked
+    # the released code prompts with the documents for the one sentence regenerated after a retrieval only
+    # (oneal2000/DRAGIN src/generate.py, AttnWeightRAG.inference): the replace context policy follows it
+    documents_for_one_sentence: ClassVar[bool] = True
     default_theta: ClassVar[float] = 1.2
     theta: float | str = 1.2
     max_tokens: int = 100

@@ -74,6 +74,7 @@ class TriggerDecision:
     # semantic, rind; FLARE: prob, entropy); for plots such as active_rag.viz.plot_token_signals
     token_signals: dict[str, list[float]] | None = None
     output_start: int | None = None  # set by the loop: index in the accepted output of the segment's first token
+    passage_ids: list[str] | None = None  # set by the loop: ids of the passages in the prompt that wrote the segment
     # where ``threshold`` comes from: "default" (the paper's value), "user", "profile:<name>" or
     # "calibrated:<cache file>" (see active_rag.calibration)
     threshold_source: str | None = None
@@ -107,6 +108,13 @@ class Retrieval:
     returned: int | None = None
     dropped: list[Passage] = field(default_factory=list)
     dropped_reason: str = ""
+    held_ids: list[str] | None = None
+    """Ids of every passage the prompt holds after this retrieval (the context policy's choice: this retrieval's
+    passages under ``replace``, earlier ones too under ``accumulate``)."""
+    new_ids: list[str] | None = None
+    """Ids of this retrieval's passages that the prompt did not hold just before it (new evidence)."""
+    formulator: str | None = None
+    """The query formulator that wrote the query (``input`` for a retrieval with the question)."""
 
     @property
     def passage_ids(self) -> list[str]:
@@ -128,6 +136,9 @@ class Retrieval:
             "returned": len(self.passages) + len(self.dropped) if self.returned is None else self.returned,
             "dropped_ids": [p.id for p in self.dropped],
             "dropped_reason": self.dropped_reason,
+            "held_ids": list(self.passage_ids if self.held_ids is None else self.held_ids),
+            "new_ids": list(self.passage_ids if self.new_ids is None else self.new_ids),
+            "formulator": self.formulator,
         }
 
 
@@ -172,6 +183,8 @@ class ActiveRAGResult:
     """Prompt tokens of this call's model prompts that came from the prefix KV cache (not recomputed)."""
     prefilled_prompt_tokens: int = 0
     """Prompt tokens of this call's model prompts that were computed (prefilled)."""
+    final_passage_ids: list[str] = field(default_factory=list)
+    """Ids of the passages in the prompt that wrote the answer's last segment (evidence at answer time)."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -197,6 +210,9 @@ class ActiveRAGResult:
             "warnings": list(self.warnings),
             "generated_tokens": self.generated_tokens,
             "prompt_tokens": {"cached": self.cached_prompt_tokens, "prefilled": self.prefilled_prompt_tokens},
+            "final_passage_ids": list(self.final_passage_ids),
+            # what the prompt held when each checked segment was written (the context policy's trace)
+            "segments": [{"output_start": d.output_start, "passage_ids": d.passage_ids, "fired": d.fire} for d in self.decisions],
         }
 
 

@@ -43,6 +43,7 @@ import active_rag
 from active_rag import (
     PRESETS,
     ActiveRAGResult,
+    ContextPolicy,
     PromptTemplate,
     QueryFormulator,
     Retrieval,
@@ -80,13 +81,15 @@ OVERRIDABLE = (
     "initial_retrieval",
     "router",
     "answer_phrase",
+    "context",
 )
 #: The fields :meth:`ActiveRAG.as_configurable` exposes by default.
-CONFIGURABLE = ("preset", "trigger", "query", "top_k", "max_new_tokens", "max_retrievals")
+CONFIGURABLE = ("preset", "trigger", "query", "context", "top_k", "max_new_tokens", "max_retrievals")
 _DESCRIPTIONS = {
     "preset": "A method of active_rag.PRESETS (dragin, flare, flare-instruct, fl-rag, fs-rag, sr-rag, wo-rag, self-ask).",
     "trigger": "When to retrieve: an active_rag trigger name (rind, low-confidence, fixed-length, ...) or method alias.",
     "query": "What to retrieve: an active_rag query formulator name (attention, masked-sentence, last-tokens, ...).",
+    "context": "What the prompt keeps of the retrieved passages: replace (the papers'), keep-newest, accumulate or rerank.",
     "top_k": "Passages per retrieval.",
     "max_new_tokens": "Maximum answer length in tokens.",
     "max_retrievals": "Maximum retrievals during generation.",
@@ -125,6 +128,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     preset: str | None = None
     trigger: str | InstanceOf[Trigger] | None = None
     query: str | InstanceOf[QueryFormulator] | None = None
+    context: str | InstanceOf[ContextPolicy] | None = None
+    """What the prompt keeps of the retrieved passages (:mod:`active_rag.context`); ``None``: the preset's, else
+    ``replace``."""
     prompt: str | InstanceOf[PromptTemplate] | None = None
     top_k: int = 3
     max_new_tokens: int = 256
@@ -212,7 +218,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                 query = paired_query(trigger)
         if query is not None:
             kwargs["query"] = query
-        for name in ("prompt", "initial_retrieval", "answer_phrase"):
+        for name in ("prompt", "initial_retrieval", "answer_phrase", "context"):
             if s[name] is not None:
                 kwargs[name] = s[name]
         router = s["router"]

@@ -66,7 +66,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--trigger", type=_csv, default=[], help="ablation: trigger name(s), comma-separated")
     p.add_argument("--query", type=_csv, default=[], help="ablation: query formulator name(s), comma-separated")
     p.add_argument("--grid", action="store_true", help="run every --trigger x --query combination")
-    p.add_argument("--initial-retrieval", action="store_true", help="ablation methods retrieve with the question first")
+    p.add_argument("--initial-retrieval", action="store_true",
+                   help="every method retrieves with the question before its first token (presets run as NAME@ir)")
+    p.add_argument("--context", default=None,
+                   help="context policy for every method: replace, keep-newest, accumulate or rerank (presets run as "
+                   "NAME@context=POLICY; default: each method's own)")
     p.add_argument("--router", choices=("ta-are", "vanilla", "none"), default=None,
                    help="route each question before generating (default: ta-are for retrievalqa, none otherwise)")
     p.add_argument("--model", default=DEFAULT_EVAL_MODEL, help=f"model name or path (default: {DEFAULT_EVAL_MODEL})")
@@ -249,6 +253,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         config = EvalConfig(
             dataset=args.dataset, data_dir=args.data_dir, methods=args.methods, triggers=args.trigger,
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
+            context=args.context,
             model=args.model, limit=args.limit, out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
             profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos, baseline=args.baseline,

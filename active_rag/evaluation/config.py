@@ -129,6 +129,8 @@ class EvalConfig:
     queries: list[str] = field(default_factory=list)
     grid: bool = False
     initial_retrieval: bool = False
+    context: str | None = None
+    """A context policy for every method (:mod:`active_rag.context`); None: each method's own."""
     router: str | None = None
     model: str = DEFAULT_EVAL_MODEL
     limit: int | None = None
@@ -247,6 +249,7 @@ class MethodSpec:
     initial_retrieval: bool = False
     router: str | None = None
     sweep: tuple[str, float] | None = None
+    context: str | None = None
 
     @property
     def base(self) -> str:
@@ -314,17 +317,24 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
         else:
             methods = list(PRESETS)
     specs: list[MethodSpec] = []
+    from active_rag.context import CONTEXT_POLICIES
+
+    if config.context is not None and config.context not in CONTEXT_POLICIES:
+        raise UnknownNameError("context policy", config.context, CONTEXT_POLICIES)
     for name in methods:
         if name not in PRESETS:
             raise UnknownNameError("method", name, PRESETS)
-        specs.append(MethodSpec(name=name, preset=name))
+        preset_ir = config.initial_retrieval and not PRESETS[name].initial_retrieval
+        preset_suffix = ("@ir" if preset_ir else "") + (f"@context={config.context}" if config.context else "")
+        specs.append(MethodSpec(name=name + preset_suffix, preset=name, initial_retrieval=preset_ir, context=config.context))
     for trig, query in pairs:
         key = TRIGGER_ALIASES.get(trig, trig)
         if key not in TRIGGERS:
             raise UnknownNameError("trigger", trig, list(TRIGGERS) + list(TRIGGER_ALIASES))
         if query not in QUERIES:
             raise UnknownNameError("query formulator", query, QUERIES)
-        specs.append(MethodSpec(name=f"{key}+{query}", trigger=key, query=query, initial_retrieval=config.initial_retrieval))
+        specs.append(MethodSpec(name=f"{key}+{query}" + (f"@context={config.context}" if config.context else ""), trigger=key,
+                                query=query, initial_retrieval=config.initial_retrieval, context=config.context))
     if not specs:
         raise ValueError("No method to run: pass --methods and/or --trigger with --query.")
     if config.sweep is not None:

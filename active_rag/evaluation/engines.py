@@ -111,6 +111,8 @@ def build_engine(
         "router": router if spec.router else None,
         "method": spec.name,
     }
+    if spec.context is not None:
+        common["context"] = spec.context
     if spec.preset is not None:
         preset = PRESETS[spec.preset]
         overrides: dict[str, Any] = {}
@@ -122,6 +124,8 @@ def build_engine(
             profiled = preset_kwargs(spec.preset, config.profile_obj)["trigger"]  # the profile's segment length
             overrides["trigger"] = make_trigger(preset.trigger, **{**dict(preset.trigger_kwargs), **dict(spec.trigger_kwargs),
                                                                   "max_tokens": profiled.max_tokens})
+        if spec.initial_retrieval:
+            overrides["initial_retrieval"] = True
         return ActiveRAG.from_preset(spec.preset, lm, retriever, **overrides, **common)
     trigger_name = str(spec.trigger)
     prompt: str | PromptTemplate = _OWN_PROMPT_TRIGGERS.get(trigger_name, template)

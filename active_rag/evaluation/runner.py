@@ -203,6 +203,8 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
         "route": data["route"],
         "warnings": data["warnings"],
         "prompt_tokens": data["prompt_tokens"],
+        "final_passage_ids": data["final_passage_ids"],
+        "segments": data["segments"],
     }
     if example.gold_passage_ids:
         row["gold_passage_ids"] = example.gold_passage_ids

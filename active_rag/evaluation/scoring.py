@@ -56,11 +56,24 @@ def score_example(example: Example, result: ActiveRAGResult) -> tuple[str | None
         m["gold_hits"] = hits
         m["gold_hit_rate"] = hits / n if n else None
         m["gold_recall"] = len(found) / len(gold)
+        # issue 28: did the prompt that wrote the answer hold every gold passage; which retrievals brought a gold
+        # passage the prompt did not hold yet (new evidence), all of them and those of the method's own query
+        # formulator (not the retrieval with the question)
+        m["evidence_recall"] = float(gold <= set(result.final_passage_ids))
+        active = [r for r in result.retrievals if r.formulator != "input"]
+        m["new_evidence_hits"] = sum(1 for r in result.retrievals if gold & set(_new_ids(r)))
+        m["active_retrievals"] = len(active)
+        m["active_new_evidence_hits"] = sum(1 for r in active if gold & set(_new_ids(r)))
+    m["final_passages"] = len(result.final_passage_ids)
     if example.kind == "retrievalqa":
         m["retrieve_decision"] = float(result.route.retrieve if result.route else n > 0)
         if example.needs_retrieval is not None:
             m["needs_retrieval"] = float(example.needs_retrieval)
     return answer, m
+
+
+def _new_ids(retrieval: Any) -> list[str]:
+    return list(retrieval.passage_ids if retrieval.new_ids is None else retrieval.new_ids)
 
 
 def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str, float | None]:
@@ -92,6 +105,14 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str,
         n_ret = sum(float(m["retrievals"]) for m in gold_rows)
         out["gold_hit_rate"] = sum(float(m["gold_hits"]) for m in gold_rows) / n_ret if n_ret else None
         out.pop("gold_hits", None)
+        new_rows = [m for m in gold_rows if "new_evidence_hits" in m]  # rows written before issue 28 have none
+        n_new = sum(float(m["retrievals"]) for m in new_rows)
+        out["new_evidence_rate"] = sum(float(m["new_evidence_hits"]) for m in new_rows) / n_new if n_new else None
+        n_active = sum(float(m["active_retrievals"]) for m in new_rows)
+        out["active_new_evidence_rate"] = (sum(float(m["active_new_evidence_hits"]) for m in new_rows) / n_active
+                                           if n_active else None)
+        for key in ("new_evidence_hits", "active_retrievals", "active_new_evidence_hits"):
+            out.pop(key, None)
     if dataset == "retrievalqa":
         out.pop("retrieve_decision", None)
         out.pop("needs_retrieval", None)
@@ -210,6 +231,9 @@ def format_results_table(summary: Mapping[str, Mapping[str, Any]], dataset: str)
     cols += [("retrievals_per_question", "Ret/q", False, 2)]
     if any(m.get("gold_hit_rate") is not None for m in summary.values()):
         cols += [("gold_hit_rate", "Gold hit %", True, 1)]
+    if any(m.get("evidence_recall") is not None for m in summary.values()):
+        cols += [("new_evidence_rate", "New ev. %", True, 1), ("active_new_evidence_rate", "New ev. (own query) %", True, 1),
+                 ("final_passages", "Passages@answer", False, 1), ("evidence_recall", "All gold@answer %", True, 1)]
     cols += [("trigger_fire_rate", "Fire %", True, 1), ("generated_tokens", "Tokens/q", False, 1),
              ("seconds_per_question", "s/q", False, 1), ("wall_time_per_question_s", "latency s", False, 1),
              ("n", "n", False, 0)]

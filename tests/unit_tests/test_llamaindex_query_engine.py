@@ -439,3 +439,15 @@ def test_aquery_runs_the_engine_in_worker_threads(tiny_lm: ActiveLM) -> None:
     first, second = asyncio.run(both())
     assert threads and threading.get_ident() not in threads  # never on the event loop's thread
     assert first.metadata["complete"] and second.metadata["complete"] and len(second.source_nodes) == 2
+
+
+@pytest.mark.parametrize("policy", ["replace", "keep-newest", "accumulate", "rerank"])
+def test_context_policy_is_a_parameter_and_the_query_is_the_engines(tiny_lm: ActiveLM, policy: str) -> None:
+    """Issue 28: the context policy passes through to the engine; the response carries the engine's answer and trace."""
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fs-rag", context=policy, max_new_tokens=24, top_k=2)
+    assert engine.rag.context.name == policy
+    response = engine.query(QUESTION)
+    direct = ActiveRAG.from_preset("fs-rag", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), context=policy,
+                                   max_new_tokens=24, top_k=2).run(QUESTION)
+    assert str(response) == direct.answer
+    assert response.metadata["retrievals"] == [r.to_dict() for r in direct.retrievals]

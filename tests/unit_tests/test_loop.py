@@ -220,7 +220,8 @@ def test_dragin_truncates_at_the_rind_token_and_queries_with_attention() -> None
             return words("Kasper's father is Peter Schmeichel. So the answer is Peter.")
         return words("Kasper's father is Bob Smith and more words follow here.", Bob=(0.2, 10.0))
 
-    result, rec, lm = run("dragin", script, focus={"father", "Kasper", "Kasper's", "Bob"}, max_new_tokens=60)
+    result, rec, lm = run("dragin", script, focus={"father", "Kasper", "Kasper's", "Bob"}, max_new_tokens=60,
+                          context="keep-newest")  # the documents stay for the rest of the answer
     assert len(rec.queries) == 1
     r = result.retrievals[0]
     assert r.token == " Bob" and r.position == 3 and r.score is not None and r.score > 1.2
@@ -475,7 +476,8 @@ def test_dragin_triggers_twice_in_one_answer_and_retrieves_twice() -> None:
     """After a retrieval the continuation's first sentence is kept and the generation is checked again
     (DRAGIN's released code), so a second uncertain word triggers a second retrieval."""
 
-    result, rec, _ = run("dragin", _two_trigger_script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
+    result, rec, _ = run("dragin", _two_trigger_script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60,
+                         context="keep-newest")  # the script's second trigger needs the first retrieval's documents
     assert len(rec.queries) == 2 and len(result.retrievals) == 2
     assert [r.token for r in result.retrievals] == [" Bob.", " Zonk."]
     assert [r.position for r in result.retrievals] == [3, 6]  # truncated before the triggering words
@@ -486,7 +488,8 @@ def test_dragin_code_drops_the_whole_hallucinated_sentence() -> None:
     """``truncate="sentence"`` (preset dragin-code): as DRAGIN's released code, only the sentences before the
     hallucinated one are kept, so a trigger in the first sentence regenerates the answer from its start."""
 
-    result, rec, _ = run("dragin-code", _two_trigger_script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60)
+    result, rec, _ = run("dragin-code", _two_trigger_script, focus={"Kasper's", "father", "Bob", "Zonk", "Peter"}, max_new_tokens=60,
+                         context="keep-newest")
     assert [r.token for r in result.retrievals] == [" Bob.", " Zonk."]
     assert [r.position for r in result.retrievals] == [0, 4]  # at the start of the sentence that holds the word
     assert result.answer == "Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS."

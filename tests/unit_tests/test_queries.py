@@ -297,7 +297,7 @@ def test_attention_query_without_attention_raises_a_clear_error(tiny_lm, layout)
 def test_make_query_by_name_alias_and_unknown() -> None:
     assert set(QUERIES) == {
         "input", "last-tokens", "last-sentence", "masked-sentence", "generated-questions",
-        "attention", "full-context", "search-tag", "follow-up",
+        "attention", "full-context", "search-tag", "follow-up", "question-entity", "attention-generated",
     }  # fmt: skip
     for name, cls in QUERIES.items():
         assert type(make_query(name)) is cls and cls.name == name
@@ -339,3 +339,28 @@ def test_query_formulator_numbers_are_checked(make, message) -> None:
 
     with pytest.raises(InvalidOptionError, match=message):
         make()
+
+
+def test_question_entity_query_adds_the_generated_bridge_entity() -> None:
+    from active_rag.queries import QueryContext, QuestionEntityQuery, generated_entities
+
+    question = "Who is the father of Kasper Schmeichel?"
+    text = "Kasper Schmeichel is a Danish goalkeeper. His father is Peter Schmeichel, who won in 1992."
+    assert generated_entities(text, question) == ["Peter Schmeichel", "1992"]
+    # the latest sentence that names something new; the question's own names are not repeated
+    assert generated_entities("Kasper Schmeichel plays. He is good.", question) == []
+    steps = [TokenStep(id=i, text=w, logprob=0.0, entropy=0.0, position=i) for i, w in enumerate(text.split(" "))]
+    spaced = [TokenStep(id=s.id, text=(" " if i else "") + s.text, logprob=0.0, entropy=0.0, position=i) for i, s in enumerate(steps)]
+    ctx = QueryContext(question=question, output=spaced, segment=[], decision=TriggerDecision(fire=True, trigger="t"))
+    assert QuestionEntityQuery().formulate(ctx) == [question + " Peter Schmeichel 1992"]
+    assert ctx.details["entities"] == ["Peter Schmeichel", "1992"]
+
+
+def test_generated_attention_query_ranks_generated_tokens_only() -> None:
+    from active_rag.queries import GeneratedAttentionQuery, QueryContext
+
+    ctx = QueryContext(question="q", output=[], segment=[], decision=TriggerDecision(fire=True, trigger="t"),
+                       question_span=(2, 6), output_start=10)
+    assert GeneratedAttentionQuery().candidates(ctx, 14) == [10, 11, 12, 13]
+    assert GeneratedAttentionQuery().candidates(ctx, 10) == [2, 3, 4, 5]  # nothing generated yet: the question
+    assert AttentionQuery().candidates(ctx, 14) == [2, 3, 4, 5, 10, 11, 12, 13]

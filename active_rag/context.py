@@ -1,0 +1,170 @@
+"""Context policies: *what the prompt keeps* of the passages retrieved so far, the third component beside the
+trigger ("when") and the query formulator ("what"), issue 28.
+
+The papers replace the documents at every retrieval: what an earlier query found is gone when the answer is
+written. On small models evidence in the prompt decides the answer (both gold paragraphs in the prompt: EM
+47.5 for qwen2.5-coder-0.5b on HotpotQA, 5.0 with none), so the policies here differ in what survives:
+
+- :class:`ReplaceContext` (``replace``, the papers'): the prompt holds the newest retrieval's passages only,
+  and only for as long as the method's source keeps them. DRAGIN (RIND, ``documents_for_one_sentence``) uses
+  them for the one sentence regenerated after the retrieval and checks the following sentences without
+  documents (the released code, oneal2000/DRAGIN ``src/generate.py``, ``AttnWeightRAG.inference``: every
+  iteration prompts without documents unless it retrieved); FLARE-direct uses them for the regenerated
+  sentence (its look-ahead is always generated without documents, §3); FLARE-instruct, self-ask, FL-RAG,
+  FS-RAG and SR-RAG keep them until the next retrieval.
+- :class:`KeepNewestContext` (``keep-newest``): the newest retrieval's passages stay in the prompt for the rest
+  of the answer (active-rag's behaviour for DRAGIN before issue 28).
+- :class:`AccumulateContext` (``accumulate``): a bounded buffer of distinct passages across retrievals,
+  deduplicated by id, at most ``max_passages``; in the prompt in retrieval order (the first retrieval's
+  passages first, each retrieval's in its rank order, so the newest sit nearest the question); beyond the
+  bound, or when the model's context is full, the oldest leave first.
+- :class:`RerankContext` (``rerank``, after SeaKR, Yao et al. 2024, THU-KEG/SeaKR): the candidates are the
+  held passages and the new ones; each is scored by the same model's uncertainty about the next sentence with
+  that passage alone in the prompt (the mean entropy, DRAGIN Eq. 1, of the first ``probe_tokens`` greedy
+  tokens; prefills start from the prefix cache), and the ``keep`` least uncertain stay, least uncertain first.
+
+With ``accumulate`` and ``rerank`` a retrieval asks for passages the prompt does not already hold
+(:attr:`ContextPolicy.skip_held`): the retriever is asked for more and the held ones are skipped, so every
+retrieval can add evidence. ``replace`` and ``keep-newest`` take the retriever's ranking as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .errors import UnknownNameError
+from .types import Passage
+from .validation import check_int
+
+Scorer = Callable[[Sequence[Passage]], float]
+"""The model's uncertainty about the next sentence with these passages in the prompt (lower: more certain)."""
+
+
+@dataclass
+class ContextPolicy:
+    """Base class: what the prompt holds after a retrieval, and after the sentence that follows it."""
+
+    name: ClassVar[str] = "context"
+    skip_held: ClassVar[bool] = False
+    """Retrievals skip passages the prompt already holds."""
+    needs_scorer: ClassVar[bool] = False
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        """The prompt's passages after a retrieval returned ``new`` while it held ``held``."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def after_sentence(self, held: Sequence[Passage], trigger: Any) -> list[Passage]:
+        """The prompt's passages once the sentence generated right after a truncating retrieval is accepted
+        (``trigger``: the method's). Default: unchanged."""
+        return list(held)
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{self.name}({fields})"
+
+
+@dataclass
+class ReplaceContext(ContextPolicy):
+    """The papers' policy: the newest retrieval's passages replace the held ones; after a truncating trigger's
+    retrieval (DRAGIN) they serve the one regenerated sentence and the prompt is without documents again."""
+
+    name: ClassVar[str] = "replace"
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        return list(new)
+
+    def after_sentence(self, held: Sequence[Passage], trigger: Any) -> list[Passage]:
+        return [] if getattr(trigger, "documents_for_one_sentence", False) else list(held)
+
+
+@dataclass
+class KeepNewestContext(ContextPolicy):
+    """The newest retrieval's passages stay in the prompt for the rest of the answer."""
+
+    name: ClassVar[str] = "keep-newest"
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        return list(new)
+
+
+def _distinct(passages: Sequence[Passage]) -> list[Passage]:
+    seen: set[str] = set()
+    out: list[Passage] = []
+    for p in passages:
+        if p.id not in seen:
+            seen.add(p.id)
+            out.append(p)
+    return out
+
+
+@dataclass
+class AccumulateContext(ContextPolicy):
+    """Distinct passages of every retrieval so far, oldest first, at most ``max_passages`` (the oldest leave)."""
+
+    name: ClassVar[str] = "accumulate"
+    skip_held: ClassVar[bool] = True
+    max_passages: int = 6
+
+    def __post_init__(self) -> None:
+        check_int("max_passages", self.max_passages, minimum=1, hint="It bounds the passages the prompt keeps across retrievals")
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        kept = _distinct([*held, *new])
+        return kept[-self.max_passages :]
+
+
+@dataclass
+class RerankContext(ContextPolicy):
+    """Of the held and the new passages, the ``keep`` that leave the model least uncertain about the next
+    sentence (each scored alone in the prompt), least uncertain first; with ``keep`` or fewer candidates all
+    stay, in retrieval order, and none is scored."""
+
+    name: ClassVar[str] = "rerank"
+    skip_held: ClassVar[bool] = True
+    needs_scorer: ClassVar[bool] = True
+    keep: int = 3
+    probe_tokens: int = 4
+
+    def __post_init__(self) -> None:
+        check_int("keep", self.keep, minimum=1, hint="It is the number of passages the prompt keeps")
+        check_int("probe_tokens", self.probe_tokens, minimum=1, hint="It is the number of tokens whose entropy scores a passage")
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        if scorer is None:
+            raise ValueError("The rerank context policy scores passages with the model: the engine passes a scorer.")
+        candidates = _distinct([*held, *new])
+        if len(candidates) <= self.keep:  # nothing to choose: kept in retrieval order, unscored
+            return candidates
+        scores = [scorer([p]) for p in candidates]
+        order = sorted(range(len(candidates)), key=lambda i: (scores[i], i))  # ties: the earlier candidate
+        return [candidates[i] for i in order[: self.keep]]
+
+
+CONTEXT_POLICIES: dict[str, type[ContextPolicy]] = {
+    cls.name: cls for cls in (ReplaceContext, KeepNewestContext, AccumulateContext, RerankContext)
+}
+
+
+def make_context(spec: str | ContextPolicy | None, **kwargs: Any) -> ContextPolicy:
+    """A context policy from its name (``replace``, ``keep-newest``, ``accumulate``, ``rerank``) or an instance;
+    ``None`` is ``replace``."""
+    if isinstance(spec, ContextPolicy):
+        return spec
+    key = "replace" if spec is None else str(spec).strip().lower()
+    if key not in CONTEXT_POLICIES:
+        raise UnknownNameError("context policy", str(spec), CONTEXT_POLICIES)
+    return CONTEXT_POLICIES[key](**kwargs)
+
+
+__all__ = [
+    "CONTEXT_POLICIES",
+    "AccumulateContext",
+    "ContextPolicy",
+    "KeepNewestContext",
+    "ReplaceContext",
+    "RerankContext",
+    "Scorer",
+    "make_context",
+]

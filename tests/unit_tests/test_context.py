@@ -1,0 +1,120 @@
+"""Context policies (issue 28): what the prompt keeps across retrievals, driven by the scripted word-level model
+of test_loop so that every prompt the model saw is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from active_rag import ActiveRAG, Passage, UnknownNameError
+from active_rag.context import AccumulateContext, RerankContext, make_context
+from active_rag.errors import InvalidOptionError
+from tests.unit_tests.test_loop import QUESTION, Recorder, ScriptedLM, Word, _two_trigger_script, run, words
+
+FOCUS = {"Kasper's", "father", "Bob", "Zonk", "Peter"}
+
+
+def _prompts(lm: ScriptedLM) -> list[str]:
+    return [s.prompt_text for s in lm.sessions]
+
+
+def test_dragin_replace_drops_the_passages_after_the_regenerated_sentence() -> None:
+    """The released code: the documents serve the one sentence regenerated after a retrieval; the next sentences
+    are generated (and checked) without documents."""
+    result, rec, lm = run("dragin", _two_trigger_script, focus=FOCUS, max_new_tokens=60)
+    prompts = _prompts(lm)
+    assert "evidence" not in prompts[0]  # DRAGIN starts without documents
+    assert "evidence1" in prompts[1]  # the regenerated sentence sees the first retrieval's passages
+    assert "evidence" not in prompts[2]  # ... and the sentence after it sees none
+    assert len(result.retrievals) == 2 and [r.position for r in result.retrievals] == [3, 4]
+    # the trace says what the prompt held: the retrieval's passages, then nothing for the next checked segment
+    assert result.retrievals[0].held_ids == ["r1-0", "r1-1", "r1-2"]
+    checked_after = [d for d in result.decisions if d.output_start == 4]
+    assert checked_after and checked_after[0].passage_ids == []
+    data = result.to_dict()
+    assert data["retrievals"][0]["held_ids"] == ["r1-0", "r1-1", "r1-2"]
+    assert data["final_passage_ids"] == result.final_passage_ids
+
+
+def test_keep_newest_keeps_the_passages_for_the_rest_of_the_answer() -> None:
+    result, _, lm = run("dragin", _two_trigger_script, focus=FOCUS, max_new_tokens=60, context="keep-newest")
+    prompts = _prompts(lm)
+    assert "evidence1" in prompts[1] and all("evidence" in p for p in prompts[1:])  # never without documents again
+    assert result.answer == "Kasper's father is Peter. Peter won IFFHS. So the answer is IFFHS."
+    assert result.final_passage_ids == ["r2-0", "r2-1", "r2-2"]
+
+
+def test_dragin_with_initial_retrieval_retrieves_with_the_question_before_the_first_token() -> None:
+    result, rec, lm = run("dragin", _two_trigger_script, focus=FOCUS, max_new_tokens=60, initial_retrieval=True)
+    assert rec.queries[0] == QUESTION
+    assert result.retrievals[0].position == 0 and result.retrievals[0].token is None
+    assert "evidence1" in _prompts(lm)[0]
+
+
+def test_accumulate_keeps_distinct_passages_oldest_first_within_the_budget() -> None:
+    answer = "One is here. Two is here. Three is here. So the answer is three."
+    result, rec, lm = run("fs-rag", lambda p: words(answer), top_k=2, context=AccumulateContext(max_passages=4))
+    held = [r.held_ids for r in result.retrievals]
+    assert held[0] == ["r1-0", "r1-1"]
+    assert held[1] == ["r1-0", "r1-1", "r2-0", "r2-1"]
+    assert held[2] == ["r2-0", "r2-1", "r3-0", "r3-1"]  # the oldest retrieval left first
+    # documented order in the prompt: retrieval order, the newest nearest the question
+    prompt = _prompts(lm)[1]  # the second sentence's: both retrievals so far
+    assert prompt.index("evidence1") < prompt.index("evidence2")
+    assert "evidence3" not in prompt
+
+
+class SameRanking:
+    """Returns the same ranking for every query; records the k it was asked for."""
+
+    def __init__(self, n: int = 8) -> None:
+        self.passages = [Passage(id=f"p{i}", title=f"P{i}", text=f"passage{i} text") for i in range(n)]
+        self.asked: list[int] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.asked.append(k)
+        return self.passages[:k]
+
+
+def test_a_retrieval_skips_the_passages_the_prompt_already_holds() -> None:
+    retriever = SameRanking()
+    lm = ScriptedLM(script=lambda p: words("One is here. Two is here. So the answer is two."))
+    result = ActiveRAG.from_preset("fs-rag", lm, retriever, top_k=2, context="accumulate").run(QUESTION)
+    assert [r.passage_ids for r in result.retrievals[:3]] == [["p0", "p1"], ["p2", "p3"], ["p4", "p5"]]
+    assert retriever.asked[:3] == [2, 4, 6]  # top_k beyond what the prompt holds
+    # replace takes the ranking as it is
+    again = ActiveRAG.from_preset("fs-rag", lm, SameRanking(), top_k=2, context="replace").run(QUESTION)
+    assert all(r.passage_ids == ["p0", "p1"] for r in again.retrievals)
+
+
+def test_rerank_keeps_the_passage_that_lowers_the_model_uncertainty() -> None:
+    def script(prompt: str) -> list[Word]:
+        sure = "passage3" in prompt  # the model is certain only when passage 3 is in its prompt
+        return [Word(w, 0.9, 0.1 if sure else 4.0) for w in "Peter is the father. So the answer is Peter.".split()]
+
+    lm = ScriptedLM(script=script)
+    result = ActiveRAG.from_preset("sr-rag", lm, SameRanking(), top_k=5, context=RerankContext(keep=1)).run(QUESTION)
+    r = result.retrievals[0]
+    assert r.held_ids == ["p3"] and r.passage_ids == ["p3"]
+    assert [p.id for p in r.dropped] == ["p0", "p1", "p2", "p4"] and "rerank" in r.dropped_reason
+    # five scoring sessions (one passage each), then the answer's session with passage 3 alone
+    assert "passage3" in _prompts(lm)[-1] and "passage0" not in _prompts(lm)[-1]
+    assert result.final_passage_ids == ["p3"]
+
+
+def test_context_policy_names_and_settings_are_checked() -> None:
+    assert make_context(None).name == "replace"
+    assert make_context("accumulate", max_passages=9).max_passages == 9
+    with pytest.raises(UnknownNameError, match="context policy"):
+        make_context("forget")
+    with pytest.raises(InvalidOptionError, match="max_passages"):
+        AccumulateContext(max_passages=0)
+    with pytest.raises(InvalidOptionError, match="keep"):
+        RerankContext(keep=0)
+
+
+def test_engine_description_names_the_policy_only_where_it_changes_behaviour() -> None:
+    lm = ScriptedLM(script=lambda p: words("Peter."))
+    assert "context" not in ActiveRAG.from_preset("fs-rag", lm, Recorder()).describe()  # replace == before
+    assert "context" not in ActiveRAG.from_preset("dragin", lm, Recorder(), context="keep-newest").describe()
+    assert ActiveRAG.from_preset("dragin", lm, Recorder()).describe()["context"].startswith("replace")
+    assert ActiveRAG.from_preset("fs-rag", lm, Recorder(), context="accumulate").describe()["context"].startswith("accumulate")
