@@ -11,13 +11,15 @@ bfloat16 for the kernel and return the model's dtype.
 - :class:`Int4Linear`: per-group asymmetric int4 (groups of :data:`INT4_GROUP` inputs,
   ``w ~ (q - 8) * s + z``, ``q`` in [0, 15]), torch's ``scales_and_zeros`` convention.
 
-Which kernel runs depends on the shape: a forward of at most :data:`PACKED_MAX_ROWS` rows (every decode
-step, batched or not, and the output head, which prefill computes for one position) runs the packed
-kernel; a longer prefill, which is compute-bound and where the packed kernel is slower than float32's
+Which kernel runs depends on the shape: an int8 forward of at most :attr:`Int8Linear.packed_max_rows` rows
+(every decode step, batched or not, and the output head, which prefill computes for one position) runs the
+packed kernel; a longer int8 prefill, which is compute-bound and where that kernel is slower than float32's
 matmul, dequantises the layer's weights for that call and runs float32's dense matmul on the same inputs
 (rounded to bfloat16, as the kernel sees them) and rounds the output to bfloat16 as the kernel does. Both
 paths therefore compute the same numbers up to float32 summation order, so how a prompt is split into
-forwards (a prefix-cache hit, a batch) changes its tokens no more than it does with float32 weights.
+forwards (a prefix-cache hit, a batch) changes its tokens no more than it does with float32 weights. The
+int4 kernel keeps float32's prefill speed at every length (``active-rag bench --suite weights``), and
+unpacking int4 for a dense matmul costs more than it saves, so int4 always runs its kernel.
 
 The quantised tensors are plain integers and scales, independent of the CPU; the int4 kernel's packed
 layout depends on the CPU's instruction set, so it is built at load from the stored nibbles
@@ -34,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 PACKED_MAX_ROWS = 64
-"""Forwards with at most this many rows use the packed kernel; longer ones dequantise for a dense matmul."""
+"""int8 forwards with at most this many rows use the packed kernel; longer ones dequantise for a dense matmul."""
 
 INT4_GROUP = 32
 """Inputs per int4 quantisation group (GGUF's Q4 blocks have 32 too)."""
@@ -47,6 +49,8 @@ class PackedLinear(nn.Module):
     """Base of the weight-only layers: shape handling, bias and the packed/dense dispatch."""
 
     kind = "packed"
+    packed_max_rows: int | None = PACKED_MAX_ROWS
+    """Forwards with more rows dequantise for float32's dense matmul; ``None``: always the packed kernel."""
 
     def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -59,7 +63,8 @@ class PackedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         rows = x.reshape(-1, self.in_features)
-        if rows.shape[0] <= PACKED_MAX_ROWS:
+        limit = self.packed_max_rows
+        if limit is None or rows.shape[0] <= limit:
             self.packed_calls += 1
             out = self._packed(rows.to(KERNEL_DTYPE))
         else:
@@ -149,6 +154,7 @@ class Int4Linear(PackedLinear):
     scale and a zero point (``w ~ (q - 8) * s + z``). Needs ``in_features`` divisible by the group size."""
 
     kind = "int4"
+    packed_max_rows = None
 
     def __init__(self, nibbles: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, bias: torch.Tensor | None = None,
                  group_size: int = INT4_GROUP) -> None:
