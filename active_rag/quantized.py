@@ -64,9 +64,13 @@ class PackedLinear(nn.Module):
         shape = x.shape
         rows = x.reshape(-1, self.in_features)
         limit = self.packed_max_rows
-        if limit is None or rows.shape[0] <= limit:
+        if rows.shape[0] == 0:
+            out = rows.new_zeros((0, self.out_features), dtype=KERNEL_DTYPE)
+        elif limit is None or rows.shape[0] <= limit:
             self.packed_calls += 1
-            out = self._packed(rows.to(KERNEL_DTYPE))
+            # the kernels read their input as a dense row-major matrix: a strided view (a transposed attention
+            # output) must be copied first, and .to() keeps a view's strides
+            out = self._packed(rows.to(KERNEL_DTYPE).contiguous())
         else:
             self.dense_calls += 1
             dense = F.linear(rows.to(KERNEL_DTYPE).float(), self.dequantize(torch.float32))
@@ -104,7 +108,9 @@ class Int8Linear(PackedLinear):
     def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> None:
         out_features, in_features = qweight.shape
         super().__init__(in_features, out_features, bias)
-        self.register_buffer("qweight", qweight.to(torch.int8).contiguous())
+        # a fresh, 64-byte aligned copy: tensors read from a safetensors file may start anywhere in it, and the
+        # kernel's vector loads fault on a misaligned weight matrix (seen with AVX-512 from 4 rows on)
+        self.register_buffer("qweight", qweight.to(torch.int8).clone(memory_format=torch.contiguous_format))
         self.register_buffer("scales", scales.to(KERNEL_DTYPE).contiguous())
 
     @staticmethod
@@ -162,7 +168,7 @@ class Int4Linear(PackedLinear):
         super().__init__(2 * half, out_features, bias)
         self.group_size = group_size
         # the stored values (CPU-independent, for the dense path and for saving) ...
-        self.register_buffer("nibbles", nibbles.to(torch.uint8).contiguous())
+        self.register_buffer("nibbles", nibbles.to(torch.uint8).clone(memory_format=torch.contiguous_format))
         # ... and the kernel's layout, built for this CPU
         q = _unpack_nibbles(self.nibbles).to(torch.int32)
         self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))

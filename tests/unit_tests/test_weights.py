@@ -206,6 +206,11 @@ def test_quantised_weights_are_cached_reused_and_invalidated(model_dir: Path, ti
     assert _tokens(second) == tokens
     for (_, a), (_, b) in zip(packed_layers(first.model), packed_layers(second.model), strict=True):
         assert torch.equal(a.qweight, b.qweight) and torch.equal(a.scales, b.scales)
+        # weights read from the file are copied to aligned memory: the kernel faults on misaligned ones
+        assert b.qweight.data_ptr() % 64 == 0
+    # a batched step (several rows) through the loaded layers
+    batch = [second.session(second.prompt_ids(q)) for q in (QUESTION, "Who is Ed Wood?", "Who is Peter?", "Who?")]
+    assert all(len(list(s.generate(3))) == 3 for s in batch)
     monkeypatch.undo()
     monkeypatch.setenv("ACTIVE_RAG_CACHE", str(model_dir.parent / "cache"))
 
@@ -318,3 +323,30 @@ def test_weights_bench_decode_and_prefill_measure_exact_steps(float_and_packed) 
     assert prefill_tokens_per_s(lm, prompts[0], 2) > 0
     assert lm.prefix_cache is not None  # restored after the prefill timing
     assert copy_bandwidth(mib=8, repeats=2) > 1e8
+
+
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_strided_and_empty_inputs(kind: str) -> None:
+    """A transposed (non-contiguous) input reads as its values, not its storage order; no rows give no rows."""
+    torch.manual_seed(0)
+    linear = nn.Linear(64, 32)
+    layer = Int8Linear.from_linear(linear) if kind == "int8" else Int4Linear.from_linear(linear)
+    x = torch.randn(64, 5).t()  # [5, 64], column-major
+    assert not x.is_contiguous()
+    assert torch.equal(layer(x), layer(x.contiguous()))
+    assert layer(torch.randn(0, 64)).shape == (0, 32)
+
+
+def test_misaligned_weights_are_copied_to_aligned_memory() -> None:
+    """A weight matrix that starts 8 bytes into a buffer (as safetensors may return it) would fault the int8
+    kernel from 4 rows on; the layer keeps an aligned copy."""
+    torch.manual_seed(0)
+    state = Int8Linear.quantize(torch.randn(48, 64))
+    buffer = torch.empty(48 * 64 + 64, dtype=torch.int8)
+    start = (64 - buffer.data_ptr() % 64) % 64 + 8
+    misaligned = buffer[start : start + 48 * 64].view(48, 64)
+    misaligned.copy_(state["qweight"])
+    assert misaligned.data_ptr() % 64 == 8
+    layer = Int8Linear(misaligned, state["scales"])
+    assert layer.qweight.data_ptr() % 64 == 0
+    assert layer(torch.randn(8, 64)).shape == (8, 48)
