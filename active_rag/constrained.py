@@ -35,7 +35,9 @@ _TOKENIZERS_LOCK = threading.Lock()
 
 def vocab_size(lm: ActiveLM) -> int:
     """The number of logits the model emits per step."""
-    return int(lm.model.get_output_embeddings().weight.shape[0])
+    head = lm.model.get_output_embeddings()
+    # packed int8/int4 heads (active_rag.quantized) have no dense weight, but every head knows its width
+    return int(getattr(head, "out_features", None) or head.weight.shape[0])
 
 
 class TopLogprobs:

@@ -350,3 +350,9 @@ def test_misaligned_weights_are_copied_to_aligned_memory() -> None:
     layer = Int8Linear(misaligned, state["scales"])
     assert layer.qweight.data_ptr() % 64 == 0
     assert layer(torch.randn(8, 64)).shape == (8, 48)
+
+
+def test_constrained_decoding_reads_the_vocabulary_of_a_packed_head(float_and_packed) -> None:
+    from active_rag.constrained import vocab_size
+
+    assert vocab_size(float_and_packed["int8"]) == vocab_size(float_and_packed["float32"]) == float_and_packed["float32"].model.lm_head.out_features
