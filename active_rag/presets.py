@@ -4,7 +4,22 @@ choice; any field can be overridden, and any trigger can be combined with any qu
 The thresholds of ``flare`` and ``dragin`` are ``"auto"``: the model's calibrated threshold when one is
 cached (``active-rag calibrate``, :mod:`active_rag.calibration`), else the profile's (DRAGIN Table 9) or the
 paper's default. A profile (:mod:`active_rag.profiles`) also sets DRAGIN's segment length, QFS ``top_n``
-and the answer length."""
+and the answer length.
+
+Every paper preset uses the ``replace`` context policy (:mod:`active_rag.context`), exact per method. Where a
+preset departs from its source:
+
+- ``flare``: FLARE-direct as §3 and App. A (input retrieval first, look-ahead without documents, masked query,
+  beta 0.4); theta is the paper's 0.8 unless a calibration for the model is cached.
+- ``flare-instruct``: the ``[Search(query)]`` tag is removed from the answer and its documents stay until the
+  next search; the paper's exemplar-taught search-call format is replaced by the instruction and the ``[`` bias.
+- ``dragin``: truncates at the start of the triggering word (the paper's Eq. 6); the released code truncates
+  the whole sentence (``dragin-code``). The regenerated sentence is accepted unchecked, then generation is
+  checked again without documents, as the released code does.
+- ``dragin-code``: truncates at the start of the hallucinated sentence and keeps every sentence before it; the
+  released code's ``sentences[:sid-1]`` also drops the sentence just before it, an off-by-one not copied here.
+- every method: evaluation prompts force "So the answer is" after the last complete sentence when the model
+  did not write it (DRAGIN App. B)."""
 
 from __future__ import annotations
 
