@@ -196,6 +196,9 @@ def _print_retrieval(r: Any, out: Any) -> None:
         print(f"      - {p.title or p.id}  [{p.id}]", file=out)
     if r.dropped:
         print(f"      ({len(r.dropped)} lower-ranked passages left out of the prompt: {r.dropped_reason})", file=out)
+    held = getattr(r, "held_ids", None)
+    if held is not None and held != r.passage_ids:  # a context policy that keeps earlier passages
+        print(f"      the prompt now holds {len(held)} passages: {', '.join(held)}", file=out)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

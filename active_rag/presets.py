@@ -64,6 +64,15 @@ PRESETS: dict[str, Preset] = {
         Preset("dragin-code", "DRAGIN as its released code truncates: drop the whole hallucinated sentence, "
                "regenerate it with the QFS documents", "rind", "attention",
                trigger_kwargs=(("theta", "auto"), ("truncate", "sentence"))),
+        # beyond the papers (issue 28, docs/context.md): chosen on the first 50 HotpotQA dev questions
+        Preset("dragin-accumulate", "DRAGIN that first retrieves with the question and whose prompt keeps the distinct "
+               "passages of every retrieval (at most 6, oldest leave first); each QFS query asks for passages the "
+               "prompt does not hold yet", "rind", "attention", initial_retrieval=True,
+               trigger_kwargs=(("theta", "auto"),), context="accumulate"),
+        Preset("flare-accumulate", "FLARE-direct whose prompt keeps the distinct passages of every retrieval (at most 6, "
+               "oldest leave first); each masked query asks for passages the prompt does not hold yet",
+               "low-confidence", "masked-sentence", prompt="flare", initial_retrieval=True,
+               trigger_kwargs=(("theta", "auto"),), context="accumulate"),
     )
 }
 

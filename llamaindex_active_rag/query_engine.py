@@ -89,8 +89,9 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
             defaults to ``"rind"`` and ``query`` to ``"attention"`` (the engine's defaults).
         router: ``"ta-are"``, ``"vanilla"``, a router object with ``decide(question)``, or ``None``.
         streaming: ``query``/``aquery`` return a ``StreamingResponse``/``AsyncStreamingResponse``.
-        **options: passed to ``ActiveRAG``: ``top_k``, ``max_new_tokens``, ``max_retrievals``, ``prompt``,
-            ``initial_retrieval``, ``stop``, ``answer_phrase``, ``method``...
+        **options: passed to ``ActiveRAG``: ``context`` (what the prompt keeps: ``"replace"``, ``"keep-newest"``,
+            ``"accumulate"``, ``"rerank"`` or an ``active_rag.ContextPolicy``), ``top_k``, ``max_new_tokens``,
+            ``max_retrievals``, ``prompt``, ``initial_retrieval``, ``stop``, ``answer_phrase``, ``method``...
 
     Responses: ``response.source_nodes`` are the original ``NodeWithScore`` s of the passages the engine
     retrieved (ids equal the trace's ``passage_ids``; first retrieval first, no duplicates) and
