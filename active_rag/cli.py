@@ -43,7 +43,8 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     check_question(args.question)
     if args.router not in (*ROUTERS, "none"):
         raise UnknownNameError("router", args.router, [*ROUTERS, "none"])
-    check_int("--top-k", args.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
+    if args.top_k is not None:  # None: the method's own (sr-rag 6, else 3)
+        check_int("--top-k", args.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
     if args.max_new_tokens is not None:  # None: the profile's generation length, else 256
         check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
     check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
@@ -173,10 +174,11 @@ def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dic
         kwargs = {**kwargs, "max_new_tokens": args.max_new_tokens}
     else:
         kwargs = {"max_new_tokens": 256, **kwargs}  # a profile's generation length, else 256
+    if args.top_k is not None:  # else the method's own passage count (sr-rag 6, else 3)
+        kwargs = {**kwargs, "top_k": args.top_k}
     return ActiveRAG(
         lm,
         retriever,
-        top_k=args.top_k,
         max_retrievals=args.max_retrievals,
         router=make_router(args.router, lm, **({"today": args.today} if args.today and args.router == "ta-are" else {})),
         **kwargs,
@@ -349,8 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--today", help="the date TA-ARE tells the model (YYYY-MM-DD; default today)")
     ask.add_argument("--corpus", default="demo", help="JSONL file, folder of .txt files, saved index, or 'demo'")
     ask.add_argument("--model", default=None, help="registry name, .gguf file or HF folder (default smollm2)")
-    ask.add_argument("--top-k", type=int, default=3,
-                     help="passages per retrieval, 1 to 100 (default 3); those that do not fit the context are dropped")
+    ask.add_argument("--top-k", type=int, default=None,
+                     help="passages per retrieval, 1 to 100 (default: the method's, 6 for sr-rag, else 3); those that do "
+                     "not fit the context are dropped")
     ask.add_argument("--max-new-tokens", type=int, default=None,
                      help="cap on answer tokens, at least 1 (default: the profile's generation length, else 256)")
     ask.add_argument("--max-retrievals", type=int, default=5, help="cap on retrievals, 0 or more (default 5)")

@@ -132,7 +132,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     """What the prompt keeps of the retrieved passages (:mod:`active_rag.context`); ``None``: the preset's, else
     ``replace``."""
     prompt: str | InstanceOf[PromptTemplate] | None = None
-    top_k: int = 3
+    top_k: int | None = None
+    """Passages per retrieval; ``None``: the preset's (``sr-rag`` 6), else 3."""
     max_new_tokens: int = 256
     max_retrievals: int = 5
     initial_retrieval: bool | None = None
@@ -224,7 +225,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         router = s["router"]
         if isinstance(router, str):
             router = make_router(router, lm)
-        kwargs.update(top_k=s["top_k"], max_new_tokens=s["max_new_tokens"], max_retrievals=s["max_retrievals"])
+        if s["top_k"] is not None:
+            kwargs["top_k"] = s["top_k"]
+        kwargs.update(max_new_tokens=s["max_new_tokens"], max_retrievals=s["max_retrievals"])
         kwargs.update(router=router, stop=self.stop)
         if s["preset"] is not None:
             if trigger is not None or query is not None:
