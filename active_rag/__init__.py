@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     'RerankContext': 'context',
     'make_context': 'context',
     'ActiveRAG': 'loop',
-    'merge_rankings': 'loop',
+    'merge_rankings': 'rankings',
     'ActiveLM': 'model',
     'DecodingSession': 'model',
     'PromptUsage': 'model',
@@ -126,7 +126,8 @@ if TYPE_CHECKING:  # pragma: no cover
         RerankContext,
         make_context,
     )
-    from .loop import ActiveRAG, merge_rankings
+    from .loop import ActiveRAG
+    from .rankings import merge_rankings
     from .batching import DecodeScheduler
     from .errors import BatchError
     from .model import ActiveLM, DecodingSession, PromptUsage

@@ -33,6 +33,7 @@ from .registry import (
     MODELS,
     _converted_dir_for,
     _exclusive,
+    cache_dir,
     _is_converted,
     _remove_stale,
     _sha256_file,
@@ -286,8 +287,14 @@ def _load_dir(
     )
     model = _finish(model, device)
     if weights != "float32":
-        quantize_model(model, weights, cache=packed_path(folder, weights, owned=owned), fingerprint=folder_fingerprint(folder))
+        quantize_model(model, weights, cache=packed_path(folder, weights, owned=owned, root=cache_dir()),
+                       fingerprint=folder_fingerprint(folder), lock=_packed_lock)
     return model, tokenizer
+
+
+def _packed_lock(path: Path) -> Any:
+    """The model cache's thread and inter-process lock around writing a quantised weights file."""
+    return _exclusive(path.parent / f".{path.name}.lock", f"writing {path.name}")
 
 
 def _load_hub(
@@ -316,7 +323,8 @@ def _load_hub(
         from .weights import hub_packed_path, quantize_model
 
         commit = str(getattr(model.config, "_commit_hash", None) or "")
-        quantize_model(model, weights, cache=hub_packed_path(hub_id, weights) if commit else None, fingerprint=commit)
+        quantize_model(model, weights, cache=hub_packed_path(hub_id, weights, cache_dir()) if commit else None,
+                       fingerprint=commit, lock=_packed_lock)
     return model, tokenizer
 
 

@@ -37,7 +37,10 @@ from .layout import build_layout, resolve_prompt_mode
 from .profiles import Profile, get_profile
 from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
 from .queries import InputQuery, QueryContext, QueryFormulator, make_query
-from .text import first_sentence_end, word_groups
+from .rankings import check_ranking, merge_rankings
+from .text import first_sentence_end
+from .text import tokens_within as _tokens_within
+from .text import word_start as _word_start
 from .triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
 from .types import (
     ActiveRAGResult,
@@ -89,19 +92,6 @@ class _Run:
     @property
     def output_text(self) -> str:
         return "".join(s.text for s in self.output)
-
-
-def merge_rankings(rankings: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
-    """Round-robin merge of several ranked lists, without duplicates, keeping at most ``k``."""
-    out: list[Passage] = []
-    seen: set[str] = set()
-    depth = max((len(r) for r in rankings), default=0)
-    for d in range(depth):
-        for ranking in rankings:
-            if d < len(ranking) and ranking[d].id not in seen:
-                seen.add(ranking[d].id)
-                out.append(ranking[d])
-    return out[:k]
 
 
 class ActiveRAG:
@@ -529,7 +519,7 @@ class ActiveRAG:
                     f"The retriever {type(self.retriever).__name__} failed on query {q!r}: {type(exc).__name__}: {exc}. "
                     "Nothing was generated past this point; fix the retriever (index path, server, credentials) and retry."
                 ) from exc
-            _check_ranking(self.retriever, q, ranking)
+            check_ranking(self.retriever, q, ranking)
             rankings.append([p for p in ranking if p.id not in held])
         passages = merge_rankings(rankings, self.top_k)
         retrieval = Retrieval(
@@ -616,43 +606,4 @@ def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
 
 
-def _tokens_within(steps: Sequence[TokenStep], chars: int) -> int:
-    """How many leading tokens of ``steps`` end within their first ``chars`` characters."""
-    keep, total = 0, 0
-    while keep < len(steps) and total + len(steps[keep].text) <= chars:
-        total += len(steps[keep].text)
-        keep += 1
-    return keep
-
-
-def _word_start(steps: Sequence[TokenStep], index: int) -> int:
-    """Index of the first token of the word that holds ``steps[index]`` (truncation never cuts a word)."""
-    if not steps:
-        return 0
-    index = min(max(index, 0), len(steps) - 1)
-    for group in word_groups([s.text for s in steps]):
-        if index in group:
-            return group[0]
-    return index
-
-
 _DROP_WARNING = "Context window full:"
-
-
-def _check_ranking(retriever: Any, query: str, ranking: Any) -> None:
-    """A retriever must return a list (or tuple) of :class:`Passage`; say what it returned instead."""
-    name = type(retriever).__name__
-    if not isinstance(ranking, (list, tuple)):
-        raise RetrieverError(
-            f"The retriever {name} returned a {type(ranking).__name__} for query {query!r}; "
-            "retrieve(query, k) must return a list of active_rag.Passage."
-        )
-    wrong = [p for p in ranking if not isinstance(p, Passage)]
-    if wrong:
-        kinds = sorted({type(p).__name__ for p in wrong})
-        what = "strings" if kinds == ["str"] else f"{', '.join(kinds)} objects"
-        raise RetrieverError(
-            f"The retriever {name} returned a {type(ranking).__name__} of {what} for query {query!r} "
-            f"({len(wrong)} of {len(ranking)} items are not Passage): wrap each item as "
-            "active_rag.Passage(id=..., text=..., title=...)."
-        )

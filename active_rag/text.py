@@ -128,3 +128,26 @@ def word_groups(pieces: Sequence[str]) -> list[list[int]]:
 
 def word_of(pieces: Sequence[str], group: Sequence[int]) -> str:
     return "".join(pieces[i] for i in group).strip()
+
+
+# -- tokens (anything with a .text, e.g. TokenStep) -----------------------------------------------------
+
+
+def tokens_within(steps: Sequence[Any], chars: int) -> int:
+    """How many leading tokens of ``steps`` end within their first ``chars`` characters."""
+    keep, total = 0, 0
+    while keep < len(steps) and total + len(steps[keep].text) <= chars:
+        total += len(steps[keep].text)
+        keep += 1
+    return keep
+
+
+def word_start(steps: Sequence[Any], index: int) -> int:
+    """Index of the first token of the word that holds ``steps[index]`` (truncation never cuts a word)."""
+    if not steps:
+        return 0
+    index = min(max(index, 0), len(steps) - 1)
+    for group in word_groups([s.text for s in steps]):
+        if index in group:
+            return group[0]
+    return index

@@ -17,13 +17,17 @@ atomically, so a changed model is never served stale weights.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -90,11 +94,13 @@ def model_weights(model: nn.Module) -> str:
 # ------------------------------------------------------------------------------------------------ quantise
 
 
-def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None, fingerprint: str = "") -> nn.Module:
+def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None, fingerprint: str = "",
+                   lock: Callable[[Path], AbstractContextManager[Any]] | None = None) -> nn.Module:
     """Replace ``model``'s linear layers with packed ``weights`` layers in place and return it.
 
     With ``cache``, the quantised tensors are read from that safetensors file when its fingerprint and
-    format match, else computed and saved there. ``weights="float32"`` leaves the model as it is.
+    format match, else computed and saved there (atomically; under ``lock(path)`` when given, e.g. the model
+    cache's inter-process lock). ``weights="float32"`` leaves the model as it is.
     """
     weights = check_weights(weights)
     if weights in ("float32", "auto"):
@@ -112,7 +118,7 @@ def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None,
                 states[name] = layer.state()
                 _swap(model, name, linear, layer)
         if cache is not None:
-            _write_cache(cache, weights, fingerprint, states)
+            _write_cache(cache, weights, fingerprint, states, lock)
     else:
         for name, linear in linear_layers(model):
             if name in states:
@@ -128,24 +134,20 @@ def _swap(model: nn.Module, name: str, linear: nn.Linear, layer: PackedLinear) -
 # ------------------------------------------------------------------------------------------------ the disk cache
 
 
-def packed_path(folder: Path, weights: str, *, owned: bool) -> Path:
+def packed_path(folder: Path, weights: str, *, owned: bool, root: Path) -> Path:
     """Where the quantised tensors of the model in ``folder`` are cached: inside it when active-rag owns the
-    folder (a converted GGUF), else under ``cache_dir()/packed/<name>-<hash of the path>/``."""
+    folder (a converted GGUF), else under ``root/packed/<name>-<hash of the path>/`` (``root``: the model cache)."""
     file_name = f"{PACKED_PREFIX}{weights}.safetensors"
     if owned:
         return folder / file_name
-    from .registry import cache_dir
-
     resolved = str(folder.resolve())
     key = re.sub(r"[^A-Za-z0-9._-]+", "_", folder.name) or "model"
-    return cache_dir() / "packed" / f"{key}-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}" / file_name
+    return root / "packed" / f"{key}-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}" / file_name
 
 
-def hub_packed_path(hub_id: str, weights: str) -> Path:
-    from .registry import cache_dir
-
+def hub_packed_path(hub_id: str, weights: str, root: Path) -> Path:
     key = re.sub(r"[^A-Za-z0-9._-]+", "_", hub_id)
-    return cache_dir() / "packed" / f"hub-{key}" / f"{PACKED_PREFIX}{weights}.safetensors"
+    return root / "packed" / f"hub-{key}" / f"{PACKED_PREFIX}{weights}.safetensors"
 
 
 def folder_fingerprint(folder: Path) -> str:
@@ -185,15 +187,14 @@ def _read_cache(path: Path, weights: str, fingerprint: str) -> dict[str, dict[st
         return None
 
 
-def _write_cache(path: Path, weights: str, fingerprint: str, states: dict[str, dict[str, torch.Tensor]]) -> None:
+def _write_cache(path: Path, weights: str, fingerprint: str, states: dict[str, dict[str, torch.Tensor]],
+                 lock: Callable[[Path], AbstractContextManager[Any]] | None = None) -> None:
     from safetensors.torch import save_file
-
-    from .registry import _exclusive
 
     tensors = {f"{layer}:{name}": t.detach().cpu().contiguous() for layer, state in states.items() for name, t in state.items()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _exclusive(path.parent / f".{path.name}.lock", f"writing {path.name}"):
+        with lock(path) if lock is not None else contextlib.nullcontext():
             handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
             os.close(handle)
             try:

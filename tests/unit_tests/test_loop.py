@@ -348,7 +348,7 @@ def test_context_overflow_drops_lowest_ranked_passages_then_fails() -> None:
     assert prompt_length(3) > prompt_length(2)
     lm.max_context = prompt_length(2) + 8  # + 8 tokens to generate: room for two passages but not three
     with pytest.warns(UserWarning, match="Context window full: retrieval 1 kept 2 of 3 passages"):
-        result = ActiveRAG.from_preset("sr-rag", lm, Recorder(), max_new_tokens=8).run(QUESTION)
+        result = ActiveRAG.from_preset("sr-rag", lm, Recorder(), top_k=3, max_new_tokens=8).run(QUESTION)
     (r,) = result.retrievals
     assert r.passage_ids == ["r1-0", "r1-1"] and [p.id for p in r.dropped] == ["r1-2"]
     assert "context window" in r.dropped_reason and (r.top_k, r.returned) == (3, 3)

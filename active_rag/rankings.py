@@ -1,0 +1,45 @@
+"""Retrievers' rankings as the engine takes them: checked (a list of :class:`~active_rag.types.Passage`) and, when a
+query formulator wrote several queries, merged round-robin into one list of distinct passages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import RetrieverError
+from .types import Passage
+
+
+def merge_rankings(rankings: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
+    """Round-robin merge of several ranked lists, without duplicates, keeping at most ``k``."""
+    out: list[Passage] = []
+    seen: set[str] = set()
+    depth = max((len(r) for r in rankings), default=0)
+    for d in range(depth):
+        for ranking in rankings:
+            if d < len(ranking) and ranking[d].id not in seen:
+                seen.add(ranking[d].id)
+                out.append(ranking[d])
+    return out[:k]
+
+
+def check_ranking(retriever: Any, query: str, ranking: Any) -> None:
+    """A retriever must return a list (or tuple) of :class:`Passage`; say what it returned instead."""
+    name = type(retriever).__name__
+    if not isinstance(ranking, (list, tuple)):
+        raise RetrieverError(
+            f"The retriever {name} returned a {type(ranking).__name__} for query {query!r}; "
+            "retrieve(query, k) must return a list of active_rag.Passage."
+        )
+    wrong = [p for p in ranking if not isinstance(p, Passage)]
+    if wrong:
+        kinds = sorted({type(p).__name__ for p in wrong})
+        what = "strings" if kinds == ["str"] else f"{', '.join(kinds)} objects"
+        raise RetrieverError(
+            f"The retriever {name} returned a {type(ranking).__name__} of {what} for query {query!r} "
+            f"({len(wrong)} of {len(ranking)} items are not Passage): wrap each item as "
+            "active_rag.Passage(id=..., text=..., title=...)."
+        )
+
+
+__all__ = ["check_ranking", "merge_rankings"]
