@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -295,16 +294,6 @@ def model_weight_bytes(model: nn.Module) -> int:
     return total
 
 
-def describe(model: nn.Module) -> dict[str, Any]:
-    counts: dict[str, int] = {}
-    for _, module in model.named_modules():
-        if isinstance(module, PackedLinear):
-            counts[module.kind] = counts.get(module.kind, 0) + 1
-        elif isinstance(module, nn.Linear):
-            counts["dense"] = counts.get("dense", 0) + 1
-    return counts
-
-
 __all__ = [
     "INT4_GROUP",
     "KERNEL_DTYPE",
@@ -312,7 +301,6 @@ __all__ = [
     "Int4Linear",
     "Int8Linear",
     "PackedLinear",
-    "describe",
     "layer_from_state",
     "linear_layers",
     "model_weight_bytes",
