@@ -315,6 +315,24 @@ class QuestionEntityQuery(QueryFormulator):
 
 
 @dataclass
+class NextHopQuery(QueryFormulator):
+    """Two queries whose rankings the engine merges round-robin (issue 28): the generated entities alone, which
+    find the bridge entity's own passage (a question's many words outweigh one name in BM25), then the question,
+    whose next-ranked passages the prompt does not hold yet (with ``accumulate``/``rerank`` a retrieval skips
+    held passages). When the model names no new entity only the question is asked. The question query hedges a
+    wrong or missing entity: the traces of ``question-entity`` show a third of its retrievals finding new gold
+    evidence, fewer than the question's next-ranked passages do."""
+
+    name: ClassVar[str] = "next-hop"
+    max_entities: int = 4
+
+    def formulate(self, ctx: QueryContext) -> list[str]:
+        entities = generated_entities(_text(ctx.output + ctx.before()), ctx.question, self.max_entities)
+        ctx.details["entities"] = entities
+        return [" ".join(entities), ctx.question] if entities else [ctx.question]
+
+
+@dataclass
 class FullContextQuery(QueryFormulator):
     """The question plus everything generated before the retrieval point (DRAGIN Table 6, "Full Context")."""
 
@@ -355,6 +373,7 @@ QUERIES: dict[str, type[QueryFormulator]] = {
         AttentionQuery,
         GeneratedAttentionQuery,
         QuestionEntityQuery,
+        NextHopQuery,
         FullContextQuery,
         SearchTagQuery,
         FollowUpQuery,

@@ -118,3 +118,31 @@ def test_engine_description_names_the_policy_only_where_it_changes_behaviour() -
     assert "context" not in ActiveRAG.from_preset("dragin", lm, Recorder(), context="keep-newest").describe()
     assert ActiveRAG.from_preset("dragin", lm, Recorder()).describe()["context"].startswith("replace")
     assert ActiveRAG.from_preset("fs-rag", lm, Recorder(), context="accumulate").describe()["context"].startswith("accumulate")
+
+
+class ByQuery:
+    """A ranking per query: the entity's own passage for "Peter", the question's ranking otherwise."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        ids = ["peter", "q0"] if query == "Peter" else [f"q{i}" for i in range(8)]
+        return [Passage(id=i, title=i, text=f"{i} text") for i in ids][:k]
+
+
+def test_next_hop_query_merges_the_entity_passage_with_the_question_s_next_passages() -> None:
+    """``next-hop`` asks for the generated entity and for the question; with ``accumulate`` the retrieval holds the
+    entity's passage and the question's next-ranked passages that the prompt does not hold yet."""
+    retriever = ByQuery()
+    lm = ScriptedLM(script=lambda p: words("His father is Peter. So the answer is Peter."))
+    rag = ActiveRAG(lm, retriever, trigger="fixed-sentence", query="next-hop", top_k=3, initial_retrieval=True,
+                    context="accumulate")
+    result = rag.run(QUESTION)
+    first, second = result.retrievals[:2]
+    assert first.passage_ids == ["q0", "q1", "q2"]
+    assert retriever.queries[1:3] == ["Peter", QUESTION]
+    assert second.passage_ids == ["peter", "q3", "q4"]  # round-robin, held q0 skipped in both rankings
+    assert second.held_ids == ["q0", "q1", "q2", "peter", "q3", "q4"]
+    assert second.details["entities"] == ["Peter"]

@@ -297,7 +297,7 @@ def test_attention_query_without_attention_raises_a_clear_error(tiny_lm, layout)
 def test_make_query_by_name_alias_and_unknown() -> None:
     assert set(QUERIES) == {
         "input", "last-tokens", "last-sentence", "masked-sentence", "generated-questions",
-        "attention", "full-context", "search-tag", "follow-up", "question-entity", "attention-generated",
+        "attention", "full-context", "search-tag", "follow-up", "question-entity", "attention-generated", "next-hop",
     }  # fmt: skip
     for name, cls in QUERIES.items():
         assert type(make_query(name)) is cls and cls.name == name
@@ -364,3 +364,19 @@ def test_generated_attention_query_ranks_generated_tokens_only() -> None:
     assert GeneratedAttentionQuery().candidates(ctx, 14) == [10, 11, 12, 13]
     assert GeneratedAttentionQuery().candidates(ctx, 10) == [2, 3, 4, 5]  # nothing generated yet: the question
     assert AttentionQuery().candidates(ctx, 14) == [2, 3, 4, 5, 10, 11, 12, 13]
+
+
+def test_next_hop_query_asks_the_entity_then_the_question() -> None:
+    from active_rag.queries import NextHopQuery, QueryContext
+
+    question = "Who is the father of Kasper Schmeichel?"
+
+    def ctx_for(text: str) -> QueryContext:
+        steps = [TokenStep(id=i, text=(" " if i else "") + w, logprob=0.0, entropy=0.0, position=i) for i, w in enumerate(text.split(" "))]
+        return QueryContext(question=question, output=steps, segment=[], decision=TriggerDecision(fire=True, trigger="t"))
+
+    ctx = ctx_for("Kasper Schmeichel is a Danish goalkeeper. His father is Peter Schmeichel.")
+    assert NextHopQuery().formulate(ctx) == ["Peter Schmeichel", question]
+    assert ctx.details["entities"] == ["Peter Schmeichel"]
+    assert NextHopQuery().formulate(ctx_for("Kasper Schmeichel plays. He is good.")) == [question]  # nothing new named
+
