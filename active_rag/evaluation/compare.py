@@ -1,0 +1,131 @@
+"""Compare evaluation rows written by separate runs (issue 28's evidence table).
+
+``active-rag eval`` compares the methods of one run against one baseline. The payoff question needs more: a
+configuration against SR-RAG at three passages *and* against the equal-budget control (SR-RAG with as many
+passages as the configuration's final prompt holds on average), whose rows live in another output folder
+(``--top-k K --out results/eval-budget``). :func:`compare_rows` reads any JSONL files of one dataset, pairs them by
+question id with each named baseline (paired bootstrap, :mod:`active_rag.evaluation.paired`) and reports the
+retrieval and evidence columns of :func:`~active_rag.evaluation.scoring.summarize_rows`::
+
+    python -m active_rag.evaluation.compare --dataset hotpotqa \\
+        sr-rag=results/eval/hotpotqa/qwen2.5-coder-0.5b/sr-rag.jsonl \\
+        control=results/eval-budget/hotpotqa/qwen2.5-coder-0.5b/sr-rag.jsonl \\
+        dragin-accumulate=results/eval/hotpotqa/qwen2.5-coder-0.5b/dragin@ir@context=accumulate.jsonl \\
+        --baseline sr-rag --baseline control
+
+Rows written before issue 28 lack the evidence metrics; for single-round rows (one retrieval with the question,
+whose passages the answer's prompt holds) they are derived from the trace, elsewhere the cell reads ``-``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from active_rag.evaluation.paired import PairedDifference, paired_differences
+from active_rag.evaluation.config import PRIMARY_METRICS
+from active_rag.evaluation.scoring import summarize_rows
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of one JSONL file (errors and blank lines skipped); one clear error for a missing file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"No rows at {path}: run `active-rag eval` first or fix the path.")
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if not row.get("error"):
+                rows.append(row)
+    return rows
+
+
+def with_evidence(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with ``evidence_recall`` and ``final_passages`` derived from its trace when it predates them and
+    retrieved exactly once, before its first token (single round: the answer's prompt holds those passages)."""
+    metrics = row.get("metrics", {})
+    trace = row.get("trace") or []
+    gold = row.get("gold_passage_ids")
+    if "evidence_recall" in metrics or not gold or len(trace) != 1 or trace[0].get("position") != 0:
+        return row
+    held = set(trace[0].get("passage_ids") or [])
+    metrics = {**metrics, "evidence_recall": float(all(g in held for g in gold)), "final_passages": len(held)}
+    return {**row, "metrics": metrics}
+
+
+def compare_rows(
+    files: Mapping[str, Path], baselines: Sequence[str], dataset: str
+) -> tuple[dict[str, dict[str, Any]], list[PairedDifference]]:
+    """Summaries of every labelled file and the paired differences of each against each baseline, on the
+    dataset's primary metric (F1, or accuracy for StrategyQA), over the questions both answered."""
+    rows = {label: [with_evidence(r) for r in read_rows(path)] for label, path in files.items()}
+    summary = {label: summarize_rows(r, dataset) for label, r in rows.items()}
+    metric = "f1" if "f1" in PRIMARY_METRICS[dataset] else PRIMARY_METRICS[dataset][0]
+    diffs = [d for base in baselines for d in paired_differences(rows, base, [metric])]
+    return summary, diffs
+
+
+def _num(value: Any, scale: float = 1.0, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{scale * float(value):.{digits}f}"
+
+
+def format_comparison(summary: Mapping[str, Mapping[str, Any]], diffs: Sequence[PairedDifference],
+                      baselines: Sequence[str], dataset: str) -> str:
+    """One markdown row per file: score, the difference against each baseline with its 95% paired interval, and
+    retrievals, passages and evidence at answer time, new-evidence rate of the method's own queries, s/q."""
+    metric = "f1" if "f1" in PRIMARY_METRICS[dataset] else PRIMARY_METRICS[dataset][0]
+    head = ["Method", "n", metric.upper() if metric == "f1" else metric.capitalize()]
+    head += [f"vs {b} [95% CI]" for b in baselines]
+    head += ["Ret/q", "Passages@answer", "All gold@answer %", "New ev. % (own query)", "s/q"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "|".join("---:" for _ in head[1:]) + "|"]
+    by_pair = {(d.method, d.baseline): d for d in diffs}
+    for label, m in summary.items():
+        cells = [label, str(int(m.get("n") or 0)), _num(m.get(metric), 100)]
+        for base in baselines:
+            d = by_pair.get((label, base))
+            if label == base or d is None or d.difference is None:
+                cells.append("-")
+            else:
+                ci = f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]" if d.low is not None and d.high is not None else ""
+                cells.append(f"{100 * d.difference:+.1f}{ci} (n={d.n})")
+        cells += [_num(m.get("retrievals_per_question"), digits=2), _num(m.get("final_passages")),
+                  _num(m.get("evidence_recall"), 100), _num(m.get("active_new_evidence_rate"), 100),
+                  _num(m.get("seconds_per_question"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _labelled(spec: str) -> tuple[str, Path]:
+    label, sep, path = spec.partition("=")
+    if not sep or not label or not path:
+        raise argparse.ArgumentTypeError(f"{spec!r}: write LABEL=PATH, e.g. sr-rag=results/eval/hotpotqa/MODEL/sr-rag.jsonl")
+    return label, Path(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", required=True, choices=sorted(PRIMARY_METRICS))
+    parser.add_argument("files", nargs="+", type=_labelled, metavar="LABEL=PATH", help="rows of one method (JSONL)")
+    parser.add_argument("--baseline", action="append", default=[], help="a LABEL to compare every row against (repeatable)")
+    args = parser.parse_args(argv)
+    files = dict(args.files)
+    missing = [b for b in args.baseline if b not in files]
+    if missing:
+        parser.exit(2, f"error: --baseline {missing[0]!r} is not one of the labels {sorted(files)}: name a LABEL=PATH.\n")
+    try:
+        summary, diffs = compare_rows(files, args.baseline, args.dataset)
+    except (FileNotFoundError, json.JSONDecodeError) as exc:
+        parser.exit(2, f"error: {exc}\n")
+    sys.stdout.write(format_comparison(summary, diffs, args.baseline, args.dataset))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

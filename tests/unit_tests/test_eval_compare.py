@@ -1,0 +1,63 @@
+"""Rows of separate runs compared against two baselines (issue 28's evidence table)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from active_rag.evaluation.compare import compare_rows, format_comparison, main, with_evidence
+
+
+def _row(qid: str, f1: float, *, passages: list[str], gold: list[str], position: int = 0, evidence: float | None = None) -> dict:
+    metrics = {"em": f1, "f1": f1, "precision": f1, "recall": f1, "retrievals": 1, "retrieved": 1.0, "generated_tokens": 5,
+               "checks": 0, "fired": 0, "gold_hits": 1}
+    if evidence is not None:
+        metrics.update(evidence_recall=evidence, final_passages=len(passages), new_evidence_hits=1, active_retrievals=1,
+                       active_new_evidence_hits=1)
+    return {"id": qid, "metrics": metrics, "wall_time_s": 1.0, "retrieval_time_s": 0.1, "amortized_s": 0.5,
+            "gold_passage_ids": gold, "trace": [{"position": position, "passage_ids": passages}]}
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_single_round_rows_get_their_evidence_from_the_trace() -> None:
+    row = with_evidence(_row("a", 1.0, passages=["g1", "x", "g2"], gold=["g1", "g2"]))
+    assert row["metrics"]["evidence_recall"] == 1.0 and row["metrics"]["final_passages"] == 3
+    assert with_evidence(_row("a", 1.0, passages=["g1"], gold=["g1", "g2"]))["metrics"]["evidence_recall"] == 0.0
+    # a retrieval during generation: what the answer's prompt held is not derivable from the trace
+    assert "evidence_recall" not in with_evidence(_row("a", 1.0, passages=["g1", "g2"], gold=["g1", "g2"], position=4))["metrics"]
+
+
+def test_compare_pairs_every_file_with_each_baseline(tmp_path: Path) -> None:
+    gold = ["g1", "g2"]
+    files = {
+        "k3": _write(tmp_path / "k3.jsonl", [_row(q, 0.0, passages=["g1", "x", "y"], gold=gold) for q in "abcd"]),
+        "k6": _write(tmp_path / "k6.jsonl", [_row(q, s, passages=["g1", "g2"], gold=gold) for q, s in zip("abcd", [1, 0, 0, 0])]),
+        "active": _write(tmp_path / "a.jsonl", [_row(q, s, passages=["g1", "g2"], gold=gold, position=0, evidence=1.0)
+                                                for q, s in zip("abc", [1, 1, 0])]),  # question d not answered
+    }
+    summary, diffs = compare_rows(files, ["k3", "k6"], "hotpotqa")
+    by = {(d.method, d.baseline): d for d in diffs}
+    assert by[("active", "k3")].n == 3 and by[("active", "k3")].difference == pytest.approx(2 / 3)
+    assert by[("active", "k6")].difference == pytest.approx(1 / 3) and by[("active", "k6")].wins == 1
+    assert summary["k3"]["evidence_recall"] == 0.0 and summary["k6"]["evidence_recall"] == 1.0
+    table = format_comparison(summary, diffs, ["k3", "k6"], "hotpotqa")
+    line = next(l for l in table.splitlines() if l.startswith("| active |"))
+    assert "| 3 | 66.7 | +66.7" in line and "+33.3" in line and "(n=3)" in line
+
+
+def test_compare_cli_names_a_bad_label_or_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _write(tmp_path / "r.jsonl", [_row("a", 1.0, passages=["g1"], gold=["g1"])])
+    with pytest.raises(SystemExit) as err:
+        main(["--dataset", "hotpotqa", f"one={rows}", "--baseline", "two"])
+    assert err.value.code == 2 and "'two' is not one of the labels" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:
+        main(["--dataset", "hotpotqa", f"one={tmp_path / 'missing.jsonl'}"])
+    assert err.value.code == 2 and "No rows at" in capsys.readouterr().err
+    assert main(["--dataset", "hotpotqa", f"one={rows}"]) == 0
+    assert "| one | 1 | 100.0 |" in capsys.readouterr().out
