@@ -31,10 +31,10 @@ retrieval can add evidence. ``replace`` and ``keep-newest`` take the retriever's
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from .errors import UnknownNameError
+from .errors import InvalidOptionError, UnknownNameError
 from .types import Passage
 from .validation import check_int
 
@@ -61,8 +61,8 @@ class ContextPolicy:
         return list(held)
 
     def describe(self) -> str:
-        fields = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
-        return f"{self.name}({fields})"
+        settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{self.name}({settings})"
 
 
 @dataclass
@@ -149,13 +149,26 @@ CONTEXT_POLICIES: dict[str, type[ContextPolicy]] = {
 
 def make_context(spec: str | ContextPolicy | None, **kwargs: Any) -> ContextPolicy:
     """A context policy from its name (``replace``, ``keep-newest``, ``accumulate``, ``rerank``) or an instance;
-    ``None`` is ``replace``."""
+    ``None`` is ``replace``. A name may carry integer settings after a colon, as the CLI writes them:
+    ``"rerank:keep=4"``, ``"accumulate:max_passages=9"``."""
     if isinstance(spec, ContextPolicy):
         return spec
-    key = "replace" if spec is None else str(spec).strip().lower()
+    key, _, options = ("replace" if spec is None else str(spec).strip().lower()).partition(":")
     if key not in CONTEXT_POLICIES:
         raise UnknownNameError("context policy", str(spec), CONTEXT_POLICIES)
-    return CONTEXT_POLICIES[key](**kwargs)
+    cls = CONTEXT_POLICIES[key]
+    settings = {f.name for f in fields(cls)}
+    for item in filter(None, (o.strip() for o in options.split(","))):
+        name, eq, value = (part.strip() for part in item.partition("="))
+        if not eq or name not in settings:
+            valid = ", ".join(sorted(settings)) or "none"
+            raise InvalidOptionError(f"Context policy {key!r}: {item!r} is not a setting; write {key}:NAME=INTEGER "
+                                     f"with NAME one of: {valid}.")
+        try:
+            kwargs[name] = int(value)
+        except ValueError:
+            raise InvalidOptionError(f"Context policy {key!r}: {name} must be an integer, got {value!r}.") from None
+    return cls(**kwargs)
 
 
 __all__ = [

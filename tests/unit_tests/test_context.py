@@ -110,6 +110,17 @@ def test_context_policy_names_and_settings_are_checked() -> None:
         AccumulateContext(max_passages=0)
     with pytest.raises(InvalidOptionError, match="keep"):
         RerankContext(keep=0)
+    # settings after a colon, as the CLI writes them
+    assert make_context("rerank:keep=4, probe_tokens=2") == RerankContext(keep=4, probe_tokens=2)
+    assert make_context("Accumulate:max_passages=9").max_passages == 9
+    with pytest.raises(InvalidOptionError, match="'size=4' is not a setting.*max_passages"):
+        make_context("accumulate:size=4")
+    with pytest.raises(InvalidOptionError, match="keep must be an integer"):
+        make_context("rerank:keep=four")
+    with pytest.raises(InvalidOptionError, match="is not a setting; .*none"):
+        make_context("replace:keep=1")
+    with pytest.raises(InvalidOptionError, match="keep must be at least 1"):
+        make_context("rerank:keep=0")
 
 
 def test_engine_description_names_the_policy_only_where_it_changes_behaviour() -> None:
