@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev
+EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev,docs
 # Extra pip arguments for the torch install, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu".
 TORCH_PIP_ARGS ?=
 # A HotpotQA dev question whose supporting paragraphs are in the bundled demo corpus (answer: 1999). Without
@@ -17,7 +17,7 @@ DEMO_MODEL ?= qwen2.5-coder-0.5b
 DEMO_STAMP := $(VENV)/.demo-model-$(DEMO_MODEL)
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test unit clean distclean
+.PHONY: setup demo test unit docs clean distclean
 
 setup: $(STAMP)
 
@@ -46,6 +46,10 @@ test: $(STAMP)
 
 unit: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/unit_tests $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml: README as the home page, docs/, API reference from the docstrings) into site/.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 HF_HUB_OFFLINE=1 $(BIN)/mkdocs build --strict -d site
 
 # Removes build outputs and caches; keeps .venv (see distclean).
 clean:
