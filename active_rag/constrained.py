@@ -126,11 +126,12 @@ class JsonSchemaConstraint:
                 raise RuntimeError(f"Constrained decoding went off the grammar: {self.matcher.get_error()}")
         self.seen = len(ids)
         if self.matcher.is_stopped():
-            allowed = torch.zeros(logits.shape[-1], dtype=torch.bool)
+            allowed = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
             allowed[self.eos] = True
         else:
             bits = np.frombuffer(self.matcher.compute_bitmask(), dtype=np.uint8)
-            allowed = torch.from_numpy(np.unpackbits(bits, bitorder="little")[: logits.shape[-1]].astype(bool))
+            mask = np.unpackbits(bits, bitorder="little")[: logits.shape[-1]].astype(bool)
+            allowed = torch.from_numpy(mask).to(logits.device, non_blocking=True)  # the mask meets the logits' device
         return logits.masked_fill(~allowed, float("-inf"))
 
 
