@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     'QuestionTypeError': 'errors',
     'ModelIntegrityError': 'errors',
     'ModelNotInstalledError': 'errors',
+    'NonFiniteLogitsError': 'errors',
     'RetrieverError': 'errors',
     'UnknownNameError': 'errors',
     'AccumulateContext': 'context',
@@ -38,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     'DecodingSession': 'model',
     'PromptUsage': 'model',
     'PrefixCache': 'prefix_cache',
-    'DecodeScheduler': 'batching',
+    'DecodeScheduler': 'decode_scheduler',
     'BatchError': 'errors',
     'PRESETS': 'presets',
     'PROMPTS': 'prompts',
@@ -113,6 +114,7 @@ if TYPE_CHECKING:  # pragma: no cover
         ModelIntegrityError,
         ModelLoadError,
         ModelNotInstalledError,
+        NonFiniteLogitsError,
         QuestionTypeError,
         RetrieverError,
         UnknownNameError,
@@ -128,7 +130,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .loop import ActiveRAG
     from .rankings import merge_rankings
-    from .batching import DecodeScheduler
+    from .decode_scheduler import DecodeScheduler
     from .errors import BatchError
     from .model import ActiveLM, DecodingSession, PromptUsage
     from .prefix_cache import PrefixCache

@@ -85,9 +85,15 @@ def _additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tenso
 def _captured_row(
     module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, **kwargs: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer's output from the model's own kernel (so capturing never changes the generated tokens: eager
+    attention rounds ``QK^T`` to bfloat16 before the softmax where sdpa keeps float32), and the head-averaged
+    attention row of the last query computed apart, by the family's eager function in float32."""
+    out, _ = _inner_function(module)(module, query, key, value, mask, **kwargs)
     kwargs.pop("is_causal", None)
-    out, weights = eager_function(module)(module, query, key, value, _additive_mask(mask, query.dtype), **kwargs)
-    return out, weights[0, :, -1, :].float().mean(dim=0).cpu()
+    last = query[:, :, -1:, :].float()
+    row_mask = None if mask is None else _additive_mask(mask, torch.float32)[..., -1:, :].float()
+    _, weights = eager_function(module)(module, last, key.float(), value.float(), row_mask, **kwargs)
+    return out, weights[0, :, -1, :].mean(dim=0).cpu()
 
 
 def attention_forward(

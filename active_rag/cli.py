@@ -1,4 +1,5 @@
-"""The ``active-rag`` command line: ask, methods, index, models (and eval, bench)."""
+"""The ``active-rag`` command line: ask, methods, index, models, calibrate (and eval, bench from
+:mod:`active_rag.evaluation.cli`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .errors import ActiveRAGError
+from .model_flags import add_model_options, load_model, model_options, parse_number
 
 
 def _load_retriever(corpus: str | None) -> Any:
@@ -47,12 +49,13 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         check_int("--top-k", args.top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
     if args.max_new_tokens is not None:  # None: the profile's generation length, else 256
         check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
-    check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+    if args.max_retrievals is not None:  # None: no cap (the generated-token guard stops runaways)
+        check_int("--max-retrievals", args.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
     if args.today is not None:
         check_date("--today", args.today)
         if args.router != "ta-are":
             raise InvalidOptionError("--today is the date TA-ARE tells the model: add --router ta-are, or drop --today.")
-    from .layout import check_prompt_mode
+    from .prompt_layout import check_prompt_mode
     from .profiles import get_profile
 
     kwargs: dict[str, Any] = {"prompt_mode": check_prompt_mode(args.prompt_mode)}
@@ -90,76 +93,10 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """``--device``, ``--dtype``, ``--weights``, ``--no-prefix-cache``, ``--prefix-cache-mb`` (ask, eval, bench,
-    calibrate)."""
-    from .devices import DEVICES, DTYPES
-    from .weights import WEIGHTS
-
-    parser.add_argument("--device", default="auto",
-                        help=f"{', '.join(DEVICES)} or cuda:N (default auto: a CUDA GPU when present, else the CPU)")
-    parser.add_argument("--dtype", default="auto",
-                        help=f"{', '.join(DTYPES)} (default auto: bfloat16 on a CUDA GPU, float32 elsewhere)")
-    parser.add_argument("--weights", default="auto",
-                        help=f"{', '.join(WEIGHTS)}: how the linear layers are stored (default auto: int8 on the CPU, "
-                        "whose packed kernels decode several times faster than float32; float32 elsewhere)")
-    parser.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
-                        help="recompute every prompt from scratch (default: reuse the KV cache of shared prompt prefixes)")
-    parser.add_argument("--prefix-cache-mb", type=_number, default=None, metavar="MB",
-                        help="memory bound of the prefix KV cache in MiB (default 1024)")
-
-
 def _theta(value: str) -> float | str:
     if value.strip().lower() == "auto":
         return "auto"
-    return _number(value)
-
-
-def _number(value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-
-
-def model_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of ``ActiveLM.load`` from :func:`add_model_options`' flags, checked."""
-    from .devices import resolve_device, resolve_dtype
-    from .prefix_cache import DEFAULT_PREFIX_CACHE_MB
-    from .validation import check_number
-
-    from .weights import resolve_weights
-
-    options: dict[str, Any] = {"device": getattr(args, "device", "auto"), "dtype": getattr(args, "dtype", "auto"),
-                               "weights": getattr(args, "weights", "auto")}
-    where = resolve_device(options["device"])
-    resolve_dtype(options["dtype"], where)  # a bad value fails before the model loads
-    resolve_weights(options["weights"], where)
-    options["prefix_cache"] = getattr(args, "prefix_cache", True)
-    mb = getattr(args, "prefix_cache_mb", None)
-    if mb is not None:
-        options["prefix_cache_mb"] = check_number("--prefix-cache-mb", mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB, e.g. 1024; 0 turns the cache off")
-    else:
-        options["prefix_cache_mb"] = DEFAULT_PREFIX_CACHE_MB
-    return options
-
-
-def _load_model(name: str | None, **options: Any) -> Any:
-    """``ActiveLM.load``, with the errors of a folder transformers cannot read turned into one-line errors."""
-    from .errors import ActiveRAGError, ModelLoadError
-    from .model import ActiveLM
-
-    try:
-        return ActiveLM.load(name, **options)
-    except ActiveRAGError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-        detail = " ".join(str(exc).split())
-        detail = detail if len(detail) <= 200 else detail[:197] + "..."
-        raise ModelLoadError(
-            f"Cannot load the model {name!r}: {type(exc).__name__}: {detail}. Check its config.json and weights "
-            "(a folder written by save_pretrained), or pass a registry name (see `active-rag models`)."
-        ) from exc
+    return parse_number(value)
 
 
 def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dict[str, Any]) -> Any:
@@ -186,11 +123,16 @@ def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dic
 
 
 def _print_retrieval(r: Any, out: Any) -> None:
+    """One retrieval, human-readable: where (output token position), why (the trigger, the token that fired it,
+    its score and the threshold, with where the threshold came from), the query, and the passages (title and
+    id) the prompt got. A field that does not apply (a retrieval before generation has no token or score, a
+    trigger without a threshold none) prints as ``-``."""
     score = "-" if r.score is None else f"{r.score:.3f}"
-    source = f", {r.threshold_source}" if getattr(r, "threshold_source", None) else ""
-    threshold = "" if r.threshold is None else f" (theta {r.threshold:g}{source})"
+    source = f" ({r.threshold_source})" if r.threshold is not None and getattr(r, "threshold_source", None) else ""
+    threshold = "-" if r.threshold is None else f"{r.threshold:g}"
     token = "(before generation)" if r.token is None else repr(r.token)
-    print(f"  [retrieval @ token {r.position}] trigger={r.trigger} token={token} score={score}{threshold}", file=out)
+    print(f"  [retrieval @ token {r.position}] trigger={r.trigger} token={token} score={score} "
+          f"threshold={threshold}{source}", file=out)
     print(f"      query: {r.query}", file=out)
     if r.top_k is not None and r.returned is not None and r.returned < r.top_k:
         print(f"      the retriever returned {r.returned} of the {r.top_k} passages asked for", file=out)
@@ -211,7 +153,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     kwargs = _engine_kwargs(args)  # names and numbers first: an error here costs no model load
     options = model_options(args)
     retriever = _load_retriever(args.corpus)
-    lm = _load_model(args.model, **options)
+    lm = load_model(args.model, **options)
     engine = _build_engine(args, lm, retriever, kwargs)
     result: ActiveRAGResult | None = None
     out = sys.stdout
@@ -264,6 +206,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from .presets import PRESETS
     from .queries import QUERIES
     from .routing import ROUTERS
+    from .thresholds import cache_path, calibration_entries
     from .triggers import TRIGGERS
 
     def first_line(obj: Any) -> str:
@@ -276,7 +219,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
             "triggers": {n: first_line(c) for n, c in TRIGGERS.items()},
             "queries": {n: first_line(c) for n, c in QUERIES.items()},
             "routers": {**{n: first_line(c) for n, c in ROUTERS.items()}, "none": "always follow the method"},
-            "calibrated_thresholds": __import__("active_rag.calibration", fromlist=["x"]).calibration_entries(),
+            "calibrated_thresholds": calibration_entries(),
         }, indent=2))
         return 0
     print("Presets (--method):")
@@ -292,8 +235,6 @@ def cmd_methods(args: argparse.Namespace) -> int:
     for name, cls in ROUTERS.items():
         print(f"  {name:20} {first_line(cls)}")
     print(f"  {'none':20} no router: always follow the method")
-    from .calibration import cache_path, calibration_entries
-
     entries = calibration_entries()
     print(f"\nCalibrated thresholds (theta='auto' uses them; {cache_path()}):")
     for key, entry in entries.items():
@@ -322,6 +263,113 @@ def cmd_models(args: argparse.Namespace) -> int:
         print(f"Installed {args.name}.")
         return 0
     print(registry.format_model_table(registry.list_models()))
+    return 0
+
+
+_CALIBRATE_METHODS = ("dragin", "flare")
+
+
+def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``active-rag calibrate`` subcommand (:mod:`active_rag.calibration` runs it)."""
+    p = subparsers.add_parser(
+        "calibrate",
+        help="calibrate DRAGIN's or FLARE's threshold on this model to the paper's retrieval rate",
+        description="Run the method with retrieval off on a few dozen unlabeled questions (a dataset slice or the "
+        "bundled demo questions), measure the trigger's score per check, and cache the threshold that gives the "
+        "target retrievals per question; presets with theta='auto' then use it.",
+    )
+    p.add_argument("--method", default="dragin", help="dragin (RIND) or flare (token probability) (default dragin)")
+    p.add_argument("--model", default=None, help="registry name, .gguf file or HF folder (default smollm2)")
+    p.add_argument("--profile", default=None, help="DRAGIN Table 9 profile (default: the dataset's, else none)")
+    p.add_argument("--dataset", default=None, help="take questions from this evaluation dataset (default: demo questions)")
+    p.add_argument("--data-dir", default=None, help="evaluation data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
+    p.add_argument("--limit", type=int, default=30, help="number of questions (default 30)")
+    p.add_argument("--target", type=float, default=None,
+                   help="retrievals per question to aim for (default: the profile's DRAGIN/FLARE rate of Table 3)")
+    p.add_argument("--scale", default=None, help="RIND scale: sentence (default) or raw")
+    p.add_argument("--prompt-mode", default="auto", help="auto (the model's own, default), single, chat-turns or completion")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="answer length (default: the profile's, else 128)")
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    add_model_options(p)
+    p.set_defaults(func=cmd_calibrate)
+    return p
+
+
+def _calibration_questions(args: argparse.Namespace) -> tuple[list[str], Any]:
+    """The questions to calibrate on (a dataset slice, else the bundled demo questions) and the dataset's prompt."""
+    from .errors import InvalidOptionError
+
+    if args.dataset:
+        from .evaluation.config import eval_prompt_template
+        from .evaluation.datasets import load_dataset
+
+        examples = load_dataset(args.dataset, args.data_dir, limit=args.limit)
+        return [e.question for e in examples], eval_prompt_template(args.dataset)
+    from .retrieval import demo_questions_path
+
+    with open(demo_questions_path(), encoding="utf-8") as fh:
+        questions = [json.loads(line)["question"] for line in fh if line.strip()][: args.limit]
+    if not questions:
+        raise InvalidOptionError("No questions to calibrate on: raise --limit.")
+    return questions, None
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``active-rag calibrate``: print (and cache) the calibrated threshold."""
+    import math
+
+    from .calibration import NoRetrieval, calibrate
+    from .errors import InvalidOptionError
+    from .loop import ActiveRAG
+    from .profiles import get_profile, profile_for_dataset
+    from .prompt_layout import check_prompt_mode
+    from .thresholds import cache_path
+    from .validation import check_int
+
+    if args.method not in _CALIBRATE_METHODS:
+        raise InvalidOptionError(f"--method must be one of {', '.join(_CALIBRATE_METHODS)} (the triggers with a "
+                                 f"threshold), got {args.method!r}.")
+    check_int("--limit", args.limit, minimum=1)
+    if args.max_new_tokens is not None:
+        check_int("--max-new-tokens", args.max_new_tokens, minimum=1)
+    check_prompt_mode(args.prompt_mode)
+    profile = get_profile(args.profile) if args.profile else (profile_for_dataset(args.dataset) if args.dataset else None)
+    if args.target is not None and (args.target < 0 or math.isnan(args.target)):
+        raise InvalidOptionError(f"--target is retrievals per question, 0 or more, got {args.target}.")
+    if args.scale is not None and args.method != "dragin":
+        raise InvalidOptionError("--scale is RIND's (DRAGIN): drop it for flare.")
+    questions, template = _calibration_questions(args)
+    lm = load_model(args.model, **model_options(args))  # --device, --dtype, --weights, prefix cache
+    overrides: dict[str, Any] = {"prompt_mode": args.prompt_mode, "profile": profile}
+    if template is not None:
+        overrides["prompt"] = template
+    if args.max_new_tokens is not None or profile is None:
+        overrides["max_new_tokens"] = args.max_new_tokens or 128
+    if args.scale is not None:
+        from .triggers import RindTrigger
+
+        overrides["trigger"] = RindTrigger(theta="auto", scale=args.scale,
+                                           max_tokens=profile.generate_length if profile else 100)
+    rag = ActiveRAG.from_preset(args.method, lm, NoRetrieval(), **overrides)
+    try:
+        result = calibrate(rag, questions, profile=profile, target=args.target)
+    except ValueError as exc:
+        raise InvalidOptionError(str(exc)) from exc
+    out = sys.stdout
+    if args.json:
+        print(json.dumps({**result.to_dict(), "cache": str(cache_path())}, indent=2), file=out)
+        return 0
+    print(f"{result.model} / {result.trigger} / profile {result.profile or '-'} / prompt mode {result.prompt_mode}: "
+          f"theta = {result.theta:.4g}", file=out)
+    print(f"  {result.questions} questions, {result.checks} checks ({result.checks_per_question:.2f} per question); "
+          f"target {result.target_retrievals_per_question:g} retrievals per question = {result.fire_fraction:.1%} of "
+          "checks", file=out)
+    print("  score quantiles: " + ", ".join(f"{k} {v:.4g}" for k, v in result.score_quantiles.items()), file=out)
+    if not result.reachable:
+        print(f"  warning: the target is out of reach: this model's answers offer {result.checks_per_question:.2f} checks "
+              "per question, so the threshold fires on every check (pass a lower --target, or more --max-new-tokens)",
+              file=out)
+    print(f"  cached in {cache_path()}; presets with theta='auto' use it", file=out)
     return 0
 
 
@@ -356,7 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "not fit the context are dropped")
     ask.add_argument("--max-new-tokens", type=int, default=None,
                      help="cap on answer tokens, at least 1 (default: the profile's generation length, else 256)")
-    ask.add_argument("--max-retrievals", type=int, default=5, help="cap on retrievals, 0 or more (default 5)")
+    ask.add_argument("--max-retrievals", type=int, default=None,
+                     help="cap on retrievals, 0 or more (default: none; a generated-token guard, 4 x --max-new-tokens, "
+                     "stops runaways)")
     ask.add_argument("--profile", default=None,
                      help="DRAGIN Table 9 hyperparameters by name: hotpotqa, 2wikimultihopqa, strategyqa, iirc "
                      "(Llama2-13b-chat), or NAME-llama2-7b / NAME-vicuna-13b")
@@ -383,9 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("name")
     models.set_defaults(func=cmd_models)
 
-    from .calibration import add_calibrate_parser
-
-    add_calibrate_parser(sub, globals().get("add_model_options"))
+    add_calibrate_parser(sub)
     try:
         from .evaluation.cli import register
     except ImportError:  # pragma: no cover - evaluation extras missing

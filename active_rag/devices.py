@@ -45,7 +45,10 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 
 
 def resolve_dtype(dtype: Any, device: torch.device) -> torch.dtype:
-    """``None``/``"auto"``: bfloat16 on a CUDA GPU that supports it, float32 elsewhere; else the named dtype."""
+    """``None``/``"auto"``: bfloat16 on a CUDA GPU that supports it, float32 elsewhere; else the named floating
+    dtype (``"bfloat16"``, ``"torch.float16"``) or the ``torch.dtype`` given. The one dtype check of active-rag:
+    the CLI's ``--dtype``, :meth:`ActiveLM.load <active_rag.model.ActiveLM.load>` and
+    :func:`~active_rag.loading.load_pretrained` (whose ``None`` means float32) all use it."""
     if dtype is None or (isinstance(dtype, str) and dtype.strip().lower() == "auto"):
         if device.type == "cuda" and torch.cuda.is_bf16_supported():
             return torch.bfloat16
@@ -54,7 +57,7 @@ def resolve_dtype(dtype: Any, device: torch.device) -> torch.dtype:
         return dtype
     value = getattr(torch, str(dtype).strip().removeprefix("torch."), None)
     if not isinstance(value, torch.dtype) or not value.is_floating_point:
-        raise InvalidOptionError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}.")
+        raise InvalidOptionError(f"Unknown dtype {dtype!r}: dtype must be one of {', '.join(DTYPES)} (or a floating torch.dtype).")
     return value
 
 

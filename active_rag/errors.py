@@ -79,6 +79,11 @@ class ModelLoadError(ActiveRAGError):
     """A model folder exists but cannot be loaded (e.g. a broken ``config.json``); the original error is the cause."""
 
 
+class NonFiniteLogitsError(ActiveRAGError, RuntimeError):
+    """The model's next-token distribution holds NaN or infinite values (float16 overflows on some models, e.g.
+    Qwen2): every signal read from it would be meaningless, so decoding stops instead of deciding on it."""
+
+
 class BatchError(ActiveRAGError):
     """Some questions of :meth:`ActiveRAG.run_batch` failed; the others finished.
 

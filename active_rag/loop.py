@@ -23,24 +23,25 @@ retrieval happens, a segment is accepted and generation continues in the same ca
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .context import ContextPolicy, make_context
+from .context_window import fit_passages
 from .errors import ContextOverflowError, RetrieverError
 from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
-from .guards import answer_complete, last_complete_sentence_end, repeated_sentence_start
-from .layout import Layout as _Layout
-from .layout import build_layout, resolve_prompt_mode
 from .profiles import Profile, get_profile
+from .prompt_layout import Layout as _Layout
+from .prompt_layout import build_layout, resolve_prompt_mode
 from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
 from .queries import InputQuery, QueryContext, QueryFormulator, make_query
 from .rankings import check_ranking, merge_rankings
+from .stopping import has_completed_answer, last_complete_sentence_end, repeated_sentence_start
 from .text import first_sentence_end
 from .text import tokens_within as _tokens_within
 from .text import word_start as _word_start
+from .thresholds import resolve_threshold
 from .triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
 from .types import (
     ActiveRAGResult,
@@ -127,8 +128,6 @@ class ActiveRAG:
     ) -> None:
         self.model = model
         self.retriever = retriever
-        from .calibration import resolve_threshold
-
         self.prompt_mode = resolve_prompt_mode(prompt_mode, str(getattr(model, "name", "")))
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "variant", None) or getattr(model, "name", "")), self.profile, self.prompt_mode)
@@ -205,16 +204,16 @@ class ActiveRAG:
         self, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
     ) -> list[ActiveRAGResult | BaseException]:
         """Answer many questions with up to ``batch_size`` decoding together (one batched forward per
-        step, continuous batching); results in input order. See :mod:`active_rag.batch`."""
-        from .batch import run_batch
+        step, continuous batching); results in input order. See :mod:`active_rag.many_questions`."""
+        from .many_questions import run_batch
 
         return run_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
 
     def stream_batch(
         self, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
     ) -> Iterator[tuple[int, StreamEvent | BaseException]]:
-        """Yield ``(question index, event)`` while many questions advance together. See :mod:`active_rag.batch`."""
-        from .batch import stream_batch
+        """Yield ``(question index, event)`` while many questions advance together. See :mod:`active_rag.many_questions`."""
+        from .many_questions import stream_batch
 
         return stream_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
 
@@ -353,7 +352,7 @@ class ActiveRAG:
         """The user's stop rule, the answer-complete rule and the repetition guard, on the output so far."""
         if self.stop is not None and self.stop(text):
             return True
-        if self.stop_when_answered and answer_complete(text):
+        if self.stop_when_answered and has_completed_answer(text):
             return True
         if self.repetition_guard and text.rstrip().endswith((".", "!", "?")):
             return repeated_sentence_start(text) is not None
@@ -392,51 +391,13 @@ class ActiveRAG:
         reserve = self.max_new_tokens - len(run.output)
         return len(self._layout(run, passages).ids) + reserve <= self.model.max_context
 
-    def _fit_held(self, run: _Run, held: Sequence[Passage], retrieval: Retrieval) -> list[Passage]:
-        """The longest version of ``held`` that fits the context: passages of earlier retrievals leave first
-        (oldest first), then the newest retrieval's lowest-ranked. The newest retrieval's passages that do not
-        fit move from ``retrieval.passages`` to ``retrieval.dropped``; one warning per call. The prompt grows
-        with every passage, so each search needs O(log n) prompt renderings."""
-        held = list(held)
-        if self._fits(run, held):
-            return held
-        new_ids = {p.id for p in retrieval.passages}
-        old = [p for p in held if p.id not in new_ids]
-        new = [p for p in held if p.id in new_ids]
-
-        def longest(fits: Callable[[int], bool], n: int) -> int:
-            lo, hi = 0, n  # fits(lo) assumed (0 passages are checked by _open_session); not fits(hi)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if fits(mid):
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-
-        if old and self._fits(run, new):  # only earlier passages need to leave: the newest of them stay
-            keep_old = longest(lambda n: self._fits(run, old[len(old) - n :] + new), len(old))
-            return old[len(old) - keep_old :] + new
-        keep = longest(lambda n: self._fits(run, new[:n]), len(new))
-        total = len(retrieval.passages)
-        dropped = new[keep:]
-        reason = (
-            f"context window: {self.model.name}'s context of {self.model.max_context} tokens holds the prompt, "
-            f"{self.max_new_tokens} tokens to generate and only the {keep} best-ranked of the {total} passages"
+    def _fit_passages(self, run: _Run, held: Sequence[Passage], retrieval: Retrieval) -> list[Passage]:
+        """The longest version of ``held`` whose prompt fits the context (:func:`~active_rag.context_window.fit_passages`)."""
+        return fit_passages(
+            held, retrieval, lambda passages: self._fits(run, passages), model=self.model,
+            max_new_tokens=self.max_new_tokens, run_warnings=run.warnings, retrieval_number=len(run.retrievals) + 1,
+            stacklevel=5,  # fit_passages, this method, _retrieve or _open_session, stream: the caller of stream
         )
-        retrieval.dropped = dropped + retrieval.dropped
-        retrieval.passages = [p for p in retrieval.passages if p.id not in {d.id for d in dropped}]
-        retrieval.dropped_reason = reason
-        if not any(w.startswith(_DROP_WARNING) for w in run.warnings):
-            message = (
-                f"{_DROP_WARNING} retrieval {len(run.retrievals) + 1} kept {keep} of {total} passages, "
-                f"{self.model.name}'s context of {self.model.max_context} tokens holds no more with the prompt and "
-                f"{self.max_new_tokens} tokens to generate. The trace lists the passages in the prompt, and each "
-                "retrieval's 'dropped' the rest (warned once per call). Lower top_k or max_new_tokens."
-            )
-            run.warnings.append(message)
-            warnings.warn(message, stacklevel=4)
-        return new[:keep]
 
     def _open_session(self, run: _Run, capture: bool, with_docs: bool = True) -> None:
         docs = list(run.docs) if with_docs else []
@@ -444,7 +405,7 @@ class ActiveRAG:
         layout = self._layout(run, docs)
         if len(layout.ids) + reserve > self.model.max_context and docs and run.retrievals:
             # _retrieve already fitted the passages; this only runs if the output outgrew max_new_tokens
-            docs = run.docs = self._fit_held(run, run.docs, run.retrievals[-1])
+            docs = run.docs = self._fit_passages(run, run.docs, run.retrievals[-1])
             layout = self._layout(run, docs)
         if len(layout.ids) + reserve > self.model.max_context:
             raise ContextOverflowError(
@@ -543,7 +504,7 @@ class ActiveRAG:
             retrieval.dropped = left_out
             retrieval.dropped_reason = f"context policy {self.context.name}: not kept"
         before = {p.id for p in run.docs}
-        run.docs = self._fit_held(run, kept, retrieval)
+        run.docs = self._fit_passages(run, kept, retrieval)
         retrieval.held_ids = [p.id for p in run.docs]
         retrieval.new_ids = [p.id for p in retrieval.passages if p.id not in before]
         retrieval.formulator = formulator
@@ -605,5 +566,3 @@ class ActiveRAG:
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
 
-
-_DROP_WARNING = "Context window full:"

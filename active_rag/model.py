@@ -11,7 +11,7 @@ Two things make many questions cheap (issues 10 and 15):
 
 - a :class:`~active_rag.prefix_cache.PrefixCache` of prompt prefixes: a session starts from the longest
   token-identical prefix already computed (the shared exemplars) and prefills only the rest;
-- a :class:`~active_rag.batching.DecodeScheduler`: the one-token steps of sessions decoding at the same
+- a :class:`~active_rag.decode_scheduler.DecodeScheduler`: the one-token steps of sessions decoding at the same
   time (threads, asyncio workers, :meth:`ActiveRAG.run_batch`) share one batched forward pass.
 
 The wiring is in :mod:`active_rag.attention` (transformers' ``AttentionInterface``).
@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +31,10 @@ from typing import Any
 import torch
 
 from .attention import CAPTURE, IMPLEMENTATION, Capture, attention_modules, install
-from .batching import DecodeScheduler
+from .decode_scheduler import DecodeScheduler, roll_back
 from .errors import AttentionCaptureError
 from .prefix_cache import DEFAULT_PREFIX_CACHE_MB, PrefixCache
+from .signals import entropy_from_logprobs
 from .types import TokenStep
 
 CAPTURE_IMPLEMENTATION = IMPLEMENTATION
@@ -85,7 +88,7 @@ class DecodingSession:
     lm: ActiveLM
     ids: list[int]
     capture_attention: bool = False
-    max_attention: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
+    max_attention: torch.Tensor = field(default_factory=lambda: torch.zeros(0, device="cpu"))
     finished: bool = False
     forward_passes: int = 0
     cached_tokens: int = 0
@@ -103,9 +106,9 @@ class DecodingSession:
         # rows of the tokens generated since the last commit() (position -> row), and a_max of everything
         # committed before: crop() can rebuild a_max exactly while memory stays one segment of rows
         self._rows: dict[int, torch.Tensor] = {}
-        self._committed_max = torch.zeros(0, dtype=torch.float32)
+        self._committed_max = torch.zeros(0, dtype=torch.float32, device="cpu")  # a_max: on the CPU, as the captured rows
         self._committed = len(self.ids)
-        self.max_attention = torch.zeros(len(self.ids), dtype=torch.float32)
+        self.max_attention = torch.zeros(len(self.ids), dtype=torch.float32, device="cpu")
         # look up, prefill and remember under the model lock: sessions opened together on a shared prompt
         # (a batch of questions) then read it once, the later ones from the first one's entry
         with self.lm.model_lock:
@@ -137,7 +140,7 @@ class DecodingSession:
             self.prefilled_tokens = prompt
             return
         # at least the last prompt token is fed, so its logits (and capture) come from this session
-        hit = cache.lookup(self.ids, limit=prompt - 1)
+        hit = cache.lookup(self.ids, limit=prompt - 1, namespace=self.lm.cache_namespace)
         if hit is None:
             self.prefilled_tokens = prompt
             return
@@ -158,7 +161,7 @@ class DecodingSession:
             return
         if any(layer.keys is None or layer.keys.shape[-2] != self._fed for layer in layers):
             return  # a model that does not fill this cache layout
-        cache.insert(self.ids[: self._fed], [(layer.keys, layer.values) for layer in layers])
+        cache.insert(self.ids[: self._fed], [(layer.keys, layer.values) for layer in layers], namespace=self.lm.cache_namespace)
 
     # -- low level -----------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -189,6 +192,9 @@ class DecodingSession:
                     use_cache=True,
                     logits_to_keep=1,
                 )
+            except BaseException:
+                roll_back(self._cache, start)  # the layers before a fault hold the new tokens: forget them
+                raise
             finally:
                 CAPTURE.reset(token)
         self.forward_passes += 1
@@ -229,7 +235,7 @@ class DecodingSession:
         earlier = row[:-1].clone()
         n = earlier.shape[0]
         if self.max_attention.shape[0] < n + 1:
-            grown = torch.zeros(n + 1, dtype=torch.float32)
+            grown = torch.zeros(n + 1, dtype=torch.float32, device="cpu")
             grown[: self.max_attention.shape[0]] = self.max_attention
             self.max_attention = grown
         torch.maximum(self.max_attention[:n], earlier, out=self.max_attention[:n])
@@ -262,7 +268,7 @@ class DecodingSession:
         # a_max must not keep the attention of the forgotten tokens: rebuild it from the committed part and
         # the rows that remain
         self._rows = {p: r for p, r in self._rows.items() if p < length}
-        self.max_attention = torch.zeros(length, dtype=torch.float32)
+        self.max_attention = torch.zeros(length, dtype=torch.float32, device="cpu")
         base = self._committed_max[:length]
         self.max_attention[: base.shape[0]] = base
         for r in self._rows.values():
@@ -314,6 +320,8 @@ class DecodingSession:
                 scores = logits if logits_processor is None else logits_processor(self.ids, logits.clone())
                 if temperature > 0:
                     probs = torch.softmax(scores / temperature, dim=-1)
+                    if generator is not None and generator.device != probs.device:
+                        probs = probs.to(generator.device)  # a seeded generator samples on its own device
                     token_id = int(torch.multinomial(probs, 1, generator=generator).item())
                 else:
                     token_id = int(torch.argmax(scores).item())
@@ -321,7 +329,7 @@ class DecodingSession:
                     self.finished = True
                     return
                 lp = float(logprobs[token_id])
-                entropy = float(-(logprobs.exp() * logprobs).nan_to_num().sum())
+                entropy = entropy_from_logprobs(logprobs)
                 position = len(self.ids)
                 text = lm.token_text(self.ids, token_id)
                 self.ids.append(token_id)
@@ -338,6 +346,10 @@ class DecodingSession:
         finally:
             if scheduler is not None:
                 scheduler.leave()
+
+
+_MODEL_STAMPS: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
+_STAMPS_LOCK = threading.Lock()
 
 
 class ActiveLM:
@@ -424,7 +436,8 @@ class ActiveLM:
         :mod:`active_rag.weights`). Other keyword arguments go to :class:`ActiveLM`.
         """
         from .devices import resolve_device, resolve_dtype
-        from .registry import DEFAULT_MODEL, load_pretrained
+        from .loading import load_pretrained
+        from .model_specs import DEFAULT_MODEL
         from .weights import resolve_weights
 
         name = name_or_path or DEFAULT_MODEL
@@ -448,6 +461,17 @@ class ActiveLM:
         if (self.weights, dtype, self.device.type) == ("float32", "float32", "cpu"):
             return self.name
         return f"{self.name}[{self.weights},{dtype},{self.device.type}]"
+
+    @property
+    def cache_namespace(self) -> tuple[str, str, str]:
+        """What the prefix cache keys this model's entries by: an identity stamped once on the model object (two
+        ActiveLMs wrapping one model share its prefixes; two models, even with one name, never do), its dtype and
+        its device (a model moved or cast after loading gets entries of its own)."""
+        with _STAMPS_LOCK:  # held by the table, not the model: a deep copy of the model is another model
+            stamp = _MODEL_STAMPS.get(self.model)
+            if stamp is None:
+                stamp = _MODEL_STAMPS[self.model] = uuid.uuid4().hex
+        return (stamp, str(self.dtype), str(self.device))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -563,19 +587,12 @@ class ActiveLM:
         return f"ActiveLM(name={self.name!r}, layers={getattr(self.model.config, 'num_hidden_layers', '?')}, captured_layer={self.captured_layer})"
 
 
-def entropy_of(logits: torch.Tensor) -> float:
-    """Entropy of ``softmax(logits)`` in nats (DRAGIN Eq. 1)."""
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    return float(-(logprobs.exp() * logprobs).nan_to_num().sum())
-
-
 __all__ = [
     "ActiveLM",
     "DecodingSession",
     "PromptUsage",
     "count_prompt_tokens",
     "CAPTURE_IMPLEMENTATION",
-    "entropy_of",
     "LogitsProcessor",
     "StopCondition",
 ]

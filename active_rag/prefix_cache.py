@@ -13,13 +13,15 @@ vLLM's automatic prefix caching and SGLang's RadixAttention, here for one proces
 - Memory is bounded: least-recently-used entries are evicted once the total exceeds ``max_bytes``. An
   entry whose tokens are a prefix of a new one is replaced by it.
 - Thread-safe: one lock guards the table; tensors are never written after insertion.
+- Entries belong to a ``namespace`` (:attr:`~active_rag.model.ActiveLM.cache_namespace`: the model object, its
+  dtype and device): a cache shared by several models, dtypes or devices never hands one of them another's KV.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -37,8 +39,8 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
         return 0
     if list(a[:n]) == list(b[:n]):
         return n
-    x = torch.as_tensor(list(a[:n]))
-    y = torch.as_tensor(list(b[:n]))
+    x = torch.as_tensor(list(a[:n]), device="cpu")  # token ids: compared on the host
+    y = torch.as_tensor(list(b[:n]), device="cpu")
     return int((x != y).int().argmax())
 
 
@@ -47,6 +49,11 @@ class _Entry:
     ids: tuple[int, ...]
     kv: KV
     nbytes: int
+    namespace: Hashable = None
+
+    @property
+    def key(self) -> tuple[Hashable, tuple[int, ...]]:
+        return (self.namespace, self.ids)
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,7 @@ class PrefixCache:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         self.max_bytes = int(max_bytes)
         self.min_length = min_length
-        self._entries: OrderedDict[tuple[int, ...], _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[Hashable, tuple[int, ...]], _Entry] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -83,25 +90,29 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def lookup(self, ids: Sequence[int], *, limit: int | None = None) -> PrefixHit | None:
-        """The longest cached prefix of ``ids`` (at most ``limit`` tokens), or ``None``."""
+    def lookup(self, ids: Sequence[int], *, limit: int | None = None, namespace: Hashable = None) -> PrefixHit | None:
+        """The longest cached prefix of ``ids`` (at most ``limit`` tokens) among the entries of ``namespace``, or
+        ``None``."""
         limit = len(ids) if limit is None else min(limit, len(ids))
         best: _Entry | None = None
         best_len = 0
         with self._lock:
             for entry in self._entries.values():
+                if entry.namespace != namespace:
+                    continue
                 n = common_prefix_length(entry.ids, ids[:limit])
                 if n > best_len:
                     best, best_len = entry, n
             if best is None or best_len < self.min_length:
                 self.misses += 1
                 return None
-            self._entries.move_to_end(best.ids)
+            self._entries.move_to_end(best.key)
             self.hits += 1
             return PrefixHit(length=best_len, kv=best.kv)
 
-    def insert(self, ids: Sequence[int], kv: KV) -> None:
-        """Remember the KV tensors of ``ids`` (taken as they are: callers never write them again)."""
+    def insert(self, ids: Sequence[int], kv: KV, *, namespace: Hashable = None) -> None:
+        """Remember the KV tensors of ``ids`` in ``namespace`` (taken as they are: callers never write them
+        again)."""
         key = tuple(int(i) for i in ids)
         if len(key) < self.min_length or not kv:
             return
@@ -111,19 +122,22 @@ class PrefixCache:
             return
         with self._lock:
             for other in list(self._entries.values()):
+                if other.namespace != namespace:
+                    continue
                 if len(other.ids) >= len(key) and other.ids[: len(key)] == key:
-                    self._entries.move_to_end(other.ids)  # a longer entry already covers these tokens
+                    self._entries.move_to_end(other.key)  # a longer entry already covers these tokens
                     return
                 if len(other.ids) < len(key) and key[: len(other.ids)] == other.ids:
                     self._drop(other)  # the new entry covers the shorter one
-            self._entries[key] = _Entry(key, kv, nbytes)
+            entry = _Entry(key, kv, nbytes, namespace)
+            self._entries[entry.key] = entry
             self._bytes += nbytes
             while self._bytes > self.max_bytes and self._entries:
                 self._drop(next(iter(self._entries.values())))
                 self.evictions += 1
 
     def _drop(self, entry: _Entry) -> None:
-        del self._entries[entry.ids]
+        del self._entries[entry.key]
         self._bytes -= entry.nbytes
 
     def clear(self) -> None:

@@ -1,6 +1,6 @@
 """Prompt templates. A template renders the user message for a question, with or without retrieved
-passages; :mod:`active_rag.layout` lays it out in one of three prompt modes (one chat message, exemplars as
-prior chat turns, or plain completion without chat template) and the loop appends the answer so far.
+passages; :mod:`active_rag.prompt_layout` lays it out in one of three prompt modes (one chat message,
+exemplars as prior chat turns, or plain completion without chat template) and the loop appends the answer so far.
 
 Every template puts what all questions share (instruction, exemplars) before the documents and the
 question, so the prompts of different questions share the longest possible token prefix (prefix KV cache).
@@ -26,8 +26,8 @@ class PromptTemplate:
     with_docs: str
     doc_format: str = "[{i}] {title} {text}"
     doc_separator: str = "\n"
-    # The structure the "chat-turns" and "completion" prompt modes need (active_rag.layout). A template without
-    # exemplars and instruction is laid out from ``direct``/``with_docs`` in every mode.
+    # The structure the "chat-turns" and "completion" prompt modes need (active_rag.prompt_layout). A template
+    # without exemplars and instruction is laid out from ``direct``/``with_docs`` in every mode.
     instruction: str = ""  # shared text before the exemplars
     exemplars: tuple[tuple[str, str], ...] = ()  # (question, answer) pairs
     question_instruction: str = ""  # the line before the asked question (e.g. "Answer ... following the example above.")

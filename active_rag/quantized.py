@@ -54,7 +54,7 @@ def _scratch(numel: int) -> torch.Tensor:
     buffer = getattr(_SCRATCH, "buffer", None)
     if buffer is None or buffer.numel() < numel:
         with torch.inference_mode(False):  # a normal tensor: writable in and out of inference mode
-            buffer = torch.empty(numel, dtype=torch.float32)
+            buffer = torch.empty(numel, dtype=torch.float32, device="cpu")  # packed weights are CPU-only
         _SCRATCH.buffer = buffer
     return buffer[:numel]
 

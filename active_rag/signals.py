@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
+from .errors import NonFiniteLogitsError
 from .text import is_content_word, word_groups, word_of
 
 
 def entropy(logits: torch.Tensor) -> float:
     """DRAGIN Eq. 1: ``H_i = -sum_v p_i(v) log p_i(v)`` over the full vocabulary, in nats."""
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    return float(-(logprobs.exp() * logprobs).nan_to_num().sum())
+    return entropy_from_logprobs(torch.log_softmax(logits.float(), dim=-1))
+
+
+def entropy_from_logprobs(logprobs: torch.Tensor) -> float:
+    """:func:`entropy` from the log-probabilities (``log_softmax`` of the logits), when they are at hand: the
+    decoding loop computes them once for the token's log-probability and its entropy. ``0 * log 0`` counts as 0
+    (only the terms whose probability is exactly 0); NaN or infinite logits raise
+    :class:`~active_rag.errors.NonFiniteLogitsError` rather than read as a confident entropy of 0."""
+    p = logprobs.exp()
+    value = float(-torch.where(p == 0, 0.0, p * logprobs).sum())
+    if not math.isfinite(value):
+        raise NonFiniteLogitsError(
+            f"The model produced non-finite logits (NaN or inf; {logprobs.dtype} on {logprobs.device}): its "
+            "signals would be meaningless. float16 overflows on some models (Qwen2): load it with "
+            "dtype='bfloat16' or 'float32'."
+        )
+    return value
 
 
 def max_later_attention(rows: Sequence[torch.Tensor], length: int) -> torch.Tensor:
@@ -20,7 +37,7 @@ def max_later_attention(rows: Sequence[torch.Tensor], length: int) -> torch.Tens
 
     Positions no later row covers get 0. The engine keeps the same vector as a running maximum
     (``DecodingSession.max_attention``); this function is the from-scratch definition."""
-    out = torch.zeros(length, dtype=torch.float32)
+    out = torch.zeros(length, dtype=torch.float32, device="cpu")  # a_max lives on the CPU, as the captured rows
     for row in rows:
         n = min(row.shape[0], length)
         torch.maximum(out[:n], row[:n].float(), out=out[:n])
@@ -126,14 +143,14 @@ def normalized_rind_scores(
 
 def low_probability(logprobs: Sequence[float], threshold: float) -> list[bool]:
     """FLARE §3.2 (Eq. 3/4): which tokens have probability below ``threshold`` (theta to trigger, beta to mask)."""
-    return [float(torch.tensor(lp).exp()) < threshold for lp in logprobs]
+    return [float(torch.tensor(lp, device="cpu").exp()) < threshold for lp in logprobs]  # float32, as recorded
 
 
 def top_attended_positions(row: torch.Tensor, candidates: Sequence[int], top_n: int) -> list[int]:
     """DRAGIN §3.2 QFS steps (1)-(3): the ``top_n`` candidate positions by attention, in original order."""
     if not candidates or top_n <= 0:
         return []
-    idx = torch.tensor([c for c in candidates if c < row.shape[0]], dtype=torch.long)
+    idx = torch.tensor([c for c in candidates if c < row.shape[0]], dtype=torch.long, device=row.device)
     if idx.numel() == 0:
         return []
     weights = row[idx]

@@ -373,14 +373,14 @@ class BracketBias:
                 text = self.lm.decode([i], skip_special_tokens=False).lstrip()
                 if text.startswith("["):
                     ids.append(i)
-            self._ids = torch.tensor(sorted(set(ids)), dtype=torch.long)
+            self._ids = torch.tensor(sorted(set(ids)), dtype=torch.long, device="cpu")
         return self._ids
 
     def after_search(self) -> None:
         self.forbid_left = self.forbid_tokens
 
     def __call__(self, ids: Sequence[int], logits: torch.Tensor) -> torch.Tensor:
-        idx = self.bracket_ids()
+        idx = self.bracket_ids().to(logits.device)
         idx = idx[idx < logits.shape[0]]
         if self.forbid_left > 0:
             logits[idx] = self.forbid_value

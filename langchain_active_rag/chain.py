@@ -92,7 +92,7 @@ _DESCRIPTIONS = {
     "context": "What the prompt keeps of the retrieved passages: replace (the papers'), keep-newest, accumulate or rerank.",
     "top_k": "Passages per retrieval.",
     "max_new_tokens": "Maximum answer length in tokens.",
-    "max_retrievals": "Maximum retrievals during generation.",
+    "max_retrievals": "Maximum retrievals during generation (None: no cap).",
 }
 
 
@@ -135,7 +135,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     top_k: int | None = None
     """Passages per retrieval; ``None``: the preset's (``sr-rag`` 6), else 3."""
     max_new_tokens: int = 256
-    max_retrievals: int = 5
+    max_retrievals: int | None = None
+    """Cap on retrievals per question; ``None`` (default, as the engine's): no cap, the engine's generated-token
+    guard (4 x ``max_new_tokens``) stops runaways."""
     initial_retrieval: bool | None = None
     router: Any = None
     answer_phrase: str | None = None

@@ -51,7 +51,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from active_rag import ActiveLM, TokenStep
 from active_rag.constrained import JsonSchemaConstraint, TopLogprobs, chain
-from active_rag.stops import StopFilter
+from active_rag.stopping import StopFilter
 
 from .tools import (
     CALL_OPEN,
@@ -315,7 +315,7 @@ class ChatActiveHF(BaseChatModel):
         k = int(kwargs.get("top_logprobs", self.top_logprobs) or 0)
         top = TopLogprobs(lm, k) if k > 0 and self._wants_logprobs(kwargs) else None
         constraint = JsonSchemaConstraint(lm, schema, len(ids)) if constrained else None
-        generator = torch.Generator().manual_seed(int(seed)) if temperature > 0 and seed is not None else None
+        generator = torch.Generator(device=lm.device).manual_seed(int(seed)) if temperature > 0 and seed is not None else None
         session = lm.session(ids)
         filt = StopFilter(stops)
         generated = 0

@@ -98,7 +98,7 @@ def to_segment_context(value: Any) -> SegmentContext:
     if max_attention is not None:
         import torch
 
-        max_attention = torch.as_tensor(max_attention, dtype=torch.float32)
+        max_attention = torch.as_tensor(max_attention, dtype=torch.float32, device="cpu")  # as the engine's a_max
     return SegmentContext(
         segment=segment,
         max_attention=max_attention,

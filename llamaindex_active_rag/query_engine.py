@@ -24,7 +24,7 @@ from active_rag.routing import make_router
 from active_rag.triggers import Trigger
 from active_rag.types import Retriever, TokenEvent
 
-from ._calls import EngineCall
+from .engine_call import EngineCall
 from .llm import ActiveHFLLM
 from .retriever import LlamaIndexRetrieverAdapter, RetrieverFactory
 

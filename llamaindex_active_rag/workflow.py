@@ -41,7 +41,7 @@ from active_rag.routing import make_router
 from active_rag.types import Passage, Retrieval, RouteDecision, TriggerDecision
 from active_rag.types import TokenEvent as EngineTokenEvent
 
-from ._calls import FixedRouter
+from .engine_call import FixedRouter
 from .events import decision_fields, retrieval_fields
 from .query_engine import ActiveRAGQueryEngine
 from .retriever import LlamaIndexRetrieverAdapter

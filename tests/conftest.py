@@ -4,6 +4,7 @@ retrievers. Everything is built offline, deterministically, in well under a seco
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -81,6 +82,16 @@ def tiny_model(tiny_tokenizer):
 def tiny_lm(tiny_model, tiny_tokenizer) -> ActiveLM:
     """A random 2-layer Llama (GQA, sdpa) wrapped in ActiveLM; it never emits end-of-sequence."""
     return ActiveLM(tiny_model, tiny_tokenizer, name="tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model, tiny_tokenizer) -> Path:
+    """The tiny model and its tokenizer saved to a folder, loaded like any local HF model (``--model DIR``).
+    Shared by the whole session: copy it before changing anything in it."""
+    d = tmp_path_factory.mktemp("tiny-model")
+    tiny_model.save_pretrained(d)
+    tiny_tokenizer.save_pretrained(d)
+    return d
 
 
 class FakeRetriever:

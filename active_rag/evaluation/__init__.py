@@ -2,7 +2,8 @@
 
 * :mod:`~active_rag.evaluation.metrics` -- SQuAD EM, HotpotQA F1, StrategyQA accuracy, RetrievalQA match,
   router decision metrics, aggregation.
-* :mod:`~active_rag.evaluation.answers` -- DRAGIN-style "So the answer is" extraction and stop detection.
+* :mod:`~active_rag.evaluation.answers` -- DRAGIN-style "So the answer is" extraction (its stop detection,
+  :func:`~active_rag.stopping.has_completed_answer`, is the engine's stop rule, re-exported here).
 * :mod:`~active_rag.evaluation.datasets` -- HotpotQA, 2WikiMultihopQA, StrategyQA and RetrievalQA loaders.
 * :mod:`~active_rag.evaluation.prompts` -- DRAGIN appendix F exemplars/templates, RetrievalQA templates.
 * :mod:`~active_rag.evaluation.runner` -- ``active-rag eval``: :func:`run_eval` runs engine methods on a dataset.
@@ -15,9 +16,7 @@ from __future__ import annotations
 
 from active_rag.evaluation.answers import (
     ANSWER_PHRASE,
-    COMPLETED_ANSWER_RE,
     extract_answer,
-    has_completed_answer,
     needs_answer_prompt,
     retrievalqa_decision,
 )
@@ -47,6 +46,7 @@ from active_rag.evaluation.plots import plot_methods, plot_sweep
 from active_rag.evaluation.prompts import EXEMPLARS, build_eval_prompt, fewshot_block
 from active_rag.evaluation.config import EvalConfig, MethodSpec, eval_prompt_template
 from active_rag.evaluation.runner import EvalReport, run_eval
+from active_rag.stopping import COMPLETED_ANSWER_RE, has_completed_answer
 
 __all__ = [
     "ANSWER_PHRASE",

@@ -7,21 +7,23 @@ the output and lets the model continue; the words after "So the answer is" are t
 * :func:`extract_answer` returns the text after the last "the answer is" (case-insensitive, so "So the answer
   is" and "Therefore, the answer is" both count), or None when there is none (the engine then appends
   :data:`ANSWER_PHRASE` and continues: :func:`needs_answer_prompt`).
-* :data:`COMPLETED_ANSWER_RE` / :func:`has_completed_answer` tell a streaming generator that the answer
-  sentence is finished, so generation may stop.
-* :func:`retrievalqa_decision` reads a router's "[Yes]"/"[No]" output the way RetrievalQA's code does.
+* :func:`retrievalqa_decision` reads a router's "[Yes]"/"[No]" output the way RetrievalQA's code does: it is
+  the router's own reading, :func:`active_rag.routing.authors_decision`.
+
+When the answer sentence is finished, so that generation may stop, is a stop rule of the engine:
+:func:`active_rag.stopping.has_completed_answer`.
 """
 
 from __future__ import annotations
 
 import re
 
+from active_rag.routing import authors_decision
+
 __all__ = [
     "ANSWER_PHRASE",
     "ANSWER_PHRASE_RE",
-    "COMPLETED_ANSWER_RE",
     "extract_answer",
-    "has_completed_answer",
     "needs_answer_prompt",
     "retrievalqa_decision",
 ]
@@ -32,21 +34,6 @@ ANSWER_PHRASE = "So the answer is"
 #: "the answer is" as words, any case and spacing ("So the answer is", "Thus, THE ANSWER IS"), also "the final
 #: answer is" (self-ask's "So the final answer is:"); not "the answer isn't" (word boundary after "is").
 ANSWER_PHRASE_RE = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\b", re.IGNORECASE)
-
-# Abbreviations whose period does not end the answer sentence: single capitals (initials "F.W.", "L.",
-# "D.C.") and a few titles common in the exemplars and data ("Mr. T", "Dr. Caligari"). "No." is left out on
-# purpose: "So the answer is No." must end the sentence.
-_NOT_A_SENTENCE_END = "".join(
-    rf"(?<!\b{abbr})" for abbr in ("[A-Z]", "Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Vol", "vs", "Mt", "Ft")
-)
-
-#: A completed answer sentence: the answer phrase, some answer text, then a sentence end (".", "!" or "?"
-#: followed by whitespace or the end of the text, not after an initial or a listed abbreviation) or a newline.
-#: The phrase matches in any case; the abbreviation guard is case-sensitive.
-COMPLETED_ANSWER_RE = re.compile(
-    r"(?i:\bthe\s+(?:final\s+)?answer\s+is\b)[ \t:]*[^\s.!?].*?(?:" + _NOT_A_SENTENCE_END + r"[.!?](?=\s|$)|\n)",
-    re.DOTALL,
-)
 
 _TRAILING_JUNK = ("</s>", "<|endoftext|>", "<|eot_id|>", "<|im_end|>")
 _DOUBLE_QUOTES = "\"“”„«»"
@@ -97,28 +84,6 @@ def needs_answer_prompt(text: str) -> bool:
     return extract_answer(text) is None
 
 
-def has_completed_answer(text: str) -> bool:
-    """True when ``text`` holds a finished answer sentence (see :data:`COMPLETED_ANSWER_RE`), so generation may stop.
-
-    Check only the generated text, not a prompt whose exemplars contain answer sentences. An answer made of a
-    single capital letter ("So the answer is B.") counts as finished only at a newline, because "B." could be an
-    initial; end-of-text without a period does not count either (the answer may still be growing).
-    """
-    return COMPLETED_ANSWER_RE.search(text) is not None
-
-
-_RETRIEVALQA_YES = frozenset({'"yes"', "'yes'", '["yes"]', "['yes']", "[yes]", "yes"})
-
-
-def retrievalqa_decision(output: str) -> bool:
-    """Whether a router's output asks to retrieve, exactly as RetrievalQA's ``check_string_exist``.
-
-    github.com/hyintell/RetrievalQA ``utils.check_string_exist``: remove commas, periods and double quotes,
-    split on spaces, lowercase and strip each word; retrieve when any word is ``yes``, ``[yes]``, ``'yes'``,
-    ``['yes']`` (the quoted forms with double quotes cannot survive the quote removal). So "[Yes].", "Yes, I
-    need to" and "yes\\n" retrieve; "[No]", "Yes!" and "Yes\\nI do" (only spaces split words) do not. The
-    authors first replaced newlines with spaces (``postprocess_output``); do that before calling if you need to.
-    """
-    cleaned = output.replace(",", "").replace(".", "").replace('"', "")
-    words = {w.lower().strip() for w in cleaned.split(" ")}
-    return bool(words & _RETRIEVALQA_YES)
+#: Whether a router's output asks to retrieve, as RetrievalQA's code reads it (``postprocess_output`` then
+#: ``check_string_exist``): the routers' own reading, :func:`active_rag.routing.authors_decision`.
+retrievalqa_decision = authors_decision

@@ -129,6 +129,7 @@ def _step(lm: ActiveLM, seq: Sequence[int], logits: Any) -> Any:
     """Greedy next token (end-of-sequence excluded) with its log-probability and entropy (DRAGIN Eq. 1)."""
     import torch
 
+    from active_rag.signals import entropy_from_logprobs
     from active_rag.types import TokenStep
 
     logits = logits.float().clone()
@@ -137,7 +138,7 @@ def _step(lm: ActiveLM, seq: Sequence[int], logits: Any) -> Any:
         if e < logits.shape[0]:
             logits[e] = -math.inf
     tok = int(torch.argmax(logits))
-    entropy = float(-(logprobs.exp() * logprobs).nan_to_num().sum())
+    entropy = entropy_from_logprobs(logprobs)
     return TokenStep(id=tok, text=lm.token_text(seq, tok), logprob=float(logprobs[tok]), entropy=entropy, position=len(seq))
 
 
@@ -151,7 +152,7 @@ def naive_token_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _SE
     model = lm.model
     trigger = RindTrigger(theta=1e12)
     seq = list(ids)
-    a_max = torch.zeros(len(seq) + n + 1)
+    a_max = torch.zeros(len(seq) + n + 1, device=model.device)  # filled from the model's attention rows
     steps: list[Any] = []
     with _eager_attention(lm), torch.inference_mode():
         t0 = time.perf_counter()
@@ -178,6 +179,7 @@ def naive_segment_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _
     over the whole sequence for ``a_max``; RIND checked on the segment. Seconds."""
     import torch
 
+    from active_rag.signals import entropy_from_logprobs
     from active_rag.triggers import RindTrigger, SegmentContext
     from active_rag.types import TokenStep
 
@@ -203,7 +205,7 @@ def naive_segment_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _
             for tok, scores in zip(new, out.scores, strict=True):
                 logprobs = torch.log_softmax(scores[0].float(), dim=-1)
                 steps.append(TokenStep(id=tok, text=lm.token_text(context, tok), logprob=float(logprobs[tok]),
-                                       entropy=float(-(logprobs.exp() * logprobs).nan_to_num().sum()), position=len(context)))
+                                       entropy=entropy_from_logprobs(logprobs), position=len(context)))
                 context.append(tok)
             trigger.check(SegmentContext(steps, a_max, "", done + s >= n))
             seq.extend(new)

@@ -80,7 +80,7 @@ def copy_bandwidth(mib: int = 512, repeats: int = 5) -> float:
     bytes read and the bytes written (STREAM's convention)."""
     import torch
 
-    a = torch.ones(mib * 2**20 // 4)
+    a = torch.ones(mib * 2**20 // 4, device="cpu")  # the CPU's memory bandwidth
     b = torch.empty_like(a)
     b.copy_(a)  # touch every page first
     best = float("inf")

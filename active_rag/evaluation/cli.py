@@ -49,7 +49,7 @@ def _sweep(value: str) -> tuple[str, list[float]]:
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from active_rag.cli import add_model_options
+    from active_rag.model_flags import add_model_options
     from active_rag.evaluation.datasets import DATASETS
     from active_rag.evaluation.config import DEFAULT_EVAL_MODEL
 
@@ -157,7 +157,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="prefix suite: methods (default wo-rag,sr-rag,flare,dragin)")
     p.add_argument("--prefix-batch", type=int, default=8, help="prefix suite: batch size of the cached pass (default 8)")
     p.add_argument("--prompt-mode", default="auto", help="prefix suite: prompt mode, as in eval (default auto: the model's own)")
-    from active_rag.cli import add_model_options
+    from active_rag.model_flags import add_model_options
 
     add_model_options(p)
     p.set_defaults(func=cmd_bench)
@@ -166,7 +166,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _model_config(args: argparse.Namespace) -> dict[str, Any]:
     """EvalConfig/BenchConfig fields from the model options, checked before any model loads."""
-    from active_rag.cli import model_options
+    from active_rag.model_flags import model_options
 
     options = model_options(args)
     return {
@@ -344,7 +344,7 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 
 def _cmd_throughput(args: argparse.Namespace) -> int:
     """``bench --suite batch|prefix`` (see :mod:`active_rag.evaluation.throughput`)."""
-    from active_rag.cli import model_options
+    from active_rag.model_flags import model_options
     from active_rag.evaluation.throughput import ThroughputConfig, run_throughput
     from active_rag.validation import check_int
 
@@ -353,7 +353,7 @@ def _cmd_throughput(args: argparse.Namespace) -> int:
         check_int("--batch-sizes", b, minimum=1)
     check_int("--questions", args.questions, minimum=1)
     check_int("--prefix-batch", args.prefix_batch, minimum=1)
-    from active_rag.layout import check_prompt_mode
+    from active_rag.prompt_layout import check_prompt_mode
 
     check_prompt_mode(args.prompt_mode)
     _set_threads(args.threads)

@@ -101,7 +101,7 @@ def eval_prompt_template(dataset: str) -> EvalPromptTemplate:
         direct=_as_format_template(build_eval_prompt(dataset, _Q_MARK)),
         with_docs=_as_format_template(build_eval_prompt(dataset, _Q_MARK, marker), documents=block),
         dataset=dataset,
-        # the structure of the chat-turns and completion prompt modes (active_rag.layout)
+        # the structure of the chat-turns and completion prompt modes (active_rag.prompt_layout)
         exemplars=EXEMPLARS.get(dataset, ()),
         question_instruction=INSTRUCTIONS.get(dataset) or "",
     )
@@ -140,7 +140,7 @@ class EvalConfig:
     max_retrievals: int | None = None  # None: no cap (the engine's generated-token guard stops runaways)
     sweep: tuple[str, list[float]] | None = None
     profile: str | None = None  # DRAGIN Table 9 profile; None: the dataset's; "none": no profile
-    prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.layout)
+    prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.prompt_layout)
     ta_are_demos: str = "fixed"  # fixed: the authors' 2 [Yes] / 2 [No]; similar: the 2 most similar [Yes] of the pool
     baseline: str | None = None  # paired comparison against this method; None: sr-rag when run; "none": no comparison
     resume: bool = True
@@ -188,7 +188,7 @@ class EvalConfig:
         check_int("batch_size", self.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8")
         if self.prefix_cache_mb is not None:
             check_number("prefix_cache_mb", self.prefix_cache_mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB")
-        from active_rag.layout import check_prompt_mode
+        from active_rag.prompt_layout import check_prompt_mode
 
         check_prompt_mode(self.prompt_mode)
         from active_rag.weights import check_weights
@@ -317,10 +317,10 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
         else:
             methods = list(PRESETS)
     specs: list[MethodSpec] = []
-    from active_rag.context import CONTEXT_POLICIES
+    from active_rag.context import make_context
 
-    if config.context is not None and config.context not in CONTEXT_POLICIES:
-        raise UnknownNameError("context policy", config.context, CONTEXT_POLICIES)
+    if config.context is not None:
+        make_context(config.context)  # an unknown name or setting: its typed error before any model work
     for name in methods:
         if name not in PRESETS:
             raise UnknownNameError("method", name, PRESETS)
@@ -333,7 +333,8 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
             raise UnknownNameError("trigger", trig, list(TRIGGERS) + list(TRIGGER_ALIASES))
         if query not in QUERIES:
             raise UnknownNameError("query formulator", query, QUERIES)
-        specs.append(MethodSpec(name=f"{key}+{query}" + (f"@context={config.context}" if config.context else ""), trigger=key,
+        suffix = ("@ir" if config.initial_retrieval else "") + (f"@context={config.context}" if config.context else "")
+        specs.append(MethodSpec(name=f"{key}+{query}{suffix}", trigger=key,
                                 query=query, initial_retrieval=config.initial_retrieval, context=config.context))
     if not specs:
         raise ValueError("No method to run: pass --methods and/or --trigger with --query.")

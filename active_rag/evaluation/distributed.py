@@ -37,7 +37,7 @@ from urllib.parse import urlparse
 from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example
 from active_rag.evaluation.config import EvalConfig, MethodSpec, _retrieves
-from active_rag.evaluation.engines import load_corpus_index
+from active_rag.evaluation.method_engines import load_corpus_index
 from active_rag.evaluation.runner import (
     EvalReport,
     EvalWorker,

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from active_rag.errors import ActiveRAGError, CorpusError
-from active_rag.evaluation.answers import retrievalqa_decision
 from active_rag.evaluation.breakdown import (
     TYPE_METRIC,
     TypeScore,
@@ -56,7 +55,7 @@ from active_rag.evaluation.config import (
     eval_prompt_template,
 )
 from active_rag.evaluation.datasets import Example, default_data_dir, load_dataset
-from active_rag.evaluation.engines import (
+from active_rag.evaluation.method_engines import (
     _ContextsRetriever,
     _engine_key,
     _router_options,
@@ -81,7 +80,8 @@ from active_rag.evaluation.scoring import (
     summarize_rows,
     thresholds_used,
 )
-from active_rag.layout import resolve_prompt_mode
+from active_rag.prompt_layout import resolve_prompt_mode
+from active_rag.routing import authors_decision
 from active_rag.types import ActiveRAGResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -209,7 +209,7 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
     if example.gold_passage_ids:
         row["gold_passage_ids"] = example.gold_passage_ids
     if result.route is not None and example.kind == "retrievalqa":
-        row["route_authors_reading"] = retrievalqa_decision(result.route.raw_output.replace("\n", " "))
+        row["route_authors_reading"] = authors_decision(result.route.raw_output)
     if error:
         row["error"] = error
     return row

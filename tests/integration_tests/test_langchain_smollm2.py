@@ -53,12 +53,38 @@ def test_active_rag_retrieves_and_nests(smollm2):
     assert {d.id for d in out["documents"]} >= set(out["trace"][0]["passage_ids"])
 
 
+def _ta_are_authors_parse(raw: str) -> bool:
+    """TA-ARE's released reading of a router output (github.com/hyintell/RetrievalQA ``utils.py``), written out
+    here: ``postprocess_output`` (drop ``</s>`` and ``<|im_end|>``, newlines become spaces, runs of whitespace one
+    space) then ``check_string_exist`` (remove commas, periods and double quotes, split on spaces, lowercase and
+    strip each word): retrieve iff a word is ``"yes"``, ``'yes'``, ``["yes"]``, ``['yes']``, ``[yes]`` or ``yes``."""
+    pred = raw.replace("</s>", "").replace("<|im_end|>", "").replace("\n", " ")
+    pred = " ".join(pred.split())
+    pred = pred.replace(",", "").replace(".", "").replace('"', "")
+    words = {word.lower().strip() for word in pred.split(" ")}
+    return bool(words & {'"yes"', "'yes'", '["yes"]', "['yes']", "[yes]", "yes"})
+
+
 def test_ta_are_router_decides_with_the_model(smollm2):
+    """The route is the authors' parse of the router's recorded raw generation, that generation is SmolLM2's own
+    greedy answer to the TA-ARE prompt, and the runnable that ran is the one the route names."""
     plain = ChatActiveHF(lm=smollm2, max_tokens=4)
     router = TaAreRouter(plain, retrieve=ActiveRAG(smollm2, BM25Index.demo(), preset="sr-rag", max_new_tokens=4),
                          direct=plain, today="2024-06-01")
     out = router.invoke(QUESTION)
-    assert isinstance(out["route"]["retrieve"], bool) and out["route"]["raw_output"]
+    route = out["route"]
+    raw = route["raw_output"]
+    assert raw.strip() and route["router"] == "ta-are"
+    assert route["retrieve"] is _ta_are_authors_parse(raw)
+    engine_router = router.engine_router
+    prompt = engine_router.prompt(QUESTION)
+    assert prompt.startswith("Today is 2024-06-01. Given a question, determine whether you need to retrieve")
+    assert prompt.endswith(f"Question: {QUESTION}\nAnswer:")
+    assert smollm2.complete(prompt, max_new_tokens=engine_router.max_new_tokens) == raw
+    if route["retrieve"]:  # ActiveRAG (sr-rag) ran: it retrieved once, with the question
+        assert [r["query"] for r in out["trace"]] == [QUESTION] and out["documents"]
+    else:  # the plain chat model answered
+        assert set(out) == {"output", "route"} and out["output"].content
 
 
 class TestChatActiveHFSmolLM2Standard(ChatModelIntegrationTests):

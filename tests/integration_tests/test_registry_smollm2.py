@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from active_rag import loading, registry
+from active_rag import gguf_files, loading, registry
 
 pytestmark = [
     pytest.mark.integration,
@@ -98,7 +98,7 @@ def test_second_load_reads_the_converted_folder(
 
     monkeypatch.setattr(loading, "resolve_gguf", no_gguf)
     monkeypatch.setattr(loading, "_export_gguf", no_gguf)
-    for module in (registry, loading):
+    for module in (gguf_files, loading):
         monkeypatch.setattr(module, "_sha256_file", no_gguf)
     started = time.monotonic()
     model, tokenizer = registry.load_pretrained("smollm2")

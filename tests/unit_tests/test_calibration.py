@@ -1,11 +1,12 @@
-"""Threshold calibration (active_rag.calibration): quantiles of known score distributions, the cache, and
-theta="auto" resolution."""
+"""Threshold calibration (active_rag.calibration) and its cache (active_rag.thresholds): quantiles of known score
+distributions, the cache, and theta="auto" resolution."""
 
 from __future__ import annotations
 
 import pytest
 
-from active_rag.calibration import (
+from active_rag.profiles import get_profile
+from active_rag.thresholds import (
     Calibration,
     calibration_key,
     load_calibration,
@@ -13,7 +14,6 @@ from active_rag.calibration import (
     save_calibration,
     threshold_for_rate,
 )
-from active_rag.profiles import get_profile
 from active_rag.triggers import LowConfidenceTrigger, RindTrigger
 
 

@@ -10,14 +10,6 @@ import pytest
 from active_rag.cli import main
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model, tiny_tokenizer) -> Path:
-    d = tmp_path_factory.mktemp("tiny-model")
-    tiny_model.save_pretrained(d)
-    tiny_tokenizer.save_pretrained(d)
-    return d
-
-
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     path = tmp_path / "corpus.jsonl"

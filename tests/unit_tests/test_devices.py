@@ -24,3 +24,228 @@ def test_structured_output_mask_is_built_on_the_logits_device(tiny_lm: ActiveLM)
     # the same mask on the CPU: some tokens allowed, most masked (the mask is real, not skipped)
     cpu = constraint(prompt, torch.zeros(vocab))
     assert 0 < int(torch.isfinite(cpu).sum()) < vocab
+
+
+# -- every tensor the packages make names its device ----------------------------------------------------
+import sys  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Literal  # noqa: E402
+
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+_PACKAGES = tuple(str(Path(__file__).resolve().parents[2] / name) for name in
+                  ("active_rag", "langchain_active_rag", "llamaindex_active_rag"))
+_FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.as_tensor,
+              torch.rand, torch.randn, torch.randint, torch.linspace, torch.eye}
+
+
+def _package_caller() -> str | None:
+    """``file:line`` of the innermost caller in the packages' source, if the call came from there directly."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_code.co_filename.endswith("overrides.py") or "/torch/" in frame.f_code.co_filename
+                                 or frame.f_code.co_filename == __file__):
+        frame = frame.f_back
+    if frame is None or not frame.f_code.co_filename.startswith(_PACKAGES):
+        return None
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+
+
+class DeviceAudit(TorchFunctionMode):
+    """Records every tensor factory call the packages make without naming ``device=``: such a tensor lands on the
+    CPU whatever the model's device, the defect class of issue 25 (a CPU mask meeting CUDA logits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unplaced: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func in _FACTORIES and "device" not in kwargs:
+            where = _package_caller()
+            if where is not None:
+                self.unplaced.append(f"{where} {func.__name__}")
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def audited(monkeypatch: pytest.MonkeyPatch) -> Iterator[DeviceAudit]:
+    """The audit, plus ``torch.Generator(...)`` made by the packages without a device (a CPU generator cannot
+    sample CUDA probabilities)."""
+    real = torch.Generator
+    audit = DeviceAudit()
+
+    def generator(*args: Any, **kwargs: Any) -> torch.Generator:
+        if not args and "device" not in kwargs and (where := _package_caller()) is not None:
+            audit.unplaced.append(f"{where} Generator")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "Generator", generator)
+    with audit:
+        yield audit
+
+
+class _Retriever:
+    def retrieve(self, query: str, k: int) -> list[Any]:
+        from active_rag import Passage
+
+        return [Passage(id=f"p{i}", title=f"T{i}", text=f"Peter Schmeichel passage {i}.") for i in range(k)]
+
+
+@pytest.mark.parametrize("preset", sorted(__import__("active_rag.presets", fromlist=["PRESETS"]).PRESETS))
+def test_every_preset_makes_its_tensors_on_a_named_device(tiny_lm: ActiveLM, preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from active_rag import ActiveRAG
+
+    rag = ActiveRAG.from_preset(preset, tiny_lm, _Retriever(), max_new_tokens=24)
+    if hasattr(rag.trigger, "theta"):
+        monkeypatch.setattr(rag.trigger, "theta", 0.0 if preset.startswith("dragin") else 1.0)  # fire: every path runs
+    with audited(monkeypatch) as audit:
+        result = rag.run("Who is Kasper Schmeichel's father?")
+    assert audit.unplaced == []
+    # the retrieval paths ran (a random model never writes self-ask's "Follow up:" nor "[Search(...)]"; FLARE-instruct's
+    # logit bias on "[" still ran at every step)
+    assert preset in ("wo-rag", "self-ask", "flare-instruct") or result.retrievals
+
+
+def test_chat_model_sampling_and_structured_output_make_their_tensors_on_a_named_device(
+        tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("llguidance")
+    from pydantic import BaseModel
+
+    from langchain_active_rag import ChatActiveHF
+
+    class Pick(BaseModel):
+        ok: bool
+        color: Literal["red", "blue"]
+
+    with audited(monkeypatch) as audit:
+        sampled = ChatActiveHF(lm=tiny_lm, max_tokens=6, temperature=1.0, seed=3).invoke("hi")
+        picked = ChatActiveHF(lm=tiny_lm, max_tokens=80).with_structured_output(Pick).invoke("Pick a color.")
+    assert audit.unplaced == []
+    assert sampled.content and isinstance(picked, Pick)
+
+
+def test_bench_runs_make_their_tensors_on_a_named_device(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    from active_rag.evaluation.bench_runs import generate_run, naive_segment_run, naive_token_run
+
+    ids = tiny_lm.prompt_ids("Who is Peter Schmeichel?")
+    with audited(monkeypatch) as audit:
+        seconds = [run(tiny_lm, ids, 6) for run in (generate_run, naive_token_run, naive_segment_run)]
+    assert audit.unplaced == []
+    assert all(s > 0 for s in seconds)
+
+
+def test_the_audit_catches_a_tensor_made_without_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check itself can fail: the three defects of issue 25, replayed from package code."""
+    import active_rag.signals as signals
+
+    code = compile("def made_on_the_cpu(n):\n    return torch.zeros(n), torch.Generator()\n", signals.__file__, "exec")
+    scope: dict[str, Any] = {"torch": torch}
+    exec(code, scope)  # a function whose code lives in a package file, as a defect there would
+    with audited(monkeypatch) as audit:
+        scope["made_on_the_cpu"](3)
+    assert [u.split(" ")[1] for u in audit.unplaced] == ["zeros", "Generator"]
+
+
+# -- numerics ------------------------------------------------------------------------------------------
+def test_non_finite_logits_raise_instead_of_reading_as_a_confident_token() -> None:
+    from active_rag.errors import NonFiniteLogitsError
+    from active_rag.signals import entropy
+
+    assert entropy(torch.tensor([0.0, float("-inf"), 0.0])) == pytest.approx(0.6931, abs=1e-4)  # p = 0 terms: 0
+    assert entropy(torch.tensor([5.0, float("-inf"), float("-inf")])) == 0.0
+    for bad in (torch.tensor([0.0, float("nan"), 1.0]), torch.tensor([float("inf"), 0.0, 1.0]),
+                torch.full((3,), float("-inf"))):
+        with pytest.raises(NonFiniteLogitsError, match="bfloat16"):
+            entropy(bad)
+
+
+def test_a_session_whose_model_overflows_stops_with_the_error(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    from active_rag import ActiveRAG
+    from active_rag.errors import NonFiniteLogitsError
+
+    model = tiny_lm.model
+    original = model.forward
+
+    def overflowing(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        out.logits = out.logits.clone().fill_(float("nan"))
+        return out
+
+    monkeypatch.setattr(model, "forward", overflowing)
+    with pytest.raises(NonFiniteLogitsError, match="non-finite logits"):
+        ActiveRAG.from_preset("flare", tiny_lm, _Retriever(), max_new_tokens=8).run("Who is Peter?")
+
+
+def test_capturing_attention_never_changes_bfloat16_logits(tiny_model: Any, tiny_tokenizer: Any) -> None:
+    """The captured layer's output comes from the model's own kernel; the row is computed apart in float32."""
+    import copy
+
+    model = copy.deepcopy(tiny_model).to(torch.bfloat16)
+    lm = ActiveLM(model, tiny_tokenizer, name="tiny-bf16", prefix_cache=False)
+    ids = lm.prompt_ids("Who is Kasper Schmeichel's father?")
+    seen, plain = lm.session(ids, capture_attention=True), lm.session(ids, capture_attention=False)
+    a, b = list(seen.generate(12)), list(plain.generate(12))
+    assert [s.id for s in a] == [s.id for s in b]
+    assert [s.logprob for s in a] == [s.logprob for s in b]  # bit for bit: the same kernel read the same inputs
+    # the row: float32 softmax of the bfloat16 scores, within bfloat16's rounding of the float32 model's row
+    dense = ActiveLM(tiny_model, tiny_tokenizer, name="tiny", prefix_cache=False).session(ids, capture_attention=True)
+    ref = list(dense.generate(1))[0].attention
+    assert a[0].attention.dtype == torch.float32
+    torch.testing.assert_close(a[0].attention, ref, atol=3e-2, rtol=0)
+    assert float(a[0].attention.sum()) <= 1.0 + 1e-5
+
+
+# -- faults ---------------------------------------------------------------------------------------------
+class _FaultAtLayer:
+    """Raises out of memory in the query projection of layer ``k`` while armed: the layers before ``k`` have
+    already appended the step's key/value to each sequence's cache."""
+
+    def __init__(self, model: Any, k: int) -> None:
+        self.armed = False
+        self.handle = model.model.layers[k].self_attn.q_proj.register_forward_hook(self._hook)
+
+    def _hook(self, *args: Any) -> None:
+        if self.armed:
+            self.armed = False
+            raise torch.OutOfMemoryError("injected: out of memory at a middle layer")
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_step_that_fails_mid_model_leaves_the_session_as_before_it(tiny_model: Any, tiny_tokenizer: Any, batched: bool) -> None:
+    import threading
+
+    lm = ActiveLM(tiny_model, tiny_tokenizer, name="tiny", prefix_cache=False)
+    if not batched:
+        lm.scheduler = None  # one sequence, its own forward
+    ids = lm.prompt_ids("Who is Kasper Schmeichel's father?")
+    clean = [s.id for s in lm.session(ids).generate(10)]
+    fault = _FaultAtLayer(tiny_model, k=1)
+    try:
+        sessions = [lm.session(ids) for _ in range(2 if batched else 1)]
+        for s in sessions:
+            assert [t.id for t in s.generate(4)] == clean[:4]
+        fault.armed = True
+        errors: list[BaseException] = []
+
+        def step(s: Any) -> None:
+            try:
+                list(s.generate(1))
+            except torch.OutOfMemoryError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=step, args=(s,)) for s in sessions]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors  # the step that failed says so
+        for s in sessions:  # every layer holds the same number of positions again, and decoding goes on right
+            lengths = {layer.keys.shape[-2] for layer in s._cache.layers}
+            assert len(lengths) == 1
+            s_ids = list(s.ids)
+            rest = [t.id for t in s.generate(10 - (len(s_ids) - len(ids)))]
+            assert (s_ids + rest)[len(ids):] == clean
+    finally:
+        fault.handle.remove()

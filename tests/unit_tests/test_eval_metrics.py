@@ -8,9 +8,7 @@ import pytest
 
 from active_rag.evaluation.answers import (
     ANSWER_PHRASE,
-    COMPLETED_ANSWER_RE,
     extract_answer,
-    has_completed_answer,
     needs_answer_prompt,
     retrievalqa_decision,
 )
@@ -27,6 +25,7 @@ from active_rag.evaluation.metrics import (
     qa_scores,
     strategyqa_accuracy,
 )
+from active_rag.stopping import COMPLETED_ANSWER_RE, has_completed_answer
 
 # ------------------------------------------------------------------------------------------ normalisation
 

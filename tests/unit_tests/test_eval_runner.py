@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from active_rag import ActiveLM, Passage, RouteDecision
+from active_rag.errors import InvalidOptionError
 from active_rag.evaluation import runner as runner_mod
 from active_rag.evaluation.cli import register
 from active_rag.evaluation.prompts import build_eval_prompt
@@ -109,6 +110,14 @@ def test_build_methods_ablation_grid_sweep_router(tmp_path: Path) -> None:
     assert [m.name for m in build_methods(cfg)] == ["rind+attention", "rind+input", "low-confidence+attention", "low-confidence+input"]
     cfg = _config(tmp_path, tmp_path, triggers=["dragin"], queries=["masked-sentence", "last-tokens"])
     assert [m.name for m in build_methods(cfg)] == ["rind+masked-sentence", "rind+last-tokens"]
+    # the initial retrieval and the context policy are in the name: their rows never share a file with the plain ones
+    cfg = _config(tmp_path, tmp_path, triggers=["rind"], queries=["next-hop"], initial_retrieval=True, context="rerank:keep=4")
+    assert [(m.name, m.initial_retrieval, m.context) for m in build_methods(cfg)] == [
+        ("rind+next-hop@ir@context=rerank:keep=4", True, "rerank:keep=4")]
+    cfg = _config(tmp_path, tmp_path, methods=["dragin", "flare"], initial_retrieval=True, context="accumulate")
+    assert [m.name for m in build_methods(cfg)] == ["dragin@ir@context=accumulate", "flare@context=accumulate"]
+    with pytest.raises(InvalidOptionError, match="keep must be an integer"):
+        build_methods(_config(tmp_path, tmp_path, methods=["sr-rag"], context="rerank:keep=x"))
     cfg = _config(tmp_path, tmp_path, methods=["wo-rag", "dragin", "flare"], sweep=("theta", [0.5, 1.0]))
     assert [m.name for m in build_methods(cfg)] == ["wo-rag", "dragin@theta=0.5", "dragin@theta=1", "flare@theta=0.5", "flare@theta=1"]
     cfg = _config(tmp_path, tmp_path, dataset="retrievalqa")
@@ -316,8 +325,8 @@ def test_a_calibration_cached_between_runs_is_named_and_keeps_the_paper_rows(
         tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`eval --methods dragin` uses a calibration cached since the last run (theta="auto"): results.md says so,
     and the rows answered at the profile's theta are set aside, not deleted, so switching back resumes."""
-    from active_rag.calibration import Calibration, save_calibration
-    from active_rag.layout import resolve_prompt_mode
+    from active_rag.thresholds import Calibration, save_calibration
+    from active_rag.prompt_layout import resolve_prompt_mode
     from active_rag.triggers import RindTrigger
 
     monkeypatch.setenv("ACTIVE_RAG_CACHE", str(tmp_path / "cache"))

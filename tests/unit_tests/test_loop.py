@@ -1,6 +1,7 @@
 """The generation loop, preset by preset, driven by a scripted word-level model so that every token,
 probability, entropy and attention row is known: retrieval counts, positions, truncation points, tag
-removal, regeneration, budgets, errors and streaming order."""
+removal, regeneration, budgets, errors and streaming order. The running max of later attention that RIND
+reads (DRAGIN Eq. 3) is checked on a real tiny Llama against full attention matrices."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from active_rag import (
+    ActiveLM,
     ActiveRAG,
     ActiveRAGResult,
     ContextOverflowError,
@@ -24,7 +26,6 @@ from active_rag import (
     TriggerDecision,
     UnknownNameError,
 )
-from active_rag.signals import max_later_attention
 
 ASSISTANT = "<assistant>"
 
@@ -360,12 +361,140 @@ def test_context_overflow_drops_lowest_ranked_passages_then_fails() -> None:
         ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=8).run(QUESTION)
 
 
-def test_max_later_attention_matches_the_scripted_sessions_running_max() -> None:
-    lm = ScriptedLM(script=lambda p: words("Kasper father is Peter."), focus={"father"})
-    session = lm.session(lm.encode("<user> q <assistant>"), capture_attention=True)
-    steps = list(session.generate(5))
-    expected = max_later_attention([s.attention for s in steps if s.attention is not None], len(session.ids))
-    assert torch.allclose(expected, session.max_attention[: len(session.ids)])
+# -- the real running max of later attention (DRAGIN Eq. 3) -----------------------------------------------
+def _tiny_llama(vocab_size: int, attn: str) -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(7)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, eos_token_id=None,
+                         bos_token_id=None, pad_token_id=None, attn_implementation=attn,
+                         initializer_range=0.2)  # large weights: attention far from uniform, rows differ
+    return LlamaForCausalLM(config).eval()
+
+
+@dataclass
+class RealModel:
+    lm: ActiveLM
+    reference: torch.nn.Module  # an uninstrumented eager copy of the same weights
+
+    def attention(self, ids: Sequence[int]) -> torch.Tensor:
+        """The full last-layer attention matrix of ``ids`` (head-averaged), from one forward pass."""
+        with torch.no_grad():
+            out = self.reference(torch.tensor([list(ids)]), output_attentions=True)
+        return out.attentions[-1][0].float().mean(0)
+
+    def brute_force_a_max(self, ids: Sequence[int], generated: Sequence[int]) -> torch.Tensor:
+        """``a_max(j) = max_{p > j} A[p, j]`` over the generated positions ``p`` (0 where none), element by element."""
+        a = self.attention(ids)
+        out = torch.zeros(len(ids))
+        for j in range(len(ids)):
+            later = [float(a[p, j]) for p in generated if p > j]
+            out[j] = max(later, default=0.0)
+        return out
+
+
+@pytest.fixture(scope="module")
+def real(tiny_tokenizer) -> RealModel:
+    model = _tiny_llama(len(tiny_tokenizer), "sdpa")
+    reference = _tiny_llama(len(tiny_tokenizer), "eager")
+    reference.load_state_dict(model.state_dict())
+    return RealModel(ActiveLM(model, tiny_tokenizer, name="tiny-loop-llama"), reference)
+
+
+def _ban_at(position: int, token_id: int) -> Callable[[list[int], torch.Tensor], torch.Tensor]:
+    """A logits processor that forbids ``token_id`` at ``position``: generation there takes another way."""
+
+    def processor(ids: list[int], scores: torch.Tensor) -> torch.Tensor:
+        if len(ids) == position:
+            scores[token_id] = float("-inf")
+        return scores
+
+    return processor
+
+
+def test_real_sessions_running_max_equals_full_attention_across_commit_crop_and_new_tokens(real: RealModel) -> None:
+    """``DecodingSession.max_attention`` (what RIND reads) against a_max recomputed from the full attention
+    matrices of ``output_attentions=True`` forwards: after two segments with a commit between them, after a crop
+    inside the uncommitted segment, and after decoding other tokens than the cropped ones."""
+    atol = 1e-5
+    prompt = real.lm.prompt_ids(QUESTION)
+    session = real.lm.session(prompt, capture_attention=True)
+    first = list(session.generate(6))
+    session.commit()  # the engine commits accepted segments: their rows are dropped, a_max is kept
+    second = list(session.generate(8))
+    generated = [s.position for s in first + second]
+    assert generated == list(range(len(prompt), len(prompt) + 14))
+    full = real.brute_force_a_max(session.ids, generated)
+    assert session.max_attention.shape == (len(session.ids),)
+    torch.testing.assert_close(session.max_attention, full, atol=atol, rtol=0)
+
+    cut = second[3].position
+    session.crop(cut)
+    assert session.ids == prompt + [s.id for s in first + second[:3]]
+    kept = [p for p in generated if p < cut]
+    after_crop = real.brute_force_a_max(session.ids, kept)
+    # the cropped rows were the maximum somewhere: an a_max that kept them would be caught
+    assert float((full[:cut] - after_crop).abs().max()) > 100 * atol
+    assert session.max_attention.shape == (cut,)
+    torch.testing.assert_close(session.max_attention, after_crop, atol=atol, rtol=0)
+
+    third = list(session.generate(5, logits_processor=_ban_at(cut, second[3].id)))
+    assert third[0].id != second[3].id and third[0].position == cut
+    continued = real.brute_force_a_max(session.ids, kept + [s.position for s in third])
+    torch.testing.assert_close(session.max_attention, continued, atol=atol, rtol=0)
+    a = real.attention(session.ids)
+    for s in third:  # each new row is the new token's attention over every earlier position
+        torch.testing.assert_close(s.attention, a[s.position, : s.position], atol=atol, rtol=0)
+
+
+def test_rind_trigger_reads_the_real_running_max_and_fires_where_brute_force_says(real: RealModel) -> None:
+    """RIND's a_max and raw scores (Eq. 5: H * a_max * s) on a real session after a crop equal the brute-force
+    ones, and with a threshold between the two largest brute-force scores it fires at the largest."""
+    from active_rag.triggers import RindTrigger, SegmentContext
+
+    prompt = real.lm.prompt_ids("Were Scott Derrickson and Ed Wood of the same nationality?")
+    session = real.lm.session(prompt, capture_attention=True)
+    dropped = list(session.generate(10))
+    session.crop(dropped[2].position)
+    segment = list(session.generate(12, logits_processor=_ban_at(dropped[2].position, dropped[2].id)))
+    expected = real.brute_force_a_max(session.ids, [s.position for s in dropped[:2] + segment])
+    ctx = SegmentContext(segment, session.max_attention)
+    signals = RindTrigger(scale="raw", theta=0.0).signals(ctx)
+    assert signals["max_attention"] == pytest.approx([float(expected[s.position]) for s in segment], abs=1e-5)
+    assert signals["max_attention"][-1] == 0.0  # nothing attends to the last token yet
+    brute = [s.entropy * float(expected[s.position]) * c for s, c in zip(segment, signals["semantic"], strict=True)]
+    assert signals["rind"] == pytest.approx(brute, abs=1e-5)
+    ranked = sorted(range(len(brute)), key=brute.__getitem__, reverse=True)
+    best, runner_up = brute[ranked[0]], brute[ranked[1]]
+    assert best - runner_up > 1e-3  # the threshold below sits well clear of both
+    decision = RindTrigger(scale="raw", theta=(best + runner_up) / 2).check(ctx)
+    assert decision.fire and decision.index == ranked[0] and decision.score == pytest.approx(best, abs=1e-5)
+
+
+def test_dragin_loop_gives_rind_the_sessions_running_max(real: RealModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the engine: the a_max in each RIND decision is the brute-force one of the session it came from."""
+    from active_rag.triggers import RindTrigger
+
+    sessions: list[tuple[int, object]] = []
+    open_session = real.lm.session
+
+    def recording(ids: Sequence[int], **kw: object):
+        s = open_session(ids, **kw)
+        sessions.append((len(ids), s))
+        return s
+
+    monkeypatch.setattr(real.lm, "session", recording)
+    result = ActiveRAG(real.lm, Recorder(), trigger=RindTrigger(scale="raw", theta=1e9), max_new_tokens=12).run(QUESTION)
+    assert len(sessions) == 1 and len(result.decisions) == 1 and not result.decisions[0].fire
+    (prompt_len, session), decision = sessions[0], result.decisions[0]
+    a_max = decision.token_signals["max_attention"]
+    n = len(a_max)
+    assert n == len(result.tokens) == 12
+    ids = session.ids[: prompt_len + n]  # type: ignore[attr-defined]
+    expected = real.brute_force_a_max(ids, range(prompt_len, prompt_len + n))
+    assert a_max == pytest.approx(expected[prompt_len:].tolist(), abs=1e-5)
+    assert max(a_max) > 0.0
 
 
 def test_forced_answer_runs_past_a_newline_right_after_the_phrase() -> None:

@@ -18,7 +18,8 @@ from transformers import PretrainedConfig
 from active_rag import ActiveLM, DecodingSession
 from active_rag.errors import AttentionCaptureError
 from active_rag.attention import attention_modules as _attention_modules
-from active_rag.model import CAPTURE_IMPLEMENTATION, entropy_of
+from active_rag.model import CAPTURE_IMPLEMENTATION
+from active_rag.signals import entropy as entropy_of
 from active_rag.signals import max_later_attention
 from active_rag.types import TokenStep
 

@@ -114,7 +114,7 @@ def test_eviction_keeps_memory_under_the_bound(model, tiny_tokenizer) -> None:
     cache.clear()
     lm.session(ids[:40])
     lm.session(ids)
-    assert len(cache) == 1 and len(next(iter(cache._entries))) == len(ids)
+    assert len(cache) == 1 and len(next(iter(cache._entries.values())).ids) == len(ids)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
@@ -226,3 +226,27 @@ def test_opening_a_session_with_a_one_token_prefill_while_others_decode_does_not
         t.join(timeout=60)
     assert not opener.is_alive(), "opening sessions deadlocked with the decode scheduler"
     assert len(prefilled) == 40 and all(p <= 2 for p in prefilled) and decoded
+
+
+def test_a_cache_shared_across_models_and_dtypes_never_reuses_another_s_kv(model, tiny_tokenizer) -> None:
+    """Issue 25: the cache is keyed by the model object, dtype and device as well as the tokens."""
+    import copy
+
+    shared = PrefixCache(64 * 2**20)
+    ids = ActiveLM(model, tiny_tokenizer, name="tiny", prefix_cache=False).prompt_ids(EXEMPLARS + QUESTIONS[0])
+    other_weights = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in other_weights.parameters():
+            p.add_(0.05)
+    as_bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    first = ActiveLM(model, tiny_tokenizer, name="tiny", prefix_cache=shared)
+    first.session(ids)
+    for other in (other_weights, as_bf16):  # the same name and tokens, other weights or dtype: no hit
+        session = ActiveLM(other, tiny_tokenizer, name="tiny", prefix_cache=shared).session(ids)
+        assert session.cached_tokens == 0
+        plain = ActiveLM(other, tiny_tokenizer, name="tiny", prefix_cache=False).session(ids)
+        assert [s.id for s in session.generate(6)] == [s.id for s in plain.generate(6)]
+    # a second wrapper of the same model object shares its prefixes
+    again = ActiveLM(model, tiny_tokenizer, name="tiny-again", prefix_cache=shared).session(ids)
+    assert again.cached_tokens == len(ids) - 1
+    assert len(shared) == 3

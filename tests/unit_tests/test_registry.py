@@ -1,5 +1,5 @@
-"""Unit tests of active_rag.registry (with active_rag.installing and active_rag.loading, which it re-exports):
-no real model is loaded and nothing is installed.
+"""Unit tests of active_rag.registry (with active_rag.installing, active_rag.gguf_files and active_rag.loading, which
+it re-exports): no real model is loaded and nothing is installed.
 
 Wheel packages are faked by patching ``installing._package_dir`` (how the registry finds an installed
 package without importing it) to point at folders under ``tmp_path``, and transformers is faked where a
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from active_rag import installing, loading, registry
+from active_rag import gguf_files, installing, loading, registry
 from active_rag.errors import (
     ActiveRAGError,
     ModelIntegrityError,
@@ -188,7 +188,7 @@ def test_resolve_gguf_reuses_the_assembled_file(
     path = registry.resolve_gguf("fake")
     mtime = path.stat().st_mtime_ns
     packages.clear()  # the wheels are no longer needed once the file is assembled and verified
-    monkeypatch.setattr(registry, "_assemble", lambda *args: pytest.fail("assembled twice"))
+    monkeypatch.setattr(gguf_files, "_assemble", lambda *args: pytest.fail("assembled twice"))
     assert registry.resolve_gguf("fake") == path
     assert path.stat().st_mtime_ns == mtime
 
@@ -251,14 +251,14 @@ def test_resolve_gguf_nothing_installed(split_model: ModelSpec, packages: dict[s
 
 def test_resolve_gguf_concurrent_calls_assemble_once(split_model: ModelSpec, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    assemble = registry._assemble
+    assemble = gguf_files._assemble
 
     def counting(*args: Any) -> None:
         calls.append(1)
         time.sleep(0.1)
         assemble(*args)
 
-    monkeypatch.setattr(registry, "_assemble", counting)
+    monkeypatch.setattr(gguf_files, "_assemble", counting)
     results: list[Path] = []
     threads = [threading.Thread(target=lambda: results.append(registry.resolve_gguf("fake"))) for _ in range(4)]
     for thread in threads:
@@ -440,7 +440,7 @@ def test_load_pretrained_converts_once(
 
     # A later load reads the folder: no GGUF, no hashing, no wheels.
     monkeypatch.setattr(loading, "resolve_gguf", lambda name: pytest.fail("resolved the GGUF again"))
-    for module in (registry, loading):
+    for module in (gguf_files, loading):
         monkeypatch.setattr(module, "_sha256_file", lambda path: pytest.fail("hashed again"))
     registry.load_pretrained("fake")
     assert len(fake.exports) == 1

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from active_rag.model import entropy_of
+from active_rag.signals import entropy as entropy_of
 from active_rag.signals import (
     entropy,
     low_probability,

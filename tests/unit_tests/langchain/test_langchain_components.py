@@ -60,7 +60,9 @@ def test_rind_trigger_takes_max_attention():
 
 
 def test_streamed_tokens_feed_a_trigger(tiny_lm, fake_retriever):
-    """Compose: stream an answer with ActiveRAG, then ask another trigger about its tokens."""
+    """Compose: stream an answer with ActiveRAG, then ask another trigger about its tokens. The thresholds are
+    placed around the streamed tokens' own probabilities, so each decision is certain whatever the model's
+    confidence: just above the lowest probability it fires at that token, below it it holds."""
     from langchain_active_rag import ActiveRAG as Chain
 
     from langchain_core.callbacks import BaseCallbackHandler
@@ -78,10 +80,21 @@ def test_streamed_tokens_feed_a_trigger(tiny_lm, fake_retriever):
     recorder = Tokens()
     list(Chain(tiny_lm, preset="wo-rag", max_new_tokens=8).stream("Who?", {"callbacks": [recorder]}))
     tokens = recorder.tokens  # the active_rag.token events: text, logprob, entropy, position
-    assert len(tokens) == 8
-    decision = (RunnableLambda(lambda ts: {"segment": ts}) | TriggerRunnable("low-confidence")).invoke(tokens)
-    assert decision["fire"] is True  # a random model is never confident
-    assert decision["token"] == tokens[decision["index"]]["text"]
+    assert len(tokens) == 8 and [t["position"] for t in tokens] == list(range(8))
+    probs = [math.exp(t["logprob"]) for t in tokens]
+    lowest = min(range(len(probs)), key=probs.__getitem__)  # the first of the lowest
+    next_up = min(p for p in probs if p > probs[lowest])
+    assert 0 < probs[lowest] < next_up
+
+    def ask(theta: float) -> dict:
+        trigger = TriggerRunnable("low-confidence", trigger_options={"theta": theta})
+        return (RunnableLambda(lambda ts: {"segment": ts}) | trigger).invoke(tokens)
+
+    fired = ask((probs[lowest] + next_up) / 2)  # only the lowest token is below it
+    assert fired["fire"] is True and fired["index"] == lowest and fired["token"] == tokens[lowest]["text"]
+    assert fired["score"] == pytest.approx(probs[lowest]) and fired["token_scores"] == pytest.approx(probs)
+    held = ask(probs[lowest] / 2)  # every token is above it
+    assert held["fire"] is False and held["index"] == lowest and held["score"] == pytest.approx(probs[lowest])
 
 
 def test_query_runnable_gives_the_engine_query():

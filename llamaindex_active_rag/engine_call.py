@@ -1,4 +1,5 @@
-"""One question through the engine: a per-call view of an :class:`active_rag.ActiveRAG`.
+"""One question's run of the engine, as the LlamaIndex query engine and workflow use it: :class:`EngineCall`,
+and :class:`FixedRouter` (a routing verdict already taken).
 
 The engine loop is never reimplemented here. For each question, :class:`EngineCall` takes a shallow
 copy of the configured ``ActiveRAG`` (sharing its model, trigger, query formulator and prompt) and
@@ -7,6 +8,8 @@ only swaps two of its public attributes:
 - ``retriever``: a fresh :class:`~llamaindex_active_rag.retriever.LlamaIndexRetrieverAdapter` (or a
   caller-supplied stand-in, e.g. the workflow's retrieve-step bridge) that remembers this question's
   nodes, so concurrent questions never share state;
+- ``router``: e.g. a :class:`FixedRouter` holding the workflow's route step's verdict.
+
 ``ActiveRAG.stream`` yields every ``TriggerDecision``; ``EngineCall.events`` passes on the ones that
 let a segment through (a fired decision is reported by the ``Retrieval`` that follows it), so that
 *every* trigger decision becomes an instrumentation event (and a workflow stream event), and

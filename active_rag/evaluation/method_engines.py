@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from active_rag.errors import CorpusError
-from active_rag.evaluation.answers import has_completed_answer
 from active_rag.evaluation.config import (
     _OWN_PROMPT_TRIGGERS,
     _REPLACEABLE_PROMPTS,
@@ -28,6 +27,7 @@ from active_rag.evaluation.config import (
 from active_rag.evaluation.datasets import corpus_path, load_dataset
 from active_rag.evaluation.prompts import RETRIEVALQA_TOP_N
 from active_rag.prompts import PromptTemplate
+from active_rag.stopping import has_completed_answer
 from active_rag.types import Passage
 
 if TYPE_CHECKING:  # pragma: no cover

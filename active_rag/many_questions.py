@@ -1,7 +1,7 @@
-"""Many questions at once: ``ActiveRAG.run_batch`` and ``ActiveRAG.stream_batch``.
+"""Many questions answered at once, each in its own thread: ``ActiveRAG.run_batch`` and ``ActiveRAG.stream_batch``.
 
 Each question runs the ordinary loop (:meth:`ActiveRAG.stream`) in a worker thread, with its own trigger
-state, crops, retrievals, documents and prompt. The model's :class:`~active_rag.batching.DecodeScheduler`
+state, crops, retrievals, documents and prompt. The model's :class:`~active_rag.decode_scheduler.DecodeScheduler`
 merges the decode steps of the questions in flight into one batched forward per step. When a question
 retrieves, its thread re-prefills its new prompt (starting from the prefix cache) and rejoins the batch;
 when it finishes, the next waiting question takes its thread: continuous batching with at most
@@ -18,15 +18,19 @@ import queue
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .errors import BatchError
 from .types import ActiveRAGResult, StreamEvent
 
-if TYPE_CHECKING:
-    from .loop import ActiveRAG
-
 _DONE = object()
+
+
+class Streams(Protocol):
+    """What answers one question as a stream of events: :class:`~active_rag.loop.ActiveRAG` (this module sits
+    below the loop, which calls it, so it names only the method it uses)."""
+
+    def stream(self, question: str) -> Iterator[StreamEvent]: ...
 
 
 def _check_batch_size(batch_size: int) -> int:
@@ -36,7 +40,7 @@ def _check_batch_size(batch_size: int) -> int:
 
 
 def run_batch(
-    rag: ActiveRAG, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
+    rag: Streams, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
 ) -> list[ActiveRAGResult | BaseException]:
     """Answer ``questions`` with up to ``batch_size`` in flight; results in input order."""
     _check_batch_size(batch_size)
@@ -52,7 +56,7 @@ def run_batch(
 
 
 def stream_batch(
-    rag: ActiveRAG, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
+    rag: Streams, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
 ) -> Iterator[tuple[int, StreamEvent | BaseException]]:
     """Yield ``(question index, event)`` as the questions advance together.
 

@@ -57,7 +57,7 @@ def check_prompt_mode(mode: str) -> str:
 def default_prompt_mode(model_name: str) -> str:
     """The prompt mode chosen for a registry model on the dev slices (``ModelSpec.prompt_mode``; see the
     README's evaluation section), ``"single"`` for any other model."""
-    from .registry import MODELS
+    from .model_specs import MODELS
 
     spec = MODELS.get(model_name)
     return spec.prompt_mode if spec is not None else "single"

@@ -30,6 +30,17 @@ import torch
 from .attention import RAGGED, RaggedBatch, RaggedCache
 
 
+def roll_back(cache: Any, length: int) -> None:
+    """Forget every key/value past ``length`` tokens in every layer of ``cache``: a forward that failed at layer
+    ``k`` (out of memory, a fault) has already appended the new token to the layers before ``k``, and a session
+    decoding on with layers of different lengths would answer wrongly without an error."""
+    for layer in getattr(cache, "layers", ()):
+        keys = getattr(layer, "keys", None)
+        if keys is not None and keys.dim() == 4 and keys.shape[-2] > length:
+            layer.keys = layer.keys[..., :length, :]
+            layer.values = layer.values[..., :length, :]
+
+
 @dataclass
 class _Request:
     cache: Any
@@ -137,8 +148,9 @@ class DecodeScheduler:
             for b, r in enumerate(batch):
                 r.logits = logits[b]
                 r.row = ragged.rows[b]
-        except BaseException as error:  # every caller of the batch sees it
+        except BaseException as error:  # every caller of the batch sees it, with its cache as before the step
             for r in batch:
+                roll_back(r.cache, r.position)
                 r.error = error
         self.forward_calls += 1
         self.batched_tokens += len(batch)
@@ -156,4 +168,4 @@ class DecodeScheduler:
         }
 
 
-__all__ = ["DecodeScheduler"]
+__all__ = ["DecodeScheduler", "roll_back"]
