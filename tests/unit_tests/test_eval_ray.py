@@ -51,14 +51,6 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model, tiny_tokenizer) -> Path:
-    d = tmp_path_factory.mktemp("tiny-model")
-    tiny_model.save_pretrained(d)
-    tiny_tokenizer.save_pretrained(d)
-    return d
-
-
 def _config(data_dir: Path, model: Path, out: Path, **kw: Any) -> EvalConfig:
     return EvalConfig(dataset="hotpotqa", data_dir=data_dir, model=str(model), out_dir=out, index_cache=out / "indexes",
                       max_new_tokens=MAX_NEW, methods=["sr-rag"], plots=False, **kw)
