@@ -89,6 +89,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--ta-are-demos", default="fixed", choices=("fixed", "similar"),
                    help="TA-ARE demonstrations: the authors' fixed ones (default) or the 2 most similar [Yes] questions "
                    "of the dataset (MiniLM cosine)")
+    p.add_argument("--today", default=None, metavar="YYYY-MM-DD",
+                   help="the date TA-ARE's prompt gives (default: a fixed 2026-11-23, recorded in each row; rows of "
+                   "another date are answered again)")
     p.add_argument("--baseline", default=None, metavar="METHOD",
                    help="paired comparison of every method against this one (default: sr-rag when it runs; 'none': off)")
     p.add_argument("--sweep", type=_sweep, default=None, metavar="PARAM=V1,V2,...",
@@ -257,6 +260,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             model=args.model, limit=args.limit, out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
             profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos, baseline=args.baseline,
+            **({"today": args.today} if args.today is not None else {}),
             resume=args.resume, index_cache=args.index_cache, plots=not args.no_plots,
             batch_size=check_int("--batch-size", args.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8"),
             **_model_config(args),

@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_EVAL_MODEL = "qwen2.5-coder-0.5b"
 
 #: The headline metrics of each dataset (keys of the per-method summary).
+EVAL_TODAY = "2026-11-23"
+"""The date TA-ARE's prompt gives in evaluations unless ``--today`` names another: fixed, so that a row never
+depends on the day it ran (the committed RetrievalQA rows were made with it); recorded in every row."""
+
 PRIMARY_METRICS: dict[str, tuple[str, ...]] = {
     "hotpotqa": ("em", "f1"),
     "2wikimultihopqa": ("em", "f1"),
@@ -142,6 +146,7 @@ class EvalConfig:
     profile: str | None = None  # DRAGIN Table 9 profile; None: the dataset's; "none": no profile
     prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.prompt_layout)
     ta_are_demos: str = "fixed"  # fixed: the authors' 2 [Yes] / 2 [No]; similar: the 2 most similar [Yes] of the pool
+    today: str = EVAL_TODAY  # TA-ARE's "Today is ...": pinned, so that rows never depend on the day they ran
     baseline: str | None = None  # paired comparison against this method; None: sr-rag when run; "none": no comparison
     resume: bool = True
     index_cache: Path | None = None
@@ -195,6 +200,9 @@ class EvalConfig:
 
         self.weights = check_weights(self.weights)
         self.profile_obj  # UnknownNameError for a bad profile
+        from active_rag.validation import check_date
+
+        self.today = check_date("today", self.today).isoformat()  # InvalidOptionError for "notadate"
         if self.ta_are_demos not in ("fixed", "similar"):
             raise UnknownNameError("TA-ARE demonstration choice", self.ta_are_demos, ("fixed", "similar"))
         if self.limit is not None and self.limit < 0:

@@ -19,6 +19,7 @@ from active_rag.evaluation.config import (
     _OWN_PROMPT_TRIGGERS,
     _REPLACEABLE_PROMPTS,
     _SELF_ASK_PHRASE,
+    EVAL_TODAY,
     EvalConfig,
     MethodSpec,
     _trigger_name,
@@ -154,6 +155,9 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str) -> str:
     weights = getattr(rag.model, "weights", "float32")
     if weights != "float32":  # float32 rows keep the keys they were written with
         desc["weights"] = weights
+    today = rag.router.today_text() if getattr(rag.router, "today", None) is not None else None
+    if today is not None and today != EVAL_TODAY:  # rows of the pinned default date keep the keys they were made with
+        desc["today"] = today
     if getattr(rag.router, "pool", None):  # TA-ARE's similarity-selected demonstrations (absent: fixed ones)
         desc["router_demos"] = {"similar": getattr(rag.router, "n_yes", None), "pool": len(rag.router.pool)}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]

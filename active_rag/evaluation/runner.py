@@ -82,6 +82,7 @@ from active_rag.evaluation.scoring import (
 )
 from active_rag.prompt_layout import resolve_prompt_mode
 from active_rag.routing import authors_decision
+from active_rag.validation import check_date
 from active_rag.types import ActiveRAGResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -296,6 +297,8 @@ class EvalWorker:
             self.shared = _TimedRetriever(index)
         self.router = (make_router(config.router_name, lm, **_router_options(config, self.data_dir))
                        if any(s.router for s in self.specs.values()) else None)
+        if self.router is not None and hasattr(self.router, "today"):
+            self.router.today = check_date("today", config.today)
         self.system = RETRIEVALQA_SYSTEM_PROMPT if config.dataset == "retrievalqa" else None
         self._engines: dict[str, tuple[ActiveRAG, str]] = {}
 
@@ -331,6 +334,8 @@ class EvalWorker:
         row["threshold"] = getattr(rag.trigger, "theta", None)
         row["threshold_source"] = getattr(rag.trigger, "threshold_source", None)
         row["weights"] = self.weights
+        if getattr(rag.router, "today", None) is not None:
+            row["today"] = rag.router.today_text()
         return row
 
 

@@ -353,3 +353,41 @@ def test_a_calibration_cached_between_runs_is_named_and_keeps_the_paper_rows(
     messages = " ".join(str(w.message) for w in caught)
     assert "resumed 2 row(s) set aside earlier" in messages and "other-settings" in messages
     assert [r["wall_time_s"] for r in again.rows["dragin"]] == [r["wall_time_s"] for r in paper.rows["dragin"]]
+
+
+def test_ta_are_date_is_pinned_recorded_and_part_of_the_resume_key(tiny_lm: ActiveLM, rqa_dir: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: rows never depend on the day they ran; another date is another setting, answered again."""
+    import datetime as dt
+
+    from active_rag.evaluation.config import EVAL_TODAY
+    from active_rag.routing import TaAreRouter
+
+    prompts: list[str] = []
+
+    def decide(self: Any, question: str) -> RouteDecision:
+        prompts.append(self.prompt(question))
+        return RouteDecision(retrieve=False, router="ta-are", raw_output="[No].")
+
+    monkeypatch.setattr(TaAreRouter, "decide", decide)
+
+    class Tomorrow(dt.date):
+        @classmethod
+        def today(cls) -> dt.date:
+            return dt.date(2031, 1, 2)
+
+    monkeypatch.setattr(dt, "date", Tomorrow)  # the machine's clock must not reach the prompt
+    first = run_eval(_config(rqa_dir, tmp_path, dataset="retrievalqa", methods=["sr-rag"]), lm=tiny_lm, progress=False)
+    rows = first.rows["sr-rag+ta-are"]
+    assert all(f"Today is {EVAL_TODAY}." in p for p in prompts) and all(r["today"] == EVAL_TODAY for r in rows)
+    prompts.clear()
+    again = run_eval(_config(rqa_dir, tmp_path, dataset="retrievalqa", methods=["sr-rag"]), lm=tiny_lm, progress=False)
+    assert prompts == [] and [r["engine_key"] for r in again.rows["sr-rag+ta-are"]] == [r["engine_key"] for r in rows]
+    with pytest.warns(UserWarning, match="other settings"):  # the pinned date's rows are set aside, not lost
+        other = run_eval(_config(rqa_dir, tmp_path, dataset="retrievalqa", methods=["sr-rag"], today="2024-03-01"),
+                         lm=tiny_lm, progress=False)
+    assert prompts and all("Today is 2024-03-01." in p for p in prompts)  # answered again, not resumed
+    assert {r["today"] for r in other.rows["sr-rag+ta-are"]} == {"2024-03-01"}
+    assert other.rows["sr-rag+ta-are"][0]["engine_key"] != rows[0]["engine_key"]
+    with pytest.raises(InvalidOptionError, match="today"):
+        _config(rqa_dir, tmp_path, dataset="retrievalqa", today="notadate")
