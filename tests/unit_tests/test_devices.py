@@ -27,63 +27,9 @@ def test_structured_output_mask_is_built_on_the_logits_device(tiny_lm: ActiveLM)
 
 
 # -- every tensor the packages make names its device ----------------------------------------------------
-import sys  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Any, Literal  # noqa: E402
 
-from torch.overrides import TorchFunctionMode  # noqa: E402
-
-_PACKAGES = tuple(str(Path(__file__).resolve().parents[2] / name) for name in
-                  ("active_rag", "langchain_active_rag", "llamaindex_active_rag"))
-_FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.as_tensor,
-              torch.rand, torch.randn, torch.randint, torch.linspace, torch.eye}
-
-
-def _package_caller() -> str | None:
-    """``file:line`` of the innermost caller in the packages' source, if the call came from there directly."""
-    frame = sys._getframe(2)
-    while frame is not None and (frame.f_code.co_filename.endswith("overrides.py") or "/torch/" in frame.f_code.co_filename
-                                 or frame.f_code.co_filename == __file__):
-        frame = frame.f_back
-    if frame is None or not frame.f_code.co_filename.startswith(_PACKAGES):
-        return None
-    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
-
-
-class DeviceAudit(TorchFunctionMode):
-    """Records every tensor factory call the packages make without naming ``device=``: such a tensor lands on the
-    CPU whatever the model's device, the defect class of issue 25 (a CPU mask meeting CUDA logits)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.unplaced: list[str] = []
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        if func in _FACTORIES and "device" not in kwargs:
-            where = _package_caller()
-            if where is not None:
-                self.unplaced.append(f"{where} {func.__name__}")
-        return func(*args, **kwargs)
-
-
-@contextmanager
-def audited(monkeypatch: pytest.MonkeyPatch) -> Iterator[DeviceAudit]:
-    """The audit, plus ``torch.Generator(...)`` made by the packages without a device (a CPU generator cannot
-    sample CUDA probabilities)."""
-    real = torch.Generator
-    audit = DeviceAudit()
-
-    def generator(*args: Any, **kwargs: Any) -> torch.Generator:
-        if not args and "device" not in kwargs and (where := _package_caller()) is not None:
-            audit.unplaced.append(f"{where} Generator")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(torch, "Generator", generator)
-    with audit:
-        yield audit
+from active_rag.device_audit import audited  # noqa: E402
 
 
 class _Retriever:
@@ -100,7 +46,7 @@ def test_every_preset_makes_its_tensors_on_a_named_device(tiny_lm: ActiveLM, pre
     rag = ActiveRAG.from_preset(preset, tiny_lm, _Retriever(), max_new_tokens=24)
     if hasattr(rag.trigger, "theta"):
         monkeypatch.setattr(rag.trigger, "theta", 0.0 if preset.startswith("dragin") else 1.0)  # fire: every path runs
-    with audited(monkeypatch) as audit:
+    with audited() as audit:
         result = rag.run("Who is Kasper Schmeichel's father?")
     assert audit.unplaced == []
     # the retrieval paths ran (a random model never writes self-ask's "Follow up:" nor "[Search(...)]"; FLARE-instruct's
@@ -109,7 +55,7 @@ def test_every_preset_makes_its_tensors_on_a_named_device(tiny_lm: ActiveLM, pre
 
 
 def test_chat_model_sampling_and_structured_output_make_their_tensors_on_a_named_device(
-        tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
+        tiny_lm: ActiveLM) -> None:
     pytest.importorskip("llguidance")
     from pydantic import BaseModel
 
@@ -119,33 +65,35 @@ def test_chat_model_sampling_and_structured_output_make_their_tensors_on_a_named
         ok: bool
         color: Literal["red", "blue"]
 
-    with audited(monkeypatch) as audit:
+    with audited() as audit:
         sampled = ChatActiveHF(lm=tiny_lm, max_tokens=6, temperature=1.0, seed=3).invoke("hi")
         picked = ChatActiveHF(lm=tiny_lm, max_tokens=80).with_structured_output(Pick).invoke("Pick a color.")
     assert audit.unplaced == []
     assert sampled.content and isinstance(picked, Pick)
 
 
-def test_bench_runs_make_their_tensors_on_a_named_device(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_runs_make_their_tensors_on_a_named_device(tiny_lm: ActiveLM) -> None:
     from active_rag.evaluation.bench_runs import generate_run, naive_segment_run, naive_token_run
 
     ids = tiny_lm.prompt_ids("Who is Peter Schmeichel?")
-    with audited(monkeypatch) as audit:
+    with audited() as audit:
         seconds = [run(tiny_lm, ids, 6) for run in (generate_run, naive_token_run, naive_segment_run)]
     assert audit.unplaced == []
     assert all(s > 0 for s in seconds)
 
 
-def test_the_audit_catches_a_tensor_made_without_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_audit_catches_a_tensor_made_without_a_device() -> None:
     """The check itself can fail: the three defects of issue 25, replayed from package code."""
     import active_rag.signals as signals
 
+    real = torch.Generator
     code = compile("def made_on_the_cpu(n):\n    return torch.zeros(n), torch.Generator()\n", signals.__file__, "exec")
     scope: dict[str, Any] = {"torch": torch}
     exec(code, scope)  # a function whose code lives in a package file, as a defect there would
-    with audited(monkeypatch) as audit:
+    with audited() as audit:
         scope["made_on_the_cpu"](3)
     assert [u.split(" ")[1] for u in audit.unplaced] == ["zeros", "Generator"]
+    assert torch.Generator is real  # restored after the block
 
 
 # -- numerics ------------------------------------------------------------------------------------------

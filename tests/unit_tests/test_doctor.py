@@ -1,0 +1,41 @@
+"""``active-rag doctor`` (issue 25): the one-command check of the engine on a user's device."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from active_rag import doctor
+from active_rag.cli import main
+
+
+def test_doctor_passes_every_check_on_this_machine(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag,dragin,flare", "--weights", "float32", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    names = [c["name"] for c in out["checks"]]
+    assert names == ["environment", "finite logits", "capture is invisible", "prefix cache", "batched = serial", "every preset"]
+    assert out["passed"] and all(c["status"] == "PASS" for c in out["checks"])
+    by = {c["name"]: c["detail"] for c in out["checks"]}
+    assert "cpu" in by["environment"] and "weights float32" in by["environment"]
+    assert by["every preset"].startswith("3 presets answered")
+    assert "from the cache" in by["prefix cache"]
+
+
+def test_a_failing_check_is_reported_and_the_others_still_run(tiny_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(lm, ids):  # what a device whose attention capture changes the tokens would report
+        raise AssertionError("capturing attention changed the greedy tokens: [1] vs [2]")
+
+    monkeypatch.setattr(doctor, "_capture", broken)
+    assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag", "--weights", "float32"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  capture is invisible  AssertionError: capturing attention changed the greedy tokens" in out
+    assert "PASS  every preset" in out and out.strip().endswith("5 of 6 checks passed; 1 failed")
+
+
+def test_doctor_names_a_bad_method_in_one_line(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag,telepathy"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'telepathy'" in err and "dragin" in err
