@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     'ModelNotInstalledError': 'errors',
     'NonFiniteLogitsError': 'errors',
     'RetrieverError': 'errors',
+    'RunCancelledError': 'errors',
     'UnknownNameError': 'errors',
     'AccumulateContext': 'context',
     'CONTEXT_POLICIES': 'context',
@@ -117,6 +118,7 @@ if TYPE_CHECKING:  # pragma: no cover
         NonFiniteLogitsError,
         QuestionTypeError,
         RetrieverError,
+        RunCancelledError,
         UnknownNameError,
     )
     from .context import (

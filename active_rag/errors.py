@@ -84,6 +84,11 @@ class NonFiniteLogitsError(ActiveRAGError, RuntimeError):
     Qwen2): every signal read from it would be meaningless, so decoding stops instead of deciding on it."""
 
 
+class RunCancelledError(ActiveRAGError):
+    """The async caller of a run was cancelled (or stopped reading its stream): decoding stopped at the next step
+    instead of running to the end in its thread."""
+
+
 class BatchError(ActiveRAGError):
     """Some questions of :meth:`ActiveRAG.run_batch` failed; the others finished.
 

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from .attention import CAPTURE, IMPLEMENTATION, Capture, attention_modules, install
+from ._aio import check_cancelled
 from .decode_scheduler import DecodeScheduler, roll_back
 from .errors import AttentionCaptureError
 from .prefix_cache import DEFAULT_PREFIX_CACHE_MB, PrefixCache
@@ -312,6 +313,7 @@ class DecodingSession:
             scheduler.enter()  # the scheduler waits for this session's steps while it decodes
         try:
             for _ in range(max_new_tokens):
+                check_cancelled()  # an async caller that was cancelled stops its decoding here
                 if self._fed < len(self.ids):
                     self._feed_pending()
                 assert self._next_logits is not None

@@ -84,3 +84,81 @@ def test_capture_on_and_off_generations_do_not_interfere(tiny_lm) -> None:
     for (p, c), a, b in zip(jobs, serial, concurrent, strict=True):
         assert_same(a, b)
         assert all((s.attention is not None) == c for s in b[0])
+
+
+# -- async callers: cancelling stops decoding; concurrency is not the default executor's size (issue 25) ---
+def test_a_cancelled_ainvoke_stops_decoding_at_the_next_step(tiny_model, tiny_tokenizer) -> None:
+    import asyncio
+    import threading
+
+    from active_rag import ActiveLM, ActiveRAG
+    from active_rag._aio import run_in_thread
+    from active_rag.errors import RunCancelledError
+
+    lm = ActiveLM(tiny_model, tiny_tokenizer, name="tiny")
+    rag = ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=1900)  # within the tiny model's 2048 positions
+    steps: list[int] = []
+    started, ended = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+    original = lm.session
+
+    def counting_session(ids, **kwargs):
+        session = original(ids, **kwargs)
+        inner = session.generate
+
+        def generate(*args, **kw):
+            try:
+                for step in inner(*args, **kw):
+                    steps.append(step.position)
+                    started.set()
+                    yield step
+            except BaseException as exc:
+                outcome.append(exc)
+                raise
+            finally:
+                ended.set()
+
+        session.generate = generate
+        return session
+
+    lm.session = counting_session
+
+    async def main() -> None:
+        task = asyncio.ensure_future(run_in_thread(rag.run, "Who is Peter?"))
+        while not started.is_set() and not task.done():
+            await asyncio.sleep(0.01)
+        assert not task.done(), task.exception()  # still decoding when cancelled
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(main())
+    assert ended.wait(10)  # the worker stopped instead of decoding 1900 tokens for nobody
+    assert 0 < len(steps) < 1000 and isinstance(outcome[0], RunCancelledError)
+
+
+def test_async_concurrency_is_not_capped_by_the_default_executor() -> None:
+    import asyncio
+    import threading
+
+    from active_rag._aio import aiter_in_thread, run_in_thread
+
+    n = 24  # far more than a small machine's default executor (min(32, cores + 4) workers)
+    barrier = threading.Barrier(2 * n, timeout=10)
+
+    def meet() -> int:
+        return barrier.wait()
+
+    def stream():
+        yield barrier.wait()
+
+    async def one_stream() -> list[int]:
+        return [i async for i in aiter_in_thread(stream)]
+
+    async def main() -> None:
+        await asyncio.wait_for(asyncio.gather(*[run_in_thread(meet) for _ in range(n)],
+                                              *[one_stream() for _ in range(n)]), timeout=20)
+
+    asyncio.run(main())  # with a capped pool the barrier never fills: BrokenBarrierError after 10 s
