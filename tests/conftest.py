@@ -3,6 +3,7 @@ retrievers. Everything is built offline, deterministically, in well under a seco
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -92,6 +93,19 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model, tiny_tokenize
     tiny_model.save_pretrained(d)
     tiny_tokenizer.save_pretrained(d)
     return d
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A three-passage JSONL corpus for the CLI (`--corpus`)."""
+    path = tmp_path / "corpus.jsonl"
+    rows = [
+        {"id": "a", "title": "Kasper Schmeichel", "text": "Kasper Schmeichel is a Danish goalkeeper."},
+        {"id": "b", "title": "Peter Schmeichel", "text": "Peter Schmeichel was voted the IFFHS World's Best Goalkeeper."},
+        {"id": "c", "title": "Ed Wood", "text": "Ed Wood was an American filmmaker."},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
 
 
 class FakeRetriever:

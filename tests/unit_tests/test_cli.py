@@ -10,18 +10,6 @@ import pytest
 from active_rag.cli import main
 
 
-@pytest.fixture
-def corpus(tmp_path: Path) -> Path:
-    path = tmp_path / "corpus.jsonl"
-    rows = [
-        {"id": "a", "title": "Kasper Schmeichel", "text": "Kasper Schmeichel is a Danish goalkeeper."},
-        {"id": "b", "title": "Peter Schmeichel", "text": "Peter Schmeichel was voted the IFFHS World's Best Goalkeeper."},
-        {"id": "c", "title": "Ed Wood", "text": "Ed Wood was an American filmmaker."},
-    ]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
-
-
 def test_ask_json_schema(tiny_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["ask", "Who is Kasper Schmeichel?", "--model", str(tiny_dir), "--corpus", str(corpus),
                  "--method", "fl-rag", "--max-new-tokens", "20", "--top-k", "2", "--json"])

@@ -14,18 +14,6 @@ import pytest
 from active_rag.cli import main
 
 
-@pytest.fixture
-def corpus(tmp_path: Path) -> Path:
-    path = tmp_path / "corpus.jsonl"
-    rows = [
-        {"id": "a", "title": "Kasper Schmeichel", "text": "Kasper Schmeichel is a Danish goalkeeper."},
-        {"id": "b", "title": "Peter Schmeichel", "text": "Peter Schmeichel was voted the IFFHS World's Best Goalkeeper."},
-        {"id": "c", "title": "Ed Wood", "text": "Ed Wood was an American filmmaker."},
-    ]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
-
-
 QUESTION = "Who is Kasper Schmeichel?"
 TITLES = {"a": "Kasper Schmeichel", "b": "Peter Schmeichel", "c": "Ed Wood"}
 
