@@ -13,8 +13,9 @@ retrieval and evidence columns of :func:`~active_rag.evaluation.scoring.summariz
         dragin-accumulate=results/eval/hotpotqa/qwen2.5-coder-0.5b/dragin@ir@context=accumulate.jsonl \\
         --baseline sr-rag --baseline control
 
-Rows written before issue 28 lack the evidence metrics; for single-round rows (one retrieval with the question,
-whose passages the answer's prompt holds) they are derived from the trace, elsewhere the cell reads ``-``.
+Rows written before issue 28 lack the evidence metrics; for a single-round method (every row one retrieval with
+the question, whose passages the answer's prompt holds) they are derived from the trace, elsewhere the cell reads
+``-``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,11 @@ def compare_rows(
 ) -> tuple[dict[str, dict[str, Any]], list[PairedDifference]]:
     """Summaries of every labelled file and the paired differences of each against each baseline, on the
     dataset's primary metric (F1, or accuracy for StrategyQA), over the questions both answered."""
-    rows = {label: [with_evidence(r) for r in read_rows(path)] for label, path in files.items()}
+    rows = {}
+    for label, path in files.items():
+        read = read_rows(path)
+        single_round = all(len(r.get("trace") or []) == 1 and r["trace"][0].get("position") == 0 for r in read)
+        rows[label] = [with_evidence(r) for r in read] if single_round else read  # never a subset's evidence
     summary = {label: summarize_rows(r, dataset) for label, r in rows.items()}
     metric = "f1" if "f1" in PRIMARY_METRICS[dataset] else PRIMARY_METRICS[dataset][0]
     diffs = [d for base in baselines for d in paired_differences(rows, base, [metric])]

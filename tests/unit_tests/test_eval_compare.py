@@ -61,3 +61,11 @@ def test_compare_cli_names_a_bad_label_or_file(tmp_path: Path, capsys: pytest.Ca
     assert err.value.code == 2 and "No rows at" in capsys.readouterr().err
     assert main(["--dataset", "hotpotqa", f"one={rows}"]) == 0
     assert "| one | 1 | 100.0 |" in capsys.readouterr().out
+
+
+def test_evidence_is_derived_only_for_a_single_round_method(tmp_path: Path) -> None:
+    gold = ["g1", "g2"]
+    mixed = [_row("a", 1.0, passages=["g1", "g2"], gold=gold), _row("b", 0.0, passages=["g1"], gold=gold, position=5)]
+    files = {"mixed": _write(tmp_path / "m.jsonl", mixed)}
+    summary, _ = compare_rows(files, [], "hotpotqa")
+    assert summary["mixed"].get("evidence_recall") is None  # not the mean of the one derivable row
