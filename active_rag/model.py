@@ -34,7 +34,7 @@ from .attention import CAPTURE, IMPLEMENTATION, Capture, attention_modules, inst
 from ._aio import check_cancelled
 from .decode_scheduler import DecodeScheduler, roll_back
 from .errors import AttentionCaptureError
-from .prefix_cache import DEFAULT_PREFIX_CACHE_MB, PrefixCache
+from .prefix_cache import PrefixCache, default_prefix_cache_mb
 from .signals import entropy_from_logprobs
 from .types import TokenStep
 
@@ -371,7 +371,7 @@ class ActiveLM:
         attention_layer: int = -1,
         system_prompt: str | None = None,
         prefix_cache: bool | PrefixCache = True,
-        prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB,
+        prefix_cache_mb: float | None = None,
         batching: bool = True,
         max_batch: int = 64,
     ) -> None:
@@ -382,13 +382,14 @@ class ActiveLM:
             system_prompt: a system message for the chat template.
             prefix_cache: keep the KV cache of computed prompt prefixes (``True``, default), not
                 (``False``), or share a given :class:`~active_rag.prefix_cache.PrefixCache`.
-            prefix_cache_mb: memory bound of the prefix cache, in MiB (LRU eviction beyond it).
+            prefix_cache_mb: its bound in MiB (LRU beyond it); ``None``: :func:`~active_rag.prefix_cache.default_prefix_cache_mb`.
             batching: serve the decode steps of concurrent sessions with shared batched forwards.
             max_batch: the most sequences one batched forward advances.
         """
         from .validation import check_int, check_number
 
-        mb = check_number("prefix_cache_mb", prefix_cache_mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB, e.g. 1024; 0 turns the cache off")
+        mb = default_prefix_cache_mb(model.device) if prefix_cache_mb is None else check_number(
+            "prefix_cache_mb", prefix_cache_mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB, e.g. 1024; 0 turns the cache off")
         check_int("max_batch", max_batch, minimum=1)
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -466,9 +467,8 @@ class ActiveLM:
 
     @property
     def cache_namespace(self) -> tuple[str, str, str]:
-        """What the prefix cache keys this model's entries by: an identity stamped once on the model object (two
-        ActiveLMs wrapping one model share its prefixes; two models, even with one name, never do), its dtype and
-        its device (a model moved or cast after loading gets entries of its own)."""
+        """The prefix cache's key of this model: the model object's identity (two wrappers of one model share
+        prefixes, two models never do), its dtype and device (a model moved or cast gets entries of its own)."""
         with _STAMPS_LOCK:  # held by the table, not the model: a deep copy of the model is another model
             stamp = _MODEL_STAMPS.get(self.model)
             if stamp is None:

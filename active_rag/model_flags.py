@@ -40,13 +40,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
                         help="recompute every prompt from scratch (default: reuse the KV cache of shared prompt prefixes)")
     parser.add_argument("--prefix-cache-mb", type=parse_number, default=None, metavar="MB",
-                        help="memory bound of the prefix KV cache in MiB (default 1024)")
+                        help="memory bound of the prefix KV cache in MiB (default 1024 on the CPU, a fifth of the free memory on a GPU, at most 1024)")
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of ``ActiveLM.load`` from :func:`add_model_options`' flags, checked."""
     from .devices import resolve_device, resolve_dtype
-    from .prefix_cache import DEFAULT_PREFIX_CACHE_MB
     from .validation import check_number
     from .weights import resolve_weights
 
@@ -56,11 +55,9 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
     resolve_dtype(options["dtype"], where)  # a bad value fails before the model loads
     resolve_weights(options["weights"], where)
     options["prefix_cache"] = getattr(args, "prefix_cache", True)
-    mb = getattr(args, "prefix_cache_mb", None)
-    if mb is not None:
-        options["prefix_cache_mb"] = check_number("--prefix-cache-mb", mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB, e.g. 1024; 0 turns the cache off")
-    else:
-        options["prefix_cache_mb"] = DEFAULT_PREFIX_CACHE_MB
+    mb = getattr(args, "prefix_cache_mb", None)  # None: the device's default (prefix_cache.default_prefix_cache_mb)
+    options["prefix_cache_mb"] = None if mb is None else check_number(
+        "--prefix-cache-mb", mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB, e.g. 1024; 0 turns the cache off")
     return options
 
 

@@ -32,6 +32,15 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]
 DEFAULT_PREFIX_CACHE_MB = 1024.0
 
 
+def default_prefix_cache_mb(device: torch.device) -> float:
+    """The cache's bound when none is given: :data:`DEFAULT_PREFIX_CACHE_MB` on the CPU (and MPS); on a CUDA GPU a
+    fifth of the memory free once the model is loaded, at most that, so the decoding sequences' KV keeps room."""
+    if device.type != "cuda":
+        return DEFAULT_PREFIX_CACHE_MB
+    free, _total = torch.cuda.mem_get_info(device)
+    return min(DEFAULT_PREFIX_CACHE_MB, free / 2**20 / 5)
+
+
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix of two token sequences."""
     n = min(len(a), len(b))
@@ -157,4 +166,4 @@ class PrefixCache:
             }
 
 
-__all__ = ["PrefixCache", "PrefixHit", "DEFAULT_PREFIX_CACHE_MB", "common_prefix_length"]
+__all__ = ["PrefixCache", "PrefixHit", "DEFAULT_PREFIX_CACHE_MB", "common_prefix_length", "default_prefix_cache_mb"]

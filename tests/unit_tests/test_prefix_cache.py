@@ -250,3 +250,17 @@ def test_a_cache_shared_across_models_and_dtypes_never_reuses_another_s_kv(model
     again = ActiveLM(model, tiny_tokenizer, name="tiny-again", prefix_cache=shared).session(ids)
     assert again.cached_tokens == len(ids) - 1
     assert len(shared) == 3
+
+
+def test_the_default_bound_follows_the_device_s_free_memory(monkeypatch: pytest.MonkeyPatch, model, tiny_tokenizer) -> None:
+    """Issue 25: on a GPU the prefix cache takes a fifth of the memory free after loading, at most 1024 MiB."""
+    from active_rag.prefix_cache import DEFAULT_PREFIX_CACHE_MB, default_prefix_cache_mb
+
+    assert default_prefix_cache_mb(torch.device("cpu")) == DEFAULT_PREFIX_CACHE_MB
+    free = {"bytes": 2 * 2**30}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 80 * 2**30))
+    assert default_prefix_cache_mb(torch.device("cuda")) == pytest.approx(2048 / 5)
+    free["bytes"] = 40 * 2**30
+    assert default_prefix_cache_mb(torch.device("cuda")) == DEFAULT_PREFIX_CACHE_MB
+    lm = ActiveLM(model, tiny_tokenizer, name="tiny")  # no bound given: the CPU default
+    assert lm.prefix_cache is not None and lm.prefix_cache.max_bytes == int(DEFAULT_PREFIX_CACHE_MB * 2**20)
