@@ -55,13 +55,10 @@ def test_bench_runs_on_tiny_model(tiny_lm: ActiveLM, tmp_path: Path) -> None:
     assert result["speed"] == saved["speed"]
 
 
-def test_runs_produce_the_same_number_of_tokens(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every run compared generates exactly ``n`` tokens from the same prompt ids: the engine loops (DRAGIN with
-    attention capture, FLARE), ``model.generate`` and both naive references, and, all being greedy over the same
-    weights, the very same tokens. The tokens are read from the runs themselves, not from their return values."""
+def _record_loop_tokens(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The tokens of every ``ActiveRAG.run`` the bench makes, read from the runs themselves."""
     from active_rag.loop import ActiveRAG
 
-    n, question = 7, "Who is Kasper Schmeichel?"
     loops: list[list[int]] = []
     real_run = ActiveRAG.run
 
@@ -71,6 +68,15 @@ def test_runs_produce_the_same_number_of_tokens(tiny_lm: ActiveLM, monkeypatch: 
         return result
 
     monkeypatch.setattr(ActiveRAG, "run", recording_run)
+    return loops
+
+
+def test_runs_produce_the_same_number_of_tokens(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run compared generates exactly ``n`` tokens from the same prompt ids: the engine loops (DRAGIN with
+    attention capture, FLARE), ``model.generate`` and both naive references, and, all being greedy over the same
+    weights, the very same tokens. The tokens are read from the runs themselves, not from their return values."""
+    n, question = 7, "Who is Kasper Schmeichel?"
+    loops = _record_loop_tokens(monkeypatch)
     generated: list[list[int]] = []
     model_class = type(tiny_lm.model)
     real_generate = model_class.generate
@@ -121,7 +127,6 @@ def test_runs_produce_n_tokens_even_where_the_model_would_stop(tiny_lm: ActiveLM
     still yields exactly ``n`` tokens in every run (the loops go through that token)."""
     import copy
 
-    from active_rag.loop import ActiveRAG
 
     n, question = 6, "Who is Kasper Schmeichel?"
     plain = [s.id for s in tiny_lm.session(loop_run(tiny_lm, "dragin", question, 1).prompt_ids).generate(n)]
@@ -129,15 +134,7 @@ def test_runs_produce_n_tokens_even_where_the_model_would_stop(tiny_lm: ActiveLM
     stopping.eos_token_ids = frozenset({plain[2]})
     prompt = loop_run(stopping, "dragin", question, 1).prompt_ids
     assert len(list(stopping.session(prompt).generate(n))) == 2  # a plain session ends there
-    loops: list[list[int]] = []
-    real_run = ActiveRAG.run
-
-    def recording_run(self: ActiveRAG, q: str) -> Any:
-        result = real_run(self, q)
-        loops.append([t.id for t in result.tokens])
-        return result
-
-    monkeypatch.setattr(ActiveRAG, "run", recording_run)
+    loops = _record_loop_tokens(monkeypatch)
     loop_run(stopping, "dragin", question, n)
     loop_run(stopping, "flare", question, n)
     assert loops == [plain, plain]
