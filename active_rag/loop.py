@@ -16,6 +16,8 @@ prompt keeps", :mod:`active_rag.context`) select the paper:
   them for the rest of the answer, ``accumulate`` and ``rerank`` keep passages across retrievals.
 - FLARE-instruct (§3.1): the model writes ``[Search(query)]``; the tag is removed, the query retrieved.
 - FL-RAG / FS-RAG / self-ask: retrieve after every window / sentence / follow-up question.
+- Follow the bridge (issue 28, beyond the papers; the ``bridge`` trigger): after a sentence that names an entity
+  the question does not, retrieve that entity's own article and start the next sentence with its name.
 
 All signals come from the one KV-cached pass (:class:`~active_rag.model.DecodingSession`). When no
 retrieval happens, a segment is accepted and generation continues in the same cache.
@@ -23,20 +25,21 @@ retrieval happens, a segment is accepted and generation continues in the same ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .context import ContextPolicy, make_context
 from .context_window import fit_passages
-from .errors import ContextOverflowError, RetrieverError
+from .entities import is_own_passage
+from .errors import ContextOverflowError
 from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
 from .profiles import Profile, get_profile
 from .prompt_layout import Layout as _Layout
 from .prompt_layout import build_layout, resolve_prompt_mode
 from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
 from .queries import InputQuery, QueryContext, QueryFormulator, make_query
-from .rankings import check_ranking, merge_rankings
+from .rankings import fetch_rankings, merge_rankings
 from .stopping import has_completed_answer, last_complete_sentence_end, repeated_sentence_start
 from .text import first_sentence_end
 from .text import tokens_within as _tokens_within
@@ -84,6 +87,7 @@ class _Run:
     session_docs: bool = False  # the open session's prompt holds retrieved passages
     session_passages: list[str] = field(default_factory=list)  # ids of the passages in the open session's prompt
     answer_passages: list[str] = field(default_factory=list)  # ... in the prompt of the last generated segment
+    followed: list[str] = field(default_factory=list)  # bridge entities the answer went on from (``follow``)
     usage: PromptUsage = field(default_factory=PromptUsage)  # prompt tokens from the prefix cache / prefilled
 
     @property
@@ -254,7 +258,7 @@ class ActiveRAG:
             )
             checkable = (
                 not run.skip_check
-                and trigger.action in ("continue", "regenerate", "truncate")
+                and trigger.action in ("continue", "regenerate", "truncate", "follow")
                 and (self.max_retrievals is None or len(run.retrievals) < self.max_retrievals)
                 and run.generated <= max_generated
                 and bool(steps)
@@ -263,7 +267,8 @@ class ActiveRAG:
             decision = None
             if checkable:
                 decision = trigger.check(
-                    SegmentContext(steps, run.session.max_attention if capture else None, run.output_text, ended)
+                    SegmentContext(steps, run.session.max_attention if capture else None, run.output_text, ended,
+                                   question=run.question, followed=tuple(run.followed))
                 )
                 decision.output_start = len(run.output)
                 decision.passage_ids = list(run.session_passages)
@@ -295,8 +300,15 @@ class ActiveRAG:
             if trigger.action == "truncate" and getattr(trigger, "truncate", "word") == "sentence":
                 cut = self._sentence_cut(run, steps, cut)  # the released code drops the whole sentence
             position = len(run.output) + (cut if trigger.action == "truncate" else 0)
-            if trigger.action == "continue":
+            if trigger.action in ("continue", "follow"):
                 position = len(run.output) + len(steps)
+            if trigger.action == "follow":
+                yield from self._accept(run, steps)
+                run.session = None
+                followed = yield from self._follow(run, queries, position, decision, qctx.details, capture)
+                if ended and not followed:
+                    break
+                continue
             yield self._retrieve(run, queries, position=position, decision=decision, details=qctx.details,
                                  formulator=self.query.name)
             if trigger.action == "regenerate":
@@ -459,9 +471,42 @@ class ActiveRAG:
             run.output.append(s)
             yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=len(run.output) - 1)
 
+    def _follow(
+        self, run: _Run, queries: Sequence[str], position: int, decision: TriggerDecision, details: dict[str, Any],
+        capture: bool,
+    ) -> Generator[StreamEvent, None, bool]:
+        """The ``follow`` action: retrieve with the bridge entities, keep only their own articles, and start the
+        next sentence with the last entity whose article the prompt holds (``seed``); none held: no seed."""
+        names = list(decision.entities or [decision.token or ""])
+        yield self._retrieve(run, queries, position=position, decision=decision, details=details,
+                             formulator=self.query.name, keep=lambda p: any(is_own_passage(p, e) for e in names))
+        target = next((e for e in reversed(names) if any(is_own_passage(p, e) for p in run.docs)), None)
+        if target is None:
+            return False
+        decision.token = target
+        run.followed.append(target)
+        if getattr(run.trigger, "seed", True):
+            self._open_session(run, capture)
+            assert run.session is not None
+            yield from self._extend(run, (" " if run.output_text and not run.output_text.endswith((" ", "\n")) else "") + target)
+        return True
+
+    def _extend(self, run: _Run, text: str) -> Iterator[TokenEvent]:
+        """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""
+        assert run.session is not None
+        forced_ids = self.model.encode(text)
+        context = list(run.session.ids)
+        forced: list[TokenStep] = []
+        for i in forced_ids:
+            forced.append(TokenStep(id=i, text=self.model.token_text(context, i), logprob=0.0, entropy=0.0,
+                                    position=len(context)))
+            context.append(i)
+        run.session.extend(forced_ids)
+        yield from self._accept(run, forced)
+
     def _retrieve(
         self, run: _Run, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any],
-        formulator: str | None = None,
+        formulator: str | None = None, keep: Callable[[Passage], bool] | None = None,
     ) -> Retrieval:
         queries = [q.strip() for q in queries if q and q.strip()]
         reason = decision.reason
@@ -470,19 +515,10 @@ class ActiveRAG:
             reason = (reason + "; " if reason else "") + f"{self.query.name} produced an empty query, used the question"
         assert self.retriever is not None
         held = {p.id for p in run.docs} if self.context.skip_held else set()
-        rankings = []
-        for q in queries:
-            try:
-                # a policy that keeps passages asks for ones the prompt does not hold yet: top_k beyond those
-                ranking = self.retriever.retrieve(q, self.top_k + len(held))
-            except Exception as exc:  # surfaced with its cause
-                raise RetrieverError(
-                    f"The retriever {type(self.retriever).__name__} failed on query {q!r}: {type(exc).__name__}: {exc}. "
-                    "Nothing was generated past this point; fix the retriever (index path, server, credentials) and retry."
-                ) from exc
-            check_ranking(self.retriever, q, ranking)
-            rankings.append([p for p in ranking if p.id not in held])
-        passages = merge_rankings(rankings, self.top_k)
+        passages = merge_rankings(fetch_rankings(self.retriever, queries, self.top_k, held), self.top_k)
+        returned = len(passages)
+        not_own = [p for p in passages if keep is not None and not keep(p)]
+        passages = [p for p in passages if p not in not_own]
         retrieval = Retrieval(
             position=position,
             query=" | ".join(queries),
@@ -495,7 +531,7 @@ class ActiveRAG:
             reason=reason,
             details=details,
             top_k=self.top_k,
-            returned=len(passages),
+            returned=returned,
         )
         kept = self.context.after_retrieval(run.docs, passages, self._scorer(run) if self.context.needs_scorer else None)
         left_out = [p for p in passages if p.id not in {k.id for k in kept}]
@@ -503,6 +539,9 @@ class ActiveRAG:
             retrieval.passages = [p for p in passages if p not in left_out]
             retrieval.dropped = left_out
             retrieval.dropped_reason = f"context policy {self.context.name}: not kept"
+        if not_own:
+            retrieval.dropped = not_own + list(retrieval.dropped)
+            retrieval.dropped_reason = "; ".join(filter(None, ["not the bridge entity's own article", retrieval.dropped_reason]))
         before = {p.id for p in run.docs}
         run.docs = self._fit_passages(run, kept, retrieval)
         retrieval.held_ids = [p.id for p in run.docs]
@@ -540,15 +579,7 @@ class ActiveRAG:
             self._open_session(run, capture)
         assert run.session is not None
         sep = "" if not run.output or run.output_text.endswith((" ", "\n")) else " "
-        forced_ids = self.model.encode(sep + self.answer_phrase)
-        context = list(run.session.ids)
-        forced: list[TokenStep] = []
-        for i in forced_ids:
-            text = self.model.token_text(context, i)
-            forced.append(TokenStep(id=i, text=text, logprob=0.0, entropy=0.0, position=len(context)))
-            context.append(i)
-        run.session.extend(forced_ids)
-        yield from self._accept(run, forced)
+        yield from self._extend(run, sep + self.answer_phrase)
 
         def stop(steps: list[TokenStep]) -> bool:
             # only once the answer itself has begun: "So the answer is:\n\nX" must not stop at the first newline

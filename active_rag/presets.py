@@ -78,6 +78,9 @@ PRESETS: dict[str, Preset] = {
                "oldest leave first); each masked query asks for passages the prompt does not hold yet",
                "low-confidence", "masked-sentence", prompt="flare", initial_retrieval=True,
                trigger_kwargs=(("theta", "auto"),), context="accumulate"),
+        Preset("follow-bridge", "retrieve with the question; after each sentence that names an entity the question "
+               "does not, add that entity's own article to the prompt and start the next sentence with its name "
+               "(at most 2 hops)", "bridge", "entity", initial_retrieval=True, context="accumulate"),
     )
 }
 

@@ -4,10 +4,10 @@ from a :class:`QueryContext` (the question, the accepted output, the segment and
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .entities import generated_entities
 from .errors import UnknownNameError
 from .signals import top_attended_positions
 from .text import is_content_word, split_sentences, word_groups, word_of
@@ -279,25 +279,6 @@ class GeneratedAttentionQuery(AttentionQuery):
         return [f"{ctx.question} {words}".strip()]
 
 
-_ENTITY = re.compile(r"[A-Z0-9][\w'\-.]*(?:\s+(?:of\s+|de\s+|von\s+|the\s+)?[A-Z0-9][\w'\-.]*)*")
-
-
-def generated_entities(text: str, question: str, limit: int = 4) -> list[str]:
-    """Capitalised phrases and numbers of ``text`` that the question does not already name (bridge entities),
-    from its latest sentence that has any; at most ``limit``, in text order."""
-    asked = {w.lower() for w in re.findall(r"\w+", question)}
-    for sentence in reversed(split_sentences(text)):
-        found = []
-        for match in _ENTITY.finditer(sentence):
-            phrase = match.group(0).strip(" .,'")
-            words = [w for w in re.findall(r"\w+", phrase) if is_content_word(w)]
-            if words and not all(w.lower() in asked for w in words):
-                found.append(phrase)
-        if found:
-            return found[:limit]
-    return []
-
-
 @dataclass
 class QuestionEntityQuery(QueryFormulator):
     """The question plus the entities the model just generated (issue 28): in a multi-hop answer the next hop is
@@ -330,6 +311,24 @@ class NextHopQuery(QueryFormulator):
         entities = generated_entities(_text(ctx.output + ctx.before()), ctx.question, self.max_entities)
         ctx.details["entities"] = entities
         return [" ".join(entities), ctx.question] if entities else [ctx.question]
+
+
+@dataclass
+class EntityQuery(QueryFormulator):
+    """The bridge entities alone, one query each (issue 28): those the ``bridge`` trigger found in the sentence
+    it checked, else those of the latest generated sentence that names any (:func:`generated_entities`). One
+    name is what finds its own article in BM25; the question's words would outweigh it. Falls back to the
+    question when the model named nothing new."""
+
+    name: ClassVar[str] = "entity"
+    max_entities: int = 4
+
+    def formulate(self, ctx: QueryContext) -> list[str]:
+        entities = list(ctx.decision.entities or [])[: self.max_entities]
+        if not entities:
+            entities = generated_entities(_text(ctx.output + ctx.through()), ctx.question, self.max_entities)
+        ctx.details["entities"] = entities
+        return entities or [ctx.question]
 
 
 @dataclass
@@ -374,6 +373,7 @@ QUERIES: dict[str, type[QueryFormulator]] = {
         GeneratedAttentionQuery,
         QuestionEntityQuery,
         NextHopQuery,
+        EntityQuery,
         FullContextQuery,
         SearchTagQuery,
         FollowUpQuery,

@@ -23,6 +23,24 @@ def merge_rankings(rankings: Sequence[Sequence[Passage]], k: int) -> list[Passag
     return out[:k]
 
 
+def fetch_rankings(retriever: Any, queries: Sequence[str], k: int, held: set[str] | frozenset[str] = frozenset()) -> list[list[Passage]]:
+    """Each query's checked ranking without the ``held`` passages: a context policy that keeps passages asks for
+    ``k`` beyond those, so that every retrieval can add ones the prompt does not hold yet. A retriever's failure
+    is a :class:`RetrieverError` naming the query and its cause."""
+    rankings = []
+    for q in queries:
+        try:
+            ranking = retriever.retrieve(q, k + len(held))
+        except Exception as exc:  # surfaced with its cause
+            raise RetrieverError(
+                f"The retriever {type(retriever).__name__} failed on query {q!r}: {type(exc).__name__}: {exc}. "
+                "Nothing was generated past this point; fix the retriever (index path, server, credentials) and retry."
+            ) from exc
+        check_ranking(retriever, q, ranking)
+        rankings.append([p for p in ranking if p.id not in held])
+    return rankings
+
+
 def check_ranking(retriever: Any, query: str, ranking: Any) -> None:
     """A retriever must return a list (or tuple) of :class:`Passage`; say what it returned instead."""
     name = type(retriever).__name__

@@ -4,7 +4,9 @@
 - ``"never"`` / ``"once"``: no decisions during generation (wo-RAG, single-round RAG);
 - ``"continue"``: keep the segment, retrieve for what comes next (FL-RAG, FS-RAG/IRCoT, self-ask);
 - ``"regenerate"``: discard the look-ahead, retrieve, and regenerate it (FLARE-direct);
-- ``"truncate"``: cut the output just before the triggering token, retrieve, continue (DRAGIN, FLARE-instruct).
+- ``"truncate"``: cut the output just before the triggering token, retrieve, continue (DRAGIN, FLARE-instruct);
+- ``"follow"``: keep the sentence, retrieve the own article of the entity it introduced, and start the next
+  sentence with that entity (the ``bridge`` trigger, issue 28).
 
 A trigger also says how a segment is generated: ``unit`` ("answer", "tokens" or "sentence") and
 ``max_tokens``. Any trigger combines with any query formulator.
@@ -24,7 +26,7 @@ from .signals import normalized_rind_scores, rind_scores, semantic_indicator
 from .types import TokenStep, TriggerDecision
 from .validation import check_trigger
 
-Action = Literal["never", "once", "continue", "regenerate", "truncate"]
+Action = Literal["never", "once", "continue", "regenerate", "truncate", "follow"]
 Unit = Literal["answer", "tokens", "sentence"]
 
 
@@ -36,6 +38,9 @@ class SegmentContext:
     max_attention: torch.Tensor | None = None
     output_text: str = ""
     finished: bool = False
+    question: str = ""
+    followed: tuple[str, ...] = ()
+    """Entities the answer has already followed (the ``bridge`` trigger)."""
 
 
 RIND_SCALES = ("sentence", "raw")
@@ -151,6 +156,49 @@ class FixedSentenceTrigger(Trigger):
         if not ctx.segment or ctx.finished:
             return self._hold(reason="generation ended")
         return self._fire(index=None, token=ctx.segment[-1].text, reason="every sentence")
+
+
+@dataclass
+class BridgeTrigger(Trigger):
+    """Follow the bridge (issue 28, beyond the papers): after each sentence, fire when it names an entity that
+    the question does not (:func:`~active_rag.entities.entities_of`, names only) and the answer has not followed
+    yet; at most ``max_follows`` times an answer. The loop then retrieves with the entities (the ``entity``
+    query), keeps only a passage that is the entity's own article (its title names it), and, when the prompt
+    holds one, starts the next sentence with the entity (``seed``), as DRAGIN's chain-of-thought exemplars do:
+    "The film Hypocrite was directed by Miguel Morayta. Miguel Morayta died on 19 June 2013." (App. F).
+
+    Why: a small model answers a two-hop question with the bridge ("The husband of Octavie Coudreau was Henri
+    Coudreau. So the answer is Henri Coudreau."); on 2WikiMultihopQA 35 of qwen2.5-coder-0.5b's 124 wrong
+    SR-RAG answers are the title of a gold passage, the bridge's own article. The sentence that names the answer
+    ("So the answer is ...") is never checked. A sentence checked after generation ended can still fire: the
+    answer goes on from the seed."""
+
+    name: ClassVar[str] = "bridge"
+    action: ClassVar[Action] = "follow"
+    unit: ClassVar[Unit] = "sentence"
+    max_tokens: int = 64
+    max_follows: int = 2
+    seed: bool = True
+
+    def check(self, ctx: SegmentContext) -> TriggerDecision:
+        from .entities import entities_of, same_entity
+
+        if not ctx.segment:
+            return self._hold(reason="empty segment")
+        sentence = "".join(s.text for s in ctx.segment)
+        if _ANSWER_SENTENCE.search(sentence):
+            return self._hold(reason="the answer sentence")
+        if len(ctx.followed) >= self.max_follows:
+            return self._hold(reason=f"followed {len(ctx.followed)} of max_follows={self.max_follows} bridges")
+        names = [e for e in entities_of(sentence, ctx.question, names_only=True)
+                 if not any(same_entity(e, f) for f in ctx.followed)]
+        if not names:
+            return self._hold(reason="names nothing the question does not")
+        return self._fire(token=names[-1], entities=names, reason=f"names {', '.join(map(repr, names))}, "
+                          "which the question does not")
+
+
+_ANSWER_SENTENCE = re.compile(r"(?i)\bthe\s+(?:final\s+)?answer\s+is\b")
 
 
 @dataclass
@@ -423,6 +471,7 @@ TRIGGERS: dict[str, type[Trigger]] = {
         OnceTrigger,
         FixedLengthTrigger,
         FixedSentenceTrigger,
+        BridgeTrigger,
         LowConfidenceTrigger,
         RindTrigger,
         SearchTagTrigger,

@@ -78,6 +78,7 @@ class TriggerDecision:
     # where ``threshold`` comes from: "default" (the paper's value), "user", "profile:<name>" or
     # "calibrated:<cache file>" (see active_rag.calibration)
     threshold_source: str | None = None
+    entities: list[str] | None = None  # the bridge trigger: names the checked sentence adds to the question
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -297,7 +297,7 @@ def test_attention_query_without_attention_raises_a_clear_error(tiny_lm, layout)
 def test_make_query_by_name_alias_and_unknown() -> None:
     assert set(QUERIES) == {
         "input", "last-tokens", "last-sentence", "masked-sentence", "generated-questions",
-        "attention", "full-context", "search-tag", "follow-up", "question-entity", "attention-generated", "next-hop",
+        "attention", "full-context", "search-tag", "follow-up", "question-entity", "attention-generated", "next-hop", "entity",
     }  # fmt: skip
     for name, cls in QUERIES.items():
         assert type(make_query(name)) is cls and cls.name == name

@@ -298,7 +298,7 @@ def test_follow_up_absent_or_incomplete() -> None:
 
 # -- make_trigger --------------------------------------------------------------------------------------
 def test_make_trigger_by_name_and_alias() -> None:
-    assert set(TRIGGERS) == {"never", "once", "fixed-length", "fixed-sentence", "low-confidence", "rind", "search-tag", "follow-up"}
+    assert set(TRIGGERS) == {"never", "once", "fixed-length", "fixed-sentence", "bridge", "low-confidence", "rind", "search-tag", "follow-up"}
     for name, cls in TRIGGERS.items():
         assert type(make_trigger(name)) is cls and cls.name == name
     expected = {
