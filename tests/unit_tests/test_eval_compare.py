@@ -49,6 +49,10 @@ def test_compare_pairs_every_file_with_each_baseline(tmp_path: Path) -> None:
     table = format_comparison(summary, diffs, ["k3", "k6"], "hotpotqa")
     line = next(l for l in table.splitlines() if l.startswith("| active |"))
     assert "| 3 | 66.7 | +66.7" in line and "+33.3" in line and "(n=3)" in line
+    # the score where every gold passage was in the final prompt: k6 held them for all four (one right)
+    assert summary["k6"]["score_all_gold"] == pytest.approx(0.25) and summary["k3"]["score_all_gold"] is None
+    assert "F1 when all gold" in table.splitlines()[0]
+    assert line.split(" | ")[7:9] == ["100.0", "66.7"]  # active: 2 of its 3 questions, all with the gold passages
 
 
 def test_compare_cli_names_a_bad_label_or_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
