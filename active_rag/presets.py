@@ -18,6 +18,9 @@ preset departs from its source:
   checked again without documents, as the released code does.
 - ``dragin-code``: truncates at the start of the hallucinated sentence and keeps every sentence before it; the
   released code's ``sentences[:sid-1]`` also drops the sentence just before it, an off-by-one not copied here.
+- beyond the papers (issue 28): ``dragin-accumulate`` and ``flare-accumulate`` keep every retrieval's passages
+  (``accumulate``); ``follow-bridge`` follows the bridge entity a sentence names (the ``bridge`` trigger and the
+  ``entity`` query: :mod:`active_rag.entities`).
 - every method: evaluation prompts force "So the answer is" after the last complete sentence when the model
   did not write it (DRAGIN App. B)."""
 
