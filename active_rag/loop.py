@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .context import ContextPolicy, make_context
+from .answering import AnswerSteps
 from .context_window import fit_passages
 from .entities import is_own_passage
 from .errors import ContextOverflowError
@@ -99,7 +100,7 @@ class _Run:
         return "".join(s.text for s in self.output)
 
 
-class ActiveRAG:
+class ActiveRAG(AnswerSteps):
     """Active retrieval-augmented generation with a local model that exposes logits and attentions.
 
     >>> rag = ActiveRAG.from_preset("dragin", ActiveLM.load(), BM25Index.demo())  # doctest: +SKIP
@@ -129,6 +130,7 @@ class ActiveRAG:
         stop_when_answered: bool = True,
         profile: str | Profile | None = None,
         context: str | ContextPolicy | None = None,
+        reanswer: bool = False,
     ) -> None:
         self.model = model
         self.retriever = retriever
@@ -150,6 +152,7 @@ class ActiveRAG:
         self.keep_attention = keep_attention
         self.repetition_guard = repetition_guard
         self.stop_when_answered = stop_when_answered
+        self.reanswer = reanswer
         self.method = method or f"{self.trigger.name}+{self.query.name}"
         if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
             raise ValueError(
@@ -182,6 +185,7 @@ class ActiveRAG:
             "repetition_guard": self.repetition_guard,
             "stop_when_answered": self.stop_when_answered,
             **self._context_description(),
+            **({"reanswer": True} if self.reanswer else {}),
         }
 
     def _context_description(self) -> dict[str, Any]:
@@ -336,6 +340,10 @@ class ActiveRAG:
         self._trim_repetition(run)
         if self.answer_phrase:
             yield from self._force_answer(run)
+        draft = None
+        if self.reanswer and any(r.position > 0 and r.new_ids for r in run.retrievals):
+            draft = run.output_text.strip()
+            yield from self._answer_again(run)
         yield ActiveRAGResult(
             question=run.question,
             answer=run.output_text.strip(),
@@ -349,6 +357,7 @@ class ActiveRAG:
             cached_prompt_tokens=run.usage.cached,
             prefilled_prompt_tokens=run.usage.prefilled,
             final_passage_ids=list(run.answer_passages),
+            draft=draft,
         )
 
     # -- internals ----------------------------------------------------------------------------------
@@ -491,19 +500,6 @@ class ActiveRAG:
             yield from self._extend(run, (" " if run.output_text and not run.output_text.endswith((" ", "\n")) else "") + target)
         return True
 
-    def _extend(self, run: _Run, text: str) -> Iterator[TokenEvent]:
-        """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""
-        assert run.session is not None
-        forced_ids = self.model.encode(text)
-        context = list(run.session.ids)
-        forced: list[TokenStep] = []
-        for i in forced_ids:
-            forced.append(TokenStep(id=i, text=self.model.token_text(context, i), logprob=0.0, entropy=0.0,
-                                    position=len(context)))
-            context.append(i)
-        run.session.extend(forced_ids)
-        yield from self._accept(run, forced)
-
     def _retrieve(
         self, run: _Run, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any],
         formulator: str | None = None, keep: Callable[[Passage], bool] | None = None,
@@ -563,35 +559,6 @@ class ActiveRAG:
             return sum(s.entropy for s in steps) / len(steps) if steps else 0.0
 
         return score
-
-    def _force_answer(self, run: _Run) -> Iterator[TokenEvent]:
-        """DRAGIN App. B: if the answer phrase is missing, append it and let the model finish the sentence."""
-        assert self.answer_phrase is not None
-        if self.answer_phrase.lower() in run.output_text.lower():
-            return
-        # never mid-sentence: go back to the end of the last complete sentence first
-        text = run.output_text
-        end = last_complete_sentence_end(text)
-        if text[end:].strip():
-            self._truncate_output(run, end)
-        capture = False
-        if run.session is None:
-            self._open_session(run, capture)
-        assert run.session is not None
-        sep = "" if not run.output or run.output_text.endswith((" ", "\n")) else " "
-        yield from self._extend(run, sep + self.answer_phrase)
-
-        def stop(steps: list[TokenStep]) -> bool:
-            # only once the answer itself has begun: "So the answer is:\n\nX" must not stop at the first newline
-            body = _text(steps).lstrip(" :\n")
-            if not body.strip():
-                return False
-            return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
-
-        steps = list(run.session.generate(32, stop=stop))
-        run.answer_passages = list(run.session_passages)
-        run.generated += len(steps)
-        yield from self._accept(run, steps)
 
 
 def _text(steps: Sequence[TokenStep]) -> str:

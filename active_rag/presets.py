@@ -46,6 +46,8 @@ class Preset:
     """What the prompt keeps (:mod:`active_rag.context`); the papers' methods replace."""
     top_k: int | None = None
     """Passages per retrieval; ``None``: the engine's 3 (DRAGIN Table 9)."""
+    reanswer: bool = False
+    """Answer again from the first word with every passage held, once a retrieval after the first token added any."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -84,6 +86,9 @@ PRESETS: dict[str, Preset] = {
         Preset("follow-bridge", "retrieve with the question; after each sentence that names an entity the question "
                "does not, add that entity's own article to the prompt and start the next sentence with its name "
                "(at most 2 hops)", "bridge", "entity", initial_retrieval=True, context="accumulate"),
+        Preset("follow-bridge-reanswer", "follow-bridge to find the evidence, then answer again from the first word "
+               "with the question's passages and every bridge article the prompt holds", "bridge", "entity",
+               initial_retrieval=True, context="accumulate", reanswer=True),
     )
 }
 
@@ -118,5 +123,6 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
         "context": p.context,
         "method": p.name,
         **({"top_k": p.top_k} if p.top_k is not None else {}),
+        **({"reanswer": True} if p.reanswer else {}),
         **out,
     }

@@ -186,6 +186,8 @@ class ActiveRAGResult:
     """Prompt tokens of this call's model prompts that were computed (prefilled)."""
     final_passage_ids: list[str] = field(default_factory=list)
     """Ids of the passages in the prompt that wrote the answer's last segment (evidence at answer time)."""
+    draft: str | None = None
+    """With ``reanswer``: the first answer, whose retrievals chose the evidence the final answer was written with."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -212,6 +214,7 @@ class ActiveRAGResult:
             "generated_tokens": self.generated_tokens,
             "prompt_tokens": {"cached": self.cached_prompt_tokens, "prefilled": self.prefilled_prompt_tokens},
             "final_passage_ids": list(self.final_passage_ids),
+            **({"draft": self.draft} if self.draft is not None else {}),
             # what the prompt held when each checked segment was written (the context policy's trace)
             "segments": [{"output_start": d.output_start, "passage_ids": d.passage_ids, "fired": d.fire} for d in self.decisions],
         }

@@ -207,6 +207,8 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
         "final_passage_ids": data["final_passage_ids"],
         "segments": data["segments"],
     }
+    if data.get("draft") is not None:
+        row["draft"] = data["draft"]
     if example.gold_passage_ids:
         row["gold_passage_ids"] = example.gold_passage_ids
     if result.route is not None and example.kind == "retrievalqa":

@@ -165,3 +165,34 @@ def test_the_answer_sentence_is_never_followed_and_hops_stop_at_max_follows() ->
     fired = [d.token for d in result.decisions if d.fire]
     assert fired == ["B Bee"]  # one hop, then the budget holds every check
     assert result.answer.endswith("So the answer is D Dee.")
+
+
+def test_reanswer_writes_the_answer_again_with_every_passage_held() -> None:
+    from active_rag.types import TokenEvent
+
+    def reader_first_hop_only(prompt: str) -> list[Word]:
+        # with the bridge's article the model answers at once; without it, it names the bridge
+        if "born in Sonnac" in prompt:
+            return words("Henri Coudreau was born in Sonnac. So the answer is Sonnac.")
+        return words(BRIDGE_ONLY)
+
+    lm = ScriptedLM(script=reader_first_hop_only)
+    wiki = Wiki({QUESTION: [OCTAVIE], "Henri Coudreau": [HENRI]})
+    rag = ActiveRAG.from_preset("follow-bridge-reanswer", lm, wiki, top_k=1)
+    events = list(rag.stream(QUESTION))
+    result = events[-1]
+    # the draft went on from the seed; the answer was written again from its first word with both passages
+    assert result.draft is not None and result.draft.startswith("The husband of Octavie Coudreau was Henri Coudreau. Henri")
+    assert result.answer == "Henri Coudreau was born in Sonnac. So the answer is Sonnac."
+    assert result.final_passage_ids == ["octavie", "henri"]
+    last = lm.sessions[-1]
+    assert "born in Sonnac" in last.prompt_text and "Octavie Coudreau married" in last.prompt_text
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    restart = max(i for i, e in enumerate(tokens) if e.position == 0)
+    assert restart > 0 and "".join(e.text for e in tokens[restart:]).strip() == result.answer  # streamed from 0 again
+    assert result.to_dict()["draft"] == result.draft and rag.describe()["reanswer"] is True
+    # nothing added after the first token: no second answer
+    plain = ActiveRAG.from_preset("follow-bridge-reanswer", ScriptedLM(script=reader), Wiki({QUESTION: [OCTAVIE, HENRI]}),
+                                  top_k=2).run(QUESTION)
+    assert plain.draft is None and "draft" not in plain.to_dict()
+    assert "reanswer" not in ActiveRAG.from_preset("follow-bridge", lm, wiki).describe()

@@ -1,0 +1,108 @@
+"""How an answer is finished: forced words (the answer phrase, a bridge's name) and answering again.
+
+:class:`AnswerSteps` holds the engine's steps that write words into the answer other than by checked generation
+(:class:`~active_rag.loop.ActiveRAG` inherits them):
+
+- :meth:`AnswerSteps._extend`: append text as if the model wrote it (log-probability 0): DRAGIN's answer phrase
+  (App. B) and the ``bridge`` trigger's seed, the name of the entity the next sentence starts from.
+- :meth:`AnswerSteps._force_answer`: DRAGIN App. B, "So the answer is" when the model did not write it.
+- :meth:`AnswerSteps._answer_again` (``reanswer``, issue 28, beyond the papers): once the answer's retrievals
+  have chosen the evidence, write the answer again from its first word with every passage the prompt holds.
+  The draft's checks found the evidence; a fresh answer reads all of it at once, as a single-round prompt does,
+  instead of going on from a draft that committed to a wrong first hop. The draft is kept in
+  ``ActiveRAGResult.draft``; the new answer's tokens stream again from position 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .stopping import last_complete_sentence_end
+from .text import first_sentence_end
+from .types import TokenEvent, TokenStep
+
+__all__ = ["AnswerSteps"]
+
+
+def _text(steps: Sequence[TokenStep]) -> str:
+    return "".join(s.text for s in steps)
+
+
+class AnswerSteps:
+    """Answer-writing steps of the engine; see the module docstring. The engine provides the model, the settings
+    and the session helpers named below."""
+
+    model: Any
+    answer_phrase: str | None
+    max_new_tokens: int
+
+    def _accept(self, run: Any, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _open_session(self, run: Any, capture: bool, with_docs: bool = True) -> None:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _truncate_output(self, run: Any, chars: int) -> None:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _stopped(self, text: str) -> bool:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _trim_repetition(self, run: Any) -> None:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _extend(self, run: Any, text: str) -> Iterator[TokenEvent]:
+        """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""
+        assert run.session is not None
+        forced_ids = self.model.encode(text)
+        context = list(run.session.ids)
+        forced: list[TokenStep] = []
+        for i in forced_ids:
+            forced.append(TokenStep(id=i, text=self.model.token_text(context, i), logprob=0.0, entropy=0.0,
+                                    position=len(context)))
+            context.append(i)
+        run.session.extend(forced_ids)
+        yield from self._accept(run, forced)
+
+    def _force_answer(self, run: Any) -> Iterator[TokenEvent]:
+        """DRAGIN App. B: if the answer phrase is missing, append it and let the model finish the sentence."""
+        assert self.answer_phrase is not None
+        if self.answer_phrase.lower() in run.output_text.lower():
+            return
+        # never mid-sentence: go back to the end of the last complete sentence first
+        text = run.output_text
+        end = last_complete_sentence_end(text)
+        if text[end:].strip():
+            self._truncate_output(run, end)
+        if run.session is None:
+            self._open_session(run, False)
+        assert run.session is not None
+        sep = "" if not run.output or run.output_text.endswith((" ", "\n")) else " "
+        yield from self._extend(run, sep + self.answer_phrase)
+
+        def stop(steps: list[TokenStep]) -> bool:
+            # only once the answer itself has begun: "So the answer is:\n\nX" must not stop at the first newline
+            body = _text(steps).lstrip(" :\n")
+            if not body.strip():
+                return False
+            return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
+
+        steps = list(run.session.generate(32, stop=stop))
+        run.answer_passages = list(run.session_passages)
+        run.generated += len(steps)
+        yield from self._accept(run, steps)
+
+    def _answer_again(self, run: Any) -> Iterator[TokenEvent]:
+        """``reanswer``: drop the draft and write the answer from its first word, unchecked, with every passage
+        the prompt holds now (the context policy's, in its order)."""
+        del run.output[:]
+        self._open_session(run, False)
+        assert run.session is not None
+        steps = list(run.session.generate(self.max_new_tokens, stop=lambda s: self._stopped(_text(s))))
+        run.answer_passages = list(run.session_passages)
+        run.generated += len(steps)
+        yield from self._accept(run, steps)
+        self._trim_repetition(run)
+        if self.answer_phrase:
+            yield from self._force_answer(run)
