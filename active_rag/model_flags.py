@@ -6,6 +6,10 @@
 :meth:`ActiveLM.load <active_rag.model.ActiveLM.load>`; :func:`load_model` loads the model with one-line
 errors. Both the main CLI (:mod:`active_rag.cli`) and the evaluation CLI (:mod:`active_rag.evaluation.cli`)
 build on this module, which imports neither.
+
+``--endpoint URL`` (``ask``, ``eval``, ``bench``; :func:`add_endpoint_options`) runs the model behind an
+OpenAI-compatible server instead: :func:`endpoint_options` checks the flags, :func:`load_endpoint` builds the
+:class:`~active_rag.remote.RemoteLM` (docs/endpoint.md).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_model_options", "load_model", "model_options", "parse_number"]
+__all__ = ["DefaultName", "add_endpoint_options", "given", "add_model_options", "endpoint_options", "load_endpoint", "load_model", "model_options", "parse_number"]
 
 
 def parse_number(value: str) -> float:
@@ -77,3 +81,71 @@ def load_model(name: str | None, **options: Any) -> Any:
             f"Cannot load the model {name!r}: {type(exc).__name__}: {detail}. Check its config.json and weights "
             "(a folder written by save_pretrained), or pass a registry name (see `active-rag models`)."
         ) from exc
+
+
+class DefaultName(str):
+    """A flag's default model name, told apart from the same name given on the command line (:func:`given`): with
+    ``--endpoint``, ``--model`` names the served model's tokenizer only when given."""
+
+
+def given(name: str | None) -> str | None:
+    """``name`` unless it is a flag's :class:`DefaultName`."""
+    return None if name is None or isinstance(name, DefaultName) else str(name)
+
+
+def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
+    """``--endpoint URL``, ``--endpoint-model NAME``, ``--endpoint-api``, ``--endpoint-context``, ``--endpoint-timeout``
+    (ask, eval, bench):
+    run the model behind an OpenAI-compatible server (:class:`~active_rag.remote.RemoteLM`)."""
+    parser.add_argument("--endpoint", default=None, metavar="URL",
+                        help="use the model behind this OpenAI-compatible server (llama.cpp, vLLM, Ollama), e.g. "
+                        "http://127.0.0.1:8080/v1, instead of a local one; --model then names the served model's "
+                        "tokenizer (registry name or folder; no weights load). API key: $OPENAI_API_KEY. Methods "
+                        "that read attention (dragin, the rind trigger, the attention/qfs queries) need a local model")
+    parser.add_argument("--endpoint-model", default=None, metavar="NAME",
+                        help="with --endpoint: the model name the server knows (default: the first of GET /models)")
+    parser.add_argument("--endpoint-api", default="completions", choices=("completions", "chat"),
+                        help="with --endpoint: the OpenAI route, completions (default: the engine's prompt text) or chat "
+                        "(chat messages, the server's chat template)")
+    parser.add_argument("--endpoint-context", type=int, default=None, metavar="TOKENS",
+                        help="with --endpoint: the served context length prompts are fitted to (default: the --model "
+                        "tokenizer's config, else 4096); match the server's (llama.cpp: --n_ctx / -c)")
+    parser.add_argument("--endpoint-timeout", type=parse_number, default=60.0, metavar="S",
+                        help="with --endpoint: seconds to wait for the server before retrying (default 60; 2 retries)")
+
+
+def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The keyword arguments of :class:`~active_rag.remote.RemoteLM` from :func:`add_endpoint_options`' flags,
+    checked before anything slow (``InvalidOptionError``: one line, exit code 2); ``None`` without ``--endpoint``."""
+    from .errors import InvalidOptionError
+    from .remote_http import resolve_base_url
+
+    url = getattr(args, "endpoint", None)
+    if url is None:
+        for flag in ("endpoint_model", "endpoint_api", "endpoint_timeout", "endpoint_context"):
+            value = getattr(args, flag, None)
+            if value is not None and value != {"endpoint_api": "completions", "endpoint_timeout": 60.0}.get(flag):
+                raise InvalidOptionError(f"--{flag.replace('_', '-')} only applies with --endpoint URL: add --endpoint.")
+        return None
+    for flag, default in (("device", "auto"), ("dtype", "auto"), ("weights", "auto")):
+        if getattr(args, flag, default) not in (default, None):
+            raise InvalidOptionError(
+                f"--{flag} has no effect with --endpoint (the server decides how the model runs): drop --{flag} or --endpoint.")
+    timeout = float(getattr(args, "endpoint_timeout", 60.0))
+    if not timeout > 0:
+        raise InvalidOptionError(f"--endpoint-timeout must be greater than 0, got {timeout:g}: it is seconds, e.g. 60.")
+    context = getattr(args, "endpoint_context", None)
+    if context is not None:
+        from .validation import check_int
+
+        check_int("--endpoint-context", context, minimum=16, hint="It is the served model's context length in tokens, e.g. 8192")
+    return {"base_url": resolve_base_url(url), "model": getattr(args, "endpoint_model", None),
+            "api": getattr(args, "endpoint_api", "completions"), "timeout": timeout, "max_context": context}
+
+
+def load_endpoint(tokenizer: str | None, **options: Any) -> Any:
+    """A :class:`~active_rag.remote.RemoteLM` over ``options`` (:func:`endpoint_options`), with the tokenizer of the
+    model named ``tokenizer`` (a registry name or folder) when given."""
+    from .remote import RemoteLM
+
+    return RemoteLM(tokenizer=tokenizer, **options)

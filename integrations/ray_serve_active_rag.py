@@ -15,7 +15,16 @@ Endpoints (under the route prefix, default ``/active-rag``):
   ``event: route`` (with a router), ``event: token`` (``{"token": text}``, the texts join to the answer),
   ``event: retrieval`` (trigger, position, token, score, query, passage ids and the Documents it added), then
   ``event: result`` (the ``/answer`` body) or ``event: error``, and ``event: done``.
-* ``GET /health``: the model and method being served.
+* ``GET /health``: the model and method being served, the replica's process id and memory figures (model and
+  prefix-cache MiB, KV bytes per token) and its request limits.
+
+Overload: a replica runs at most ``max_ongoing_requests`` requests (``--max-ongoing``, default 8) and Ray queues at
+most ``max_queued_requests`` more (``--max-queued``, default 32); beyond that a request is refused at once with
+HTTP 503 and Ray's message "Request dropped due to backpressure (num_queued_requests=..., max_queued_requests=...)".
+A request that fails after its stream started gets ``event: error`` then ``event: done``, never a cut stream.
+Memory: the replica runs with ``MALLOC_ARENA_MAX=2`` and trims glibc's free pages after each request, so its
+resident memory stays near model + prefix cache + the live requests' KV.
+Load test: ``python integrations/ray_serve_load.py --clients 32 --seconds 120`` (``docs/scaling.md``).
 
 Placement: one replica per GPU (``ray_actor_options={"num_gpus": 1}``) when the cluster has GPUs, else one
 CPU replica (``--replicas`` overrides). Each replica loads the model once. Batching: a replica takes up to
@@ -57,12 +66,41 @@ def _sse(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
-def _load_lm(model: str) -> Any:
+def _load_lm(model: str, prefix_cache_mb: float | None = None) -> Any:
     """The model, on this replica's GPU when Ray assigned one: ``device="auto"`` takes the GPU Ray made visible
     (``CUDA_VISIBLE_DEVICES``), and a CPU replica sees none."""
     from active_rag import ActiveLM
 
-    return ActiveLM.load(model, device="auto")
+    return ActiveLM.load(model, device="auto", prefix_cache_mb=prefix_cache_mb)
+
+
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "2"}
+"""The replica's glibc malloc settings: at most two arenas. By default glibc gives each of the request threads an
+arena of its own (up to 8 per core), each keeping the key/value tensors its thread freed; with 16 streams that
+grew a CPU replica by 3.6 GiB in 2 minutes (``results/bench/serve-load-smollm2-run1.md``)."""
+
+
+def _give_back_free_memory() -> None:
+    """``malloc_trim(0)``: hand glibc's free pages back to the OS once a request ends (Linux; a no-op elsewhere)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _memory_info(lm: Any) -> dict[str, Any]:
+    """What bounds this replica's memory: the model's tensors, the prefix cache's bound, KV bytes per token."""
+    tensors = [*lm.model.parameters(), *lm.model.buffers()]
+    cache = lm.prefix_cache
+    return {
+        "pid": os.getpid(),
+        "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
+        "model_mb": round(sum(t.numel() * t.element_size() for t in tensors) / 2**20, 1),
+        "prefix_cache_max_mb": round(cache.max_bytes / 2**20, 1) if cache is not None else 0.0,
+        "kv_bytes_per_token": lm.scheduler.kv_bytes_per_token if lm.scheduler is not None else None,
+    }
 
 
 @serve.deployment(max_ongoing_requests=8)
@@ -71,18 +109,20 @@ class ActiveRAGServer:
     """One replica: one model, one ``langchain_active_rag.ActiveRAG`` runnable over a BM25 retriever."""
 
     def __init__(self, model: str = "smollm2", preset: str = "dragin", corpus: str | None = None,
-                 max_new_tokens: int = 64, top_k: int = 3, theta: float | None = None) -> None:
+                 max_new_tokens: int = 64, top_k: int = 3, theta: float | None = None,
+                 prefix_cache_mb: float | None = None, limits: dict[str, int] | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from active_rag import BM25Index, make_trigger
         from active_rag.presets import PRESETS
         from langchain_active_rag import ActiveRAG, BM25sRetriever
 
         index = BM25Index.demo() if corpus in (None, "demo") else BM25Index.from_jsonl(corpus)
-        lm = _load_lm(model)
+        lm = _load_lm(model, prefix_cache_mb)
         trigger = make_trigger(PRESETS[preset].trigger, theta=theta) if theta is not None else None
         self.rag = ActiveRAG(lm, BM25sRetriever.from_index(index, k=top_k), preset=preset, trigger=trigger,
                              max_new_tokens=max_new_tokens, top_k=top_k)
-        self.info = {"model": str(lm.name), "preset": preset, "max_new_tokens": max_new_tokens, "top_k": top_k}
+        self.info = {"model": str(lm.name), "preset": preset, "max_new_tokens": max_new_tokens, "top_k": top_k,
+                     **_memory_info(lm), **(limits or {})}
 
     @staticmethod
     async def _question(request: Request) -> str:
@@ -106,7 +146,10 @@ class ActiveRAGServer:
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         start = time.perf_counter()
-        output = await self.rag.ainvoke(question)  # runs in a worker thread; the engine batches concurrent calls
+        try:
+            output = await self.rag.ainvoke(question)  # runs in a worker thread; the engine batches concurrent calls
+        finally:
+            _give_back_free_memory()
         return {**_jsonable(output), "seconds": time.perf_counter() - start}
 
     @app.post("/stream")
@@ -132,6 +175,8 @@ class ActiveRAGServer:
             yield _sse("result", _jsonable({k: total[k] for k in ("answer", "documents", "trace", "route") if k in total}))
         except Exception as exc:  # noqa: BLE001 - reported to the client, the stream ends cleanly
             yield _sse("error", {"error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            _give_back_free_memory()
         yield _sse("done", {})
 
 
@@ -145,19 +190,27 @@ def build_app(
     theta: float | None = None,
     num_replicas: int | None = None,
     max_ongoing_requests: int = 8,
+    max_queued_requests: int = 32,
     gpus: int | None = None,
+    prefix_cache_mb: float | None = None,
 ) -> Any:
     """The Serve application: one replica per GPU (``num_gpus=1`` each) when there are GPUs, else one CPU
-    replica; ``num_replicas`` overrides the count. ``gpus`` defaults to the connected cluster's GPUs."""
+    replica; ``num_replicas`` overrides the count. ``gpus`` defaults to the connected cluster's GPUs. A replica
+    runs ``max_ongoing_requests`` at once; Ray queues ``max_queued_requests`` more (``-1``: no bound) and refuses
+    the rest at once with HTTP 503."""
     if gpus is None:
         import ray
 
         gpus = int(ray.cluster_resources().get("GPU", 0)) if ray.is_initialized() else 0
-    actor_options = {"num_gpus": 1} if gpus else {"num_cpus": 1}
+    actor_options: dict[str, Any] = {"num_gpus": 1} if gpus else {"num_cpus": 1}
+    actor_options["runtime_env"] = {"env_vars": dict(MALLOC_ENV)}
     replicas = num_replicas or gpus or 1
+    limits = {"max_ongoing_requests": max_ongoing_requests, "max_queued_requests": max_queued_requests}
     return ActiveRAGServer.options(
-        num_replicas=replicas, ray_actor_options=actor_options, max_ongoing_requests=max_ongoing_requests
-    ).bind(model=model, preset=preset, corpus=corpus, max_new_tokens=max_new_tokens, top_k=top_k, theta=theta)
+        num_replicas=replicas, ray_actor_options=actor_options, max_ongoing_requests=max_ongoing_requests,
+        max_queued_requests=max_queued_requests,
+    ).bind(model=model, preset=preset, corpus=corpus, max_new_tokens=max_new_tokens, top_k=top_k, theta=theta,
+           prefix_cache_mb=prefix_cache_mb, limits=limits)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--replicas", type=int, default=None, help="default: one per GPU, else 1")
+    parser.add_argument("--max-ongoing", type=int, default=8, help="requests a replica runs at once")
+    parser.add_argument("--max-queued", type=int, default=32, help="requests Ray queues beyond those (-1: no bound); "
+                        "more are refused at once with 503")
+    parser.add_argument("--prefix-cache-mb", type=float, default=None, help="default: the library's (1024 on the CPU)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
@@ -183,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     serve.start(http_options={"host": args.host, "port": args.port})
     serve.run(build_app(args.model, preset=args.preset, corpus=args.corpus, max_new_tokens=args.max_new_tokens,
-                        top_k=args.top_k, theta=args.theta, num_replicas=args.replicas),
+                        top_k=args.top_k, theta=args.theta, num_replicas=args.replicas,
+                        max_ongoing_requests=args.max_ongoing, max_queued_requests=args.max_queued,
+                        prefix_cache_mb=args.prefix_cache_mb),
               name="active-rag", route_prefix=ROUTE_PREFIX)
     print(f"Serving on http://{args.host}:{args.port}{ROUTE_PREFIX}/answer and {ROUTE_PREFIX}/stream; Ctrl-C stops.")
     try:

@@ -68,11 +68,18 @@ def question_of(value: Any) -> Any:
     raise TypeError(f"Expected a question string or {{'question': ...}}, got {type(value).__name__}.")
 
 
-def resolve_lm(model: Any, weights: str = "auto") -> ActiveLM:
+def resolve_lm(model: Any, weights: str = "auto", tokenizer: Any = None) -> Any:
     """An :class:`~active_rag.ActiveLM` from an ActiveLM, a ``ChatActiveHF`` or a registry name / path (loaded
-    with ``weights``)."""
-    if isinstance(model, ActiveLM):
+    with ``weights``); or the :class:`~active_rag.remote.RemoteLM` of a chat model served by an OpenAI-compatible
+    endpoint (``ChatOpenAI(base_url=..., logprobs=True)``, ``ChatOllama``; issue 26), with ``tokenizer`` (the
+    served model's tokenizer or registry name) when given."""
+    from active_rag.remote import RemoteLM
+    from active_rag.remote_clients import is_remote_client, remote_from_client
+
+    if isinstance(model, (ActiveLM, RemoteLM)):
         return model
+    if getattr(model, "active_lm", None) is None and not isinstance(model, str) and is_remote_client(model):
+        return remote_from_client(model, tokenizer)
     active_lm = getattr(model, "active_lm", None)
     if isinstance(active_lm, ActiveLM):
         return active_lm
@@ -81,6 +88,6 @@ def resolve_lm(model: Any, weights: str = "auto") -> ActiveLM:
 
         return load_active_lm(model, weights)
     raise TypeError(
-        f"Expected an active_rag.ActiveLM, a ChatActiveHF or a model name, got {type(model).__name__}: "
-        "build one with ActiveLM.load('smollm2') or ActiveLM(hf_model, hf_tokenizer)."
+        f"Expected an active_rag.ActiveLM, a ChatActiveHF, a model name or a served chat model (ChatOpenAI(base_url=..., "
+        f"logprobs=True)), got {type(model).__name__}: build one with ActiveLM.load('smollm2') or ActiveLM(hf_model, hf_tokenizer)."
     )

@@ -118,8 +118,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     and ``query`` is not, the trigger's paired query also replaces the preset's, so switching the trigger
     at run time (:meth:`as_configurable`) always gives a working combination.
 
-    ``model`` is an :class:`active_rag.ActiveLM`, a :class:`~langchain_active_rag.ChatActiveHF` or a
-    registry name; ``router`` is ``"ta-are"``, ``"vanilla"`` or an engine router object; any other
+    ``model`` is an :class:`active_rag.ActiveLM`, a :class:`~langchain_active_rag.ChatActiveHF`, a
+    registry name, or a chat model served by an OpenAI-compatible endpoint that returns logprobs
+    (``ChatOpenAI(base_url=..., logprobs=True)``, ``ChatOllama``; see ``tokenizer``); ``router`` is ``"ta-are"``, ``"vanilla"`` or an engine router object; any other
     :class:`active_rag.ActiveRAG` keyword goes in ``engine_options``.
     """
 
@@ -148,6 +149,11 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     weights: str = "auto"
     """When ``model`` is a name: how the loaded model stores its linear layers (``auto``: int8 on the CPU,
     ``float32``, ``int8``, ``int4``; :mod:`active_rag.weights`)."""
+
+    tokenizer: Any = None
+    """When ``model`` is a chat model served by an OpenAI-compatible endpoint (``ChatOpenAI(base_url=...,
+    logprobs=True)``): the served model's tokenizer or registry name, so that the engine lays out prompts as the local
+    engine does (docs/endpoint.md); ``None``: plain text prompts."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
@@ -212,7 +218,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         s = self._settings(overrides)
         if retriever is None and self.retriever is not None:
             retriever = adapt(self.retriever, config, pass_k=self.pass_k)
-        lm = resolve_lm(self.model, self.weights)
+        lm = resolve_lm(self.model, self.weights, self.tokenizer)
         kwargs: dict[str, Any] = dict(self.engine_options)
         trigger, query = s["trigger"], s["query"]
         if trigger is not None:

@@ -18,6 +18,7 @@ from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import ActiveRAG, Router
 from active_rag.model import ActiveLM
+from active_rag.remote import RemoteLM
 from active_rag.prompts import PromptTemplate as EnginePrompt
 from active_rag.queries import QueryFormulator
 from active_rag.routing import make_router
@@ -134,9 +135,10 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         router: str | Router | None = None,
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
+        tokenizer: Any = None,
         **options: Any,
     ) -> None:
-        lm, llm = _model_and_llm(lm, llm)
+        lm, llm = _model_and_llm(lm, llm, tokenizer)
         adapter = LlamaIndexRetrieverAdapter(retriever) if retriever is not None else None
         if isinstance(router, str):
             router = make_router(router, lm)
@@ -166,6 +168,8 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         self._rag = rag
         self._adapter = adapter
         self._streaming = streaming
+        if llm is None and isinstance(rag.model, RemoteLM):
+            llm = _RemoteInfo(rag.model)
         self._llm = llm if llm is not None else ActiveHFLLM(rag.model, max_new_tokens=rag.max_new_tokens)
         super().__init__(callback_manager=callback_manager)
 
@@ -211,7 +215,8 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         if not isinstance(question, str) or not question.strip():
             raise EmptyQuestionError()
         adapter = self._adapter.fresh() if self._adapter is not None else None
-        return EngineCall.start(self._rag, question, adapter=adapter, model_dict=self._llm.to_dict(), **kwargs)
+        model_dict = self._llm.to_dict() if isinstance(self._llm, ActiveHFLLM) else _remote_dict(self._rag.model)
+        return EngineCall.start(self._rag, question, adapter=adapter, model_dict=model_dict, **kwargs)
 
     # -- PromptMixin ------------------------------------------------------------------------------
     def _get_prompts(self) -> dict[str, BasePromptTemplate]:
@@ -294,8 +299,39 @@ def _drain(call: EngineCall) -> None:
         pass
 
 
-def _model_and_llm(lm: ActiveLM | ActiveHFLLM | None, llm: ActiveHFLLM | None) -> tuple[ActiveLM, ActiveHFLLM | None]:
-    """The engine's model and the LLM it is reported as, from ``lm`` and/or ``llm``."""
+class _RemoteInfo:
+    """What ``ActiveRAGQueryEngine.llm`` reports for a :class:`~active_rag.remote.RemoteLM` given directly."""
+
+    def __init__(self, lm: RemoteLM) -> None:
+        self.lm = lm
+
+    def to_dict(self) -> dict[str, Any]:
+        return _remote_dict(self.lm)
+
+
+def _remote_dict(lm: Any) -> dict[str, Any]:
+    """The served model as instrumentation events name it (never its API key)."""
+    describe = getattr(lm, "describe", None)
+    info = describe() if callable(describe) and isinstance(lm, RemoteLM) else {}
+    return {"class_name": "RemoteLM", **info}
+
+
+def _model_and_llm(lm: Any, llm: Any, tokenizer: Any = None) -> tuple[Any, Any]:
+    """The engine's model and the LLM it is reported as, from ``lm`` and/or ``llm``: an ``ActiveLM`` / ``ActiveHFLLM``,
+    or a model behind an OpenAI-compatible endpoint (``OpenAILike``, ``OpenAI``, an ``active_rag.RemoteLM``; issue 26),
+    whose ``tokenizer`` (registry name, folder or tokenizer) gives the engine the served model's own prompt layout."""
+    from active_rag.remote_clients import is_remote_client, remote_from_client
+
+    for candidate in (lm, llm):
+        if candidate is None or isinstance(candidate, (ActiveLM, ActiveHFLLM, RemoteLM)) or not is_remote_client(candidate):
+            continue
+        if lm is not None and llm is not None and lm is not llm:
+            raise ValueError("Pass the model once: either ActiveRAGQueryEngine(OpenAILike(...)) or llm=OpenAILike(...).")
+        return remote_from_client(candidate, tokenizer), candidate
+    if isinstance(lm, RemoteLM):
+        if llm is not None:
+            raise ValueError("Pass the model once: either a RemoteLM or llm=OpenAILike(...).")
+        return lm, None
     if isinstance(lm, ActiveHFLLM):
         if llm is not None and llm is not lm:
             raise ValueError("Pass the model once: either ActiveRAGQueryEngine(llm) or ActiveRAGQueryEngine(llm=llm).")
@@ -307,10 +343,12 @@ def _model_and_llm(lm: ActiveLM | ActiveHFLLM | None, llm: ActiveHFLLM | None) -
         )
     if lm is None:
         if llm is None:
-            raise TypeError("ActiveRAGQueryEngine needs a model: pass ActiveLM.load('smollm2') or llm=ActiveHFLLM.from_name('smollm2').")
+            raise TypeError("ActiveRAGQueryEngine needs a model: pass ActiveLM.load('smollm2'), llm=ActiveHFLLM.from_name('smollm2') "
+                            "or an OpenAI-compatible server's OpenAILike(api_base=...).")
         return llm.lm, llm
     if not isinstance(lm, ActiveLM):
-        raise TypeError(f"ActiveRAGQueryEngine needs an active_rag.ActiveLM or an ActiveHFLLM, got {type(lm).__name__}.")
+        raise TypeError(f"ActiveRAGQueryEngine needs an active_rag.ActiveLM, an ActiveHFLLM or an OpenAILike (an OpenAI-compatible "
+                        f"server), got {type(lm).__name__}.")
     if llm is not None and llm.lm is not lm:
         raise ValueError("lm and llm= are different models: pass one of them (llm=ActiveHFLLM(lm) to use both).")
     return lm, llm

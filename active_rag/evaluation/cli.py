@@ -49,7 +49,7 @@ def _sweep(value: str) -> tuple[str, list[float]]:
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from active_rag.model_flags import add_model_options
+    from active_rag.model_flags import DefaultName, add_endpoint_options, add_model_options
     from active_rag.evaluation.datasets import DATASETS
     from active_rag.evaluation.config import DEFAULT_EVAL_MODEL
 
@@ -73,7 +73,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "NAME@context=POLICY; default: each method's own)")
     p.add_argument("--router", choices=("ta-are", "vanilla", "none"), default=None,
                    help="route each question before generating (default: ta-are for retrievalqa, none otherwise)")
-    p.add_argument("--model", default=DEFAULT_EVAL_MODEL, help=f"model name or path (default: {DEFAULT_EVAL_MODEL})")
+    p.add_argument("--model", default=DefaultName(DEFAULT_EVAL_MODEL), help=f"model name or path (default: {DEFAULT_EVAL_MODEL}); "
+                   "with --endpoint: the served model's tokenizer (default: none, plain-text prompts)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--out", type=Path, default=Path("runs/eval"), help="output folder (default: runs/eval)")
     p.add_argument("--top-k", type=int, default=3, help="passages per retrieval (default 3; retrievalqa uses its 5)")
@@ -104,6 +105,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=1,
                    help="questions decoded together, one batched forward per step (default 1); rows are the same")
     add_model_options(p)
+    add_endpoint_options(p)
     p.add_argument("--ray", action="store_true",
                    help="shard the questions across Ray actors (local Ray, or the cluster at $RAY_ADDRESS); needs [ray]")
     p.add_argument("--num-workers", type=int, default=None,
@@ -121,7 +123,10 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="(a) DRAGIN/FLARE loops with retrieval disabled vs model.generate; (b) vs re-running a full "
         "forward pass with output_attentions; (c) retrieval share with BM25; peak memory per output length.",
     )
-    p.add_argument("--model", default="smollm2", help="model name or path (default: smollm2)")
+    from active_rag.model_flags import DefaultName
+
+    p.add_argument("--model", default=DefaultName("smollm2"), help="model name or path (default: smollm2); with --endpoint: "
+                   "the served model's tokenizer (default: none, plain-text prompts)")
     p.add_argument("--tokens", type=_ints, default=None,
                    help="output lengths (default 64,128,256; batch suite: the first, default 64; weights suite: decode steps timed, default 32)")
     p.add_argument("--prompts", type=int, default=3, help="number of demo questions used as prompts (default 3)")
@@ -139,7 +144,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--suite", choices=("overhead", "batch", "prefix", "weights"), default="overhead",
+    p.add_argument("--suite", choices=("overhead", "batch", "prefix", "weights", "endpoint"), default="overhead",
                    help="overhead: (a)-(c) above (default); batch: tokens/s per batch size vs model.generate; "
                    "prefix: seconds and prefilled tokens per question with and without the prefix cache; "
                    "weights: float32 vs int8 vs int4 decode, prefill, memory limit and agreement")
@@ -160,9 +165,10 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="prefix suite: methods (default wo-rag,sr-rag,flare,dragin)")
     p.add_argument("--prefix-batch", type=int, default=8, help="prefix suite: batch size of the cached pass (default 8)")
     p.add_argument("--prompt-mode", default="auto", help="prefix suite: prompt mode, as in eval (default auto: the model's own)")
-    from active_rag.model_flags import add_model_options
+    from active_rag.model_flags import add_endpoint_options, add_model_options
 
     add_model_options(p)
+    add_endpoint_options(p)
     p.set_defaults(func=cmd_bench)
     return p
 
@@ -257,7 +263,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             dataset=args.dataset, data_dir=args.data_dir, methods=args.methods, triggers=args.trigger,
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
             context=args.context,
-            model=args.model, limit=args.limit, out_dir=args.out, top_k=args.top_k,
+            model=args.model, limit=args.limit,
+            out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
             profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos, baseline=args.baseline,
             **({"today": args.today} if args.today is not None else {}),
@@ -268,7 +275,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if getattr(args, "num_workers", None) is not None and not args.ray:
             raise ValueError("--num-workers only applies to a Ray run: add --ray.")
         _check_methods(config)  # trigger settings (a swept theta) before the model loads
-        if getattr(args, "ray", False):
+        remote = _endpoint(args, config)
+        if remote is not None:
+            report = run_eval(config, lm=remote, progress=not args.no_progress)
+        elif getattr(args, "ray", False):
             from active_rag.evaluation.distributed import run_eval_ray
 
             report = run_eval_ray(config, num_workers=args.num_workers, progress=not args.no_progress)
@@ -286,6 +296,41 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _endpoint(args: argparse.Namespace, config: Any) -> Any:
+    """``eval --endpoint URL``: the methods checked (none reads attention), then the :class:`~active_rag.remote.RemoteLM`
+    with the tokenizer of ``--model``; ``None`` without ``--endpoint``."""
+    from active_rag.errors import ActiveRAGError
+    from active_rag.evaluation.config import build_methods
+    from active_rag.model_flags import endpoint_options, given, load_endpoint
+    from active_rag.remote import check_remote_method
+
+    options = endpoint_options(args)
+    if options is None:
+        return None
+    if getattr(args, "ray", False):
+        raise ValueError("--ray shards the questions over local models; with --endpoint the server serves them all: "
+                         "drop --ray (use --batch-size for questions in flight).")
+    from active_rag.presets import PRESETS
+
+    def parts(spec: Any) -> tuple[str, str]:
+        preset = PRESETS[spec.preset] if spec.preset else None
+        return (preset.trigger if preset else str(spec.trigger)), (preset.query if preset else str(spec.query))
+
+    if config.methods is None:  # the default methods: those an endpoint can run
+        keep = []
+        for spec in build_methods(config):
+            try:
+                check_remote_method(*parts(spec))
+            except ActiveRAGError:
+                continue
+            if spec.preset and spec.preset not in keep:
+                keep.append(spec.preset)
+        config.methods = keep
+    for spec in build_methods(config):
+        check_remote_method(*parts(spec), spec.name)
+    return load_endpoint(given(args.model), **options)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from active_rag.errors import ActiveRAGError
     from active_rag.evaluation.bench import BenchConfig, format_bench_table, run_bench
@@ -300,6 +345,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_int("--naive-prompts", args.naive_prompts, minimum=0, hint="0 skips the naive references")
         if args.threads is not None:
             check_int("--threads", args.threads, minimum=1)
+        if getattr(args, "endpoint", None) is not None or args.suite == "endpoint":
+            from active_rag.evaluation.bench_endpoint import cmd_bench_endpoint
+
+            return cmd_bench_endpoint(args)
         if args.suite == "weights":
             return _cmd_weights(args)
         if args.suite != "overhead":
