@@ -5,12 +5,8 @@ injected in the forward of tiny random Llamas built here."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
-import types
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,17 +23,7 @@ from active_rag.admission import (
 )
 from active_rag.attention import RAGGED
 from active_rag.errors import ActiveRAGError
-
-
-def _conftest() -> types.ModuleType:
-    name = "_active_rag_tests_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "conftest.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from tests.unit_tests.test_model import _shared_conftest as _conftest  # tests/conftest.py, loaded by path
 
 
 PROMPTS = ["Who is Peter?", "Is Kasper a goalkeeper?", "Ed Wood was an American filmmaker. Who was he?", "Hi"]

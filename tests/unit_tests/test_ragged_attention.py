@@ -4,10 +4,6 @@ keeps the loop where it measured faster (the CPU)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,17 +13,7 @@ import active_rag.ragged_attention as ragged
 from active_rag import ActiveLM
 from active_rag.decode_scheduler import DecodeScheduler, _Request
 from active_rag.ragged_attention import RaggedBatch, use_padded
-
-
-def _conftest() -> types.ModuleType:
-    name = "_active_rag_tests_conftest"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "conftest.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from tests.unit_tests.test_model import _shared_conftest as _conftest  # tests/conftest.py, loaded by path
 
 
 QUESTIONS = [
