@@ -29,8 +29,8 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .context import ContextPolicy, make_context
 from .answering import AnswerSteps
+from .context import ContextPolicy, make_context
 from .context_window import fit_passages
 from .entities import is_own_passage
 from .errors import ContextOverflowError
