@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev,docs,endpoint
 # llama-cpp-python (the endpoint extra: the tests' OpenAI-compatible server) has no wheel on PyPI: its source
-# distribution is built once (cmake, a C++ compiler; about 25 minutes on 2 busy CPU cores, docs/endpoint.md) into this
+# distribution is built once (cmake, a C++ compiler; 3 minutes on 2 idle CPU cores, docs/endpoint.md) into this
 # folder, and later setups, in this checkout or another, install the wheel found there. The build targets this CPU
 # (-march=native): keep the folder per machine. LLAVA_BUILD=OFF skips the multimodal library (not used here).
 LLAMA_CPP_VERSION := 0.3.36
