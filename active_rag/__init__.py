@@ -28,6 +28,14 @@ _EXPORTS: dict[str, str] = {
     'RetrieverError': 'errors',
     'RunCancelledError': 'errors',
     'UnknownNameError': 'errors',
+    'EndpointError': 'errors',
+    'EndpointHTTPError': 'errors',
+    'EndpointTimeoutError': 'errors',
+    'EndpointUnreachableError': 'errors',
+    'NeedsLocalModelError': 'errors',
+    'NoLogprobsError': 'errors',
+    'RemoteLM': 'remote',
+    'AnswerCheck': 'answer_check',
     'AccumulateContext': 'context',
     'CONTEXT_POLICIES': 'context',
     'ContextPolicy': 'context',
@@ -112,11 +120,17 @@ if TYPE_CHECKING:  # pragma: no cover
         CorpusError,
         DecodeOutOfMemoryError,
         EmptyQuestionError,
+        EndpointError,
+        EndpointHTTPError,
+        EndpointTimeoutError,
+        EndpointUnreachableError,
         IndexPathError,
         InvalidOptionError,
         ModelIntegrityError,
         ModelLoadError,
         ModelNotInstalledError,
+        NeedsLocalModelError,
+        NoLogprobsError,
         NonFiniteLogitsError,
         QuestionTypeError,
         RetrieverError,
@@ -132,7 +146,9 @@ if TYPE_CHECKING:  # pragma: no cover
         RerankContext,
         make_context,
     )
+    from .answer_check import AnswerCheck
     from .loop import ActiveRAG
+    from .remote import RemoteLM
     from .rankings import merge_rankings
     from .decode_scheduler import DecodeScheduler
     from .errors import BatchError

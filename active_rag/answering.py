@@ -11,16 +11,19 @@
   The draft's checks found the evidence; a fresh answer reads all of it at once, as a single-round prompt does,
   instead of going on from a draft that committed to a wrong first hop. The draft is kept in
   ``ActiveRAGResult.draft``; the new answer's tokens stream again from position 0.
+- :meth:`AnswerSteps._look_again` (``answer_check``, :mod:`active_rag.answer_check`): when the model is unsure
+  of the finished answer, retrieve the question's next passages, answer again and keep the surer answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
+from .answer_check import AnswerCheck, answer_confidence
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
-from .types import TokenEvent, TokenStep
+from .types import StreamEvent, TokenEvent, TokenStep, TriggerDecision
 
 __all__ = ["AnswerSteps"]
 
@@ -36,6 +39,7 @@ class AnswerSteps:
     model: Any
     answer_phrase: str | None
     max_new_tokens: int
+    answer_check: AnswerCheck | None
 
     def _accept(self, run: Any, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:  # pragma: no cover - engine
         raise NotImplementedError
@@ -50,6 +54,9 @@ class AnswerSteps:
         raise NotImplementedError
 
     def _trim_repetition(self, run: Any) -> None:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _retrieve(self, run: Any, queries: Sequence[str], **kwargs: Any) -> Any:  # pragma: no cover - engine
         raise NotImplementedError
 
     def _extend(self, run: Any, text: str) -> Iterator[TokenEvent]:
@@ -106,3 +113,54 @@ class AnswerSteps:
         self._trim_repetition(run)
         if self.answer_phrase:
             yield from self._force_answer(run)
+
+    def _look_again(self, run: Any) -> Generator[StreamEvent, None, dict[str, Any]]:
+        """``answer_check``: check the finished answer's span; when unsure, retrieve the question's next passages
+        (those the prompt does not hold), answer again from the first word and keep the surer answer. Returns
+        the record of the check (``ActiveRAGResult.answer_check``)."""
+        check = self.answer_check
+        assert check is not None
+        draft_steps = list(run.output)
+        draft_passages = list(run.answer_passages)
+        draft = answer_confidence(draft_steps)
+        unsure = check.unsure(draft)
+        decision = TriggerDecision(
+            fire=unsure,
+            trigger=check.name,
+            token=draft.token,
+            score=draft.min_prob,
+            threshold=check.theta,
+            reason=(
+                "no answer span" if draft.tokens == 0
+                else f"answer token {draft.token!r} has p={draft.min_prob:.3f} {'<' if unsure else '>='} theta={check.theta:g}"
+            ),
+        )
+        decision.output_start = 0
+        decision.passage_ids = draft_passages
+        run.decisions.append(decision)
+        yield decision
+        record: dict[str, Any] = {**check.describe(), "fired": unsure, "draft": draft.to_dict(), "second": None,
+                                  "kept": "draft"}
+        if not unsure:
+            return record
+        retrieval = yield from self._yield_retrieval(run, decision)
+        if not retrieval.new_ids:  # nothing new to read: the draft stands
+            record["reason"] = "the retrieval added no passage"
+            return record
+        yield from self._answer_again(run)
+        second = answer_confidence(run.output)
+        record["second"] = second.to_dict()
+        if check.keep_second(draft, second):
+            record["kept"] = "second"
+            return record
+        run.output[:] = draft_steps  # the draft is surer: it is the answer again, streamed again from position 0
+        run.answer_passages = draft_passages
+        for n, s in enumerate(draft_steps):
+            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=n)
+        return record
+
+    def _yield_retrieval(self, run: Any, decision: TriggerDecision) -> Generator[StreamEvent, None, Any]:
+        retrieval = self._retrieve(run, [run.question], position=len(run.output), decision=decision, details={},
+                                   formulator="input")
+        yield retrieval
+        return retrieval

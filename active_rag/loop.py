@@ -29,11 +29,12 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .answer_check import AnswerCheck, make_answer_check
 from .answering import AnswerSteps
 from .context import ContextPolicy, make_context
 from .context_window import fit_passages
 from .entities import is_own_passage
-from .errors import ContextOverflowError
+from .errors import ContextOverflowError, InvalidOptionError
 from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
 from .profiles import Profile, get_profile
 from .prompt_layout import Layout as _Layout
@@ -131,6 +132,7 @@ class ActiveRAG(AnswerSteps):
         profile: str | Profile | None = None,
         context: str | ContextPolicy | None = None,
         reanswer: bool = False,
+        answer_check: AnswerCheck | bool | float | None = None,
     ) -> None:
         self.model = model
         self.retriever = retriever
@@ -153,6 +155,11 @@ class ActiveRAG(AnswerSteps):
         self.repetition_guard = repetition_guard
         self.stop_when_answered = stop_when_answered
         self.reanswer = reanswer
+        self.answer_check = make_answer_check(answer_check)
+        if self.reanswer and self.answer_check is not None:
+            raise InvalidOptionError(
+                "reanswer and answer_check both write a second answer: use one (answer_check keeps the surer answer)."
+            )
         self.method = method or f"{self.trigger.name}+{self.query.name}"
         if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
             raise ValueError(
@@ -186,6 +193,7 @@ class ActiveRAG(AnswerSteps):
             "stop_when_answered": self.stop_when_answered,
             **self._context_description(),
             **({"reanswer": True} if self.reanswer else {}),
+            **({"answer_check": self.answer_check.describe()} if self.answer_check else {}),
         }
 
     def _context_description(self) -> dict[str, Any]:
@@ -344,6 +352,12 @@ class ActiveRAG(AnswerSteps):
         if self.reanswer and any(r.position > 0 and r.new_ids for r in run.retrievals):
             draft = run.output_text.strip()
             yield from self._answer_again(run)
+        look = None
+        if self.answer_check is not None and run.retrievals:
+            first = run.output_text.strip()
+            look = yield from self._look_again(run)
+            if look["second"] is not None:
+                draft = first
         yield ActiveRAGResult(
             question=run.question,
             answer=run.output_text.strip(),
@@ -358,6 +372,7 @@ class ActiveRAG(AnswerSteps):
             prefilled_prompt_tokens=run.usage.prefilled,
             final_passage_ids=list(run.answer_passages),
             draft=draft,
+            answer_check=look,
         )
 
     # -- internals ----------------------------------------------------------------------------------

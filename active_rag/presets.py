@@ -48,6 +48,9 @@ class Preset:
     """Passages per retrieval; ``None``: the engine's 3 (DRAGIN Table 9)."""
     reanswer: bool = False
     """Answer again from the first word with every passage held, once a retrieval after the first token added any."""
+    answer_check: float | None = None
+    """Check the finished answer (:class:`~active_rag.answer_check.AnswerCheck` with this ``theta``): when unsure,
+    add the question's next passages, answer again and keep the surer answer."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -89,6 +92,9 @@ PRESETS: dict[str, Preset] = {
         Preset("follow-bridge-reanswer", "follow-bridge to find the evidence, then answer again from the first word "
                "with the question's passages and every bridge article the prompt holds", "bridge", "entity",
                initial_retrieval=True, context="accumulate", reanswer=True),
+        Preset("look-again", "retrieve with the question and answer; when an answer token has p < theta, add the "
+               "question's next passages, answer again and keep the answer the model is surer of", "once", "input",
+               context="accumulate", answer_check=1.0),
     )
 }
 
@@ -97,6 +103,7 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
     """Keyword arguments for :class:`~active_rag.loop.ActiveRAG` that build the named method, with a DRAGIN
     Table 9 ``profile`` (name or :class:`~active_rag.profiles.Profile`) applied when given: RIND's segment
     length, QFS ``top_n`` and ``max_new_tokens`` (RIND's ``theta="auto"`` falls back to the profile's theta)."""
+    from .answer_check import AnswerCheck
     from .profiles import get_profile
     from .queries import make_query
     from .triggers import make_trigger
@@ -124,5 +131,6 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
         "method": p.name,
         **({"top_k": p.top_k} if p.top_k is not None else {}),
         **({"reanswer": True} if p.reanswer else {}),
+        **({"answer_check": AnswerCheck(theta=p.answer_check)} if p.answer_check is not None else {}),
         **out,
     }

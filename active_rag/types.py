@@ -187,7 +187,10 @@ class ActiveRAGResult:
     final_passage_ids: list[str] = field(default_factory=list)
     """Ids of the passages in the prompt that wrote the answer's last segment (evidence at answer time)."""
     draft: str | None = None
-    """With ``reanswer``: the first answer, whose retrievals chose the evidence the final answer was written with."""
+    """With ``reanswer``: the first answer, whose retrievals chose the evidence the final answer was written with;
+    with ``answer_check``: the first answer, when the check looked again (``answer`` may be it again)."""
+    answer_check: dict[str, Any] | None = None
+    """With ``answer_check``: the check's record (fired, each answer's span and confidence, which was kept)."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -215,6 +218,7 @@ class ActiveRAGResult:
             "prompt_tokens": {"cached": self.cached_prompt_tokens, "prefilled": self.prefilled_prompt_tokens},
             "final_passage_ids": list(self.final_passage_ids),
             **({"draft": self.draft} if self.draft is not None else {}),
+            **({"answer_check": self.answer_check} if self.answer_check is not None else {}),
             # what the prompt held when each checked segment was written (the context policy's trace)
             "segments": [{"output_start": d.output_start, "passage_ids": d.passage_ids, "fired": d.fire} for d in self.decisions],
         }

@@ -209,6 +209,8 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
     }
     if data.get("draft") is not None:
         row["draft"] = data["draft"]
+    if data.get("answer_check") is not None:
+        row["answer_check"] = data["answer_check"]
     if example.gold_passage_ids:
         row["gold_passage_ids"] = example.gold_passage_ids
     if result.route is not None and example.kind == "retrievalqa":

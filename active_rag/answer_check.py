@@ -1,0 +1,156 @@
+"""Check the finished answer, and look again with more passages when the model is unsure of it (issue 28,
+beyond the papers).
+
+FLARE (Jiang et al. 2023, §3.2, Eq. 3) retrieves when any token of the look-ahead sentence has probability below
+theta. :class:`AnswerCheck` applies the same test where it matters most, to the *answer span* of the finished
+answer (the words after "So the answer is", as DRAGIN App. B reads them): when a token of the answer has
+probability below ``theta``, it retrieves the question's next-ranked passages (those the prompt does not yet
+hold; with the ``accumulate`` policy the prompt keeps the first ones too), writes the answer again from its first
+word, and keeps **whichever of the two answers the model is surer of** (:func:`answer_confidence`: the mean
+log-probability of the answer span's tokens under the prompt that wrote it).
+
+Why, from the rows (docs/context.md): on HotpotQA 150 retrieving three passages and retrieving six give different
+answers to 82 of 150 questions; either one is better on 37 of them, and picking the better answer per question
+would score F1 39.9 against 30.8 and 31.6 (2WikiMultihopQA: 22.7 against 16.9 and 17.0). More passages bring the
+missing hop on some questions and distract the reader on others; the answer's own probability says which.
+
+The second prompt holds the first prompt's passages first (``accumulate``), so its prefill starts from the
+prefix cache: the look costs one more answer, only when the check fires.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import InvalidOptionError
+from .types import TokenStep
+
+__all__ = ["AnswerCheck", "AnswerConfidence", "answer_confidence", "answer_span", "make_answer_check"]
+
+#: "the answer is" as words (also "the final answer is"); the answer is what follows the last one.
+ANSWER_IS_RE = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\b", re.IGNORECASE)
+_LEADING = " \t:\n\"'“‘"
+_TRAILING = " \t.\"'”’"
+
+#: a sentence end, not after an initial ("So the answer is F. W. Murnau.")
+_SENTENCE_END = re.compile(r"(?<!\b[A-Z])[.!?](?=\s|$)")
+
+SELECT_RULES = ("surer", "second")
+
+
+def answer_span(text: str) -> tuple[int, int] | None:
+    """Character span ``[start, end)`` of the answer in ``text``: after the last "the answer is", to the end of
+    its line or sentence, without a leading ":" or quotes and a trailing period; ``None`` without an answer."""
+    matches = list(ANSWER_IS_RE.finditer(text))
+    if not matches:
+        return None
+    start = matches[-1].end()
+    while start < len(text) and text[start] in _LEADING:
+        start += 1
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    sentence = _SENTENCE_END.search(text[start:end])
+    if sentence is not None and sentence.start() > 0:
+        end = start + sentence.start()
+    while end > start and text[end - 1] in _TRAILING:
+        end -= 1
+    return (start, end) if end > start else None
+
+
+@dataclass
+class AnswerConfidence:
+    """How sure the model was of an answer: over the answer span's tokens, the mean log-probability and the lowest
+    probability (with its token). ``tokens == 0``: no answer span (confidence ``-inf``)."""
+
+    answer: str
+    mean_logprob: float
+    min_prob: float
+    token: str | None
+    tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if math.isinf(self.mean_logprob):
+            out["mean_logprob"] = None
+        return out
+
+
+def answer_confidence(steps: Sequence[TokenStep]) -> AnswerConfidence:
+    """The model's confidence in the answer the tokens ``steps`` spell: every token that overlaps the answer span
+    (:func:`answer_span`) counts, with the log-probability it was generated with (forced words count 0)."""
+    text = "".join(s.text for s in steps)
+    span = answer_span(text)
+    if span is None:
+        return AnswerConfidence(answer="", mean_logprob=-math.inf, min_prob=0.0, token=None, tokens=0)
+    start, end = span
+    picked: list[TokenStep] = []
+    offset = 0
+    for step in steps:
+        token_end = offset + len(step.text)
+        if token_end > start and offset < end and step.text.strip():
+            picked.append(step)
+        offset = token_end
+    if not picked:
+        return AnswerConfidence(answer=text[start:end], mean_logprob=-math.inf, min_prob=0.0, token=None, tokens=0)
+    lowest = min(picked, key=lambda s: s.logprob)
+    return AnswerConfidence(
+        answer=text[start:end],
+        mean_logprob=sum(s.logprob for s in picked) / len(picked),
+        min_prob=math.exp(lowest.logprob),
+        token=lowest.text,
+        tokens=len(picked),
+    )
+
+
+@dataclass
+class AnswerCheck:
+    """Check the finished answer and look again when unsure (see the module docstring).
+
+    Args:
+        theta: look again when any answer token has probability below ``theta`` (FLARE's test, Eq. 3, on the
+            answer span); ``1.0`` looks again after every answer. No answer span counts as unsure.
+        select: which answer to keep after a look: ``"surer"`` (the higher mean log-probability over the answer
+            span; the draft on a tie) or ``"second"`` (always the new one, as ``reanswer`` does).
+    """
+
+    theta: float = 1.0
+    select: str = "surer"
+    name: str = "answer-check"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.theta <= 1.0:
+            raise InvalidOptionError(f"answer check theta must be a probability in [0, 1], got {self.theta!r}.")
+        if self.select not in SELECT_RULES:
+            raise InvalidOptionError(
+                f"Unknown answer selection {self.select!r}: use one of {', '.join(SELECT_RULES)}."
+            )
+
+    def unsure(self, confidence: AnswerConfidence) -> bool:
+        """Whether to look again: no answer span, or an answer token with probability below ``theta``."""
+        return confidence.tokens == 0 or confidence.min_prob < self.theta
+
+    def keep_second(self, draft: AnswerConfidence, second: AnswerConfidence) -> bool:
+        """Whether the second answer replaces the draft."""
+        if self.select == "second":
+            return True
+        return second.mean_logprob > draft.mean_logprob
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "theta": self.theta, "select": self.select}
+
+
+def make_answer_check(spec: AnswerCheck | bool | float | None) -> AnswerCheck | None:
+    """``None``/``False``: no check; ``True``: the defaults; a float: that ``theta``; an :class:`AnswerCheck` as is."""
+    if spec is None or spec is False:
+        return None
+    if spec is True:
+        return AnswerCheck()
+    if isinstance(spec, AnswerCheck):
+        return spec
+    if isinstance(spec, (int, float)):
+        return AnswerCheck(theta=float(spec))
+    raise InvalidOptionError(f"answer_check must be an AnswerCheck, a theta in [0, 1], True or None; got {spec!r}.")
