@@ -45,11 +45,13 @@ def endpoint_evidence(root: Path, dataset: str, model: str, methods: Sequence[st
             if not both:
                 continue
             agree = agreement(local_dir, server_dir, [method], both, len(both), len(both))[method]
+            checked = [i for i in both if _first_fired(local[i]) is not None or _first_fired(server[i]) is not None]
             out.append({
                 "batch_size": b,
                 "method": method,
                 **agree,
-                "same_first_check": sum(_first_fired(local[i]) == _first_fired(server[i]) for i in both),
+                # None: the method never checks (sr-rag retrieves once, before the first token)
+                "same_first_check": sum(_first_fired(local[i]) == _first_fired(server[i]) for i in checked) if checked else None,
                 "same_retrievals": sum(local[i]["metrics"].get("retrievals") == server[i]["metrics"].get("retrievals")
                                        for i in both),
                 "retrievals_local": statistics.fmean(float(local[i]["metrics"].get("retrievals", 0)) for i in both),
@@ -68,10 +70,11 @@ def format_evidence(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         n = r["questions"]
         ratio = r["seconds_per_question"] / r["seconds_per_question_float32"]
+        first_check = "-" if r["same_first_check"] is None else f"{r['same_first_check']}/{n}"
         lines.append(
             f"| {r['batch_size']} | {r['method']} | {n} | {r['f1_float32']:.1f} | {r['f1']:.1f} | "
             f"{r['f1_difference']:+.1f} [{r['f1_low']:+.1f}, {r['f1_high']:+.1f}] | {r['same_answer']}/{n} | "
-            f"{r['same_first_check']}/{n} | {r['same_retrievals']}/{n} | {r['same_decisions']}/{n} | "
+            f"{first_check} | {r['same_retrievals']}/{n} | {r['same_decisions']}/{n} | "
             f"{r['retrievals_local']:.2f} / {r['retrievals_server']:.2f} | {r['seconds_per_question_float32']:.1f} | "
             f"{r['seconds_per_question']:.1f} | {ratio:.2f}x |"
         )

@@ -34,6 +34,11 @@ def test_report_counts_agreement_f1_and_speed(tmp_path: Path, capsys: pytest.Cap
     assert r["f1_difference"] == pytest.approx(100 / 3) and r["retrievals_server"] == pytest.approx(7 / 3)
     table = format_evidence([r])
     assert "| 1 | flare | 3 | 50.0 | 83.3 | +33.3" in table and "| 2/3 | 2/3 | 1/3 | 1/3 |" in table and "0.50x" in table
+    once = [dict(r, segments=[]) for r in local]  # a method that never checks: no first check to compare
+    _write(tmp_path / "b1/hotpotqa/m/sr-rag.jsonl", once)
+    _write(tmp_path / "b1/hotpotqa/m-endpoint/sr-rag.jsonl", once)
+    [_, sr] = endpoint_evidence(tmp_path, "hotpotqa", "m", ["flare", "sr-rag"], [1])
+    assert sr["same_first_check"] is None and "| - |" in format_evidence([sr])
     assert main(["--dir", str(tmp_path), "--model", "m", "--methods", "flare"]) == 0
     assert "flare" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
