@@ -171,6 +171,22 @@ def test_langchain_chat_openai(server: str) -> None:
         LCActiveRAG(ChatOpenAI(base_url=server, api_key="none", model="smollm2"), preset="wo-rag").invoke(QUESTION)
 
 
+def test_langchain_chat_ollama(server: str) -> None:
+    """ChatOllama is read as Ollama's OpenAI-compatible route (``{base_url}/v1``); llama.cpp's server answers on the
+    same route, so the live server stands in for Ollama here."""
+    pytest.importorskip("langchain_ollama")
+    from langchain_ollama import ChatOllama
+
+    from langchain_active_rag import ActiveRAG as LCActiveRAG
+    from langchain_active_rag import BM25sRetriever
+
+    chat = ChatOllama(base_url=server.removesuffix("/v1"), model="smollm2")
+    rag = LCActiveRAG(chat, BM25sRetriever.from_index(BM25Index.demo()), preset="flare", tokenizer="smollm2",
+                      max_new_tokens=TOKENS, top_k=1)
+    out = rag.invoke(QUESTION)
+    assert isinstance(out["answer"], str) and out["answer"] and out["trace"]
+
+
 def test_llamaindex_openai_like(server: str) -> None:
     pytest.importorskip("llama_index.llms.openai_like")
     from llama_index.llms.openai_like import OpenAILike
