@@ -70,7 +70,7 @@ def test_answer_confidence_reads_the_answer_tokens_only() -> None:
 def test_check_options_are_validated() -> None:
     with pytest.raises(InvalidOptionError, match="theta"):
         AnswerCheck(theta=1.5)
-    with pytest.raises(InvalidOptionError, match="surer"):
+    with pytest.raises(InvalidOptionError, match="mean, min, second"):
         AnswerCheck(select="longest")
     with pytest.raises(InvalidOptionError, match="answer_check"):
         make_answer_check("yes")  # type: ignore[arg-type]
@@ -81,6 +81,10 @@ def test_check_options_are_validated() -> None:
     assert not check.unsure(sure) and check.unsure(unsure) and check.unsure(answer_confidence(_steps("Terry.")))
     assert not check.keep_second(sure, unsure) and check.keep_second(unsure, sure)
     assert AnswerCheck(select="second").keep_second(sure, unsure)
+    # mean and min can disagree: one weak token against many middling ones
+    one_weak = answer_confidence(_steps("So the answer is Terry Richardson Smith.", {"Terry": 0.3, "Richardson": 1.0, "Smith": 1.0}))
+    middling = answer_confidence(_steps("So the answer is Terry Richardson Smith.", {"Terry": 0.5, "Richardson": 0.5, "Smith": 0.5}))
+    assert AnswerCheck(select="mean").keep_second(middling, one_weak) and not AnswerCheck(select="min").keep_second(middling, one_weak)
 
 
 # -- the engine ------------------------------------------------------------------------------------------
@@ -146,7 +150,7 @@ def test_a_sure_answer_is_not_checked_again() -> None:
     wiki = Ranked([A, B, C, D])
     result = ActiveRAG.from_preset("look-again", lm, wiki, top_k=2, answer_check=AnswerCheck(theta=0.5)).run(QUESTION)
     assert len(result.retrievals) == 1 and result.draft is None and len(prompts) == 1
-    assert result.answer_check == {"name": "answer-check", "theta": 0.5, "select": "surer", "fired": False,
+    assert result.answer_check == {"name": "answer-check", "theta": 0.5, "select": "min", "fired": False,
                                    "draft": result.answer_check["draft"], "second": None, "kept": "draft"}
     assert [d.fire for d in result.decisions if d.trigger == "answer-check"] == [False]
 
