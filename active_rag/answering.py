@@ -104,6 +104,7 @@ class AnswerSteps:
         """``reanswer``: drop the draft and write the answer from its first word, unchecked, with every passage
         the prompt holds now (the context policy's, in its order)."""
         del run.output[:]
+        run.attempt += 1
         self._open_session(run, False)
         assert run.session is not None
         steps = list(run.session.generate(self.max_new_tokens, stop=lambda s: self._stopped(_text(s))))
@@ -156,7 +157,8 @@ class AnswerSteps:
         run.output[:] = draft_steps  # the draft is surer: it is the answer again, streamed again from position 0
         run.answer_passages = draft_passages
         for n, s in enumerate(draft_steps):
-            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=n)
+            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=n,
+                             passage_ids=draft_passages, attempt=0)
         return record
 
     def _yield_retrieval(self, run: Any, decision: TriggerDecision) -> Generator[StreamEvent, None, Any]:

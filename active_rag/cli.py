@@ -162,6 +162,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     engine = _build_engine(args, lm, retriever, kwargs)
     result: ActiveRAGResult | None = None
     out = sys.stdout
+    printed = False  # an answer token was printed (--stream)
     with warnings.catch_warnings():
         # the result's warnings are printed once at the end (or are in the JSON): not twice
         warnings.filterwarnings("ignore", message=r"Context window full:")
@@ -174,6 +175,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 verdict = "retrieve" if event.retrieve else "answer without retrieval"
                 print(f"[router {event.router}] {verdict} (model said {event.raw_output.strip()!r})", file=out)
             elif args.stream and isinstance(event, TokenEvent):
+                if event.position == 0 and printed:  # the answer from its first word: again, or the draft kept
+                    print(f"\n[answer {'again' if event.attempt else 'kept: the draft'}] ", end="", file=out)
+                printed = True
                 print(event.text, end="", flush=True, file=out)
             elif args.stream and isinstance(event, Retrieval):
                 print("", file=out)

@@ -89,6 +89,7 @@ class _Run:
     session_docs: bool = False  # the open session's prompt holds retrieved passages
     session_passages: list[str] = field(default_factory=list)  # ids of the passages in the open session's prompt
     answer_passages: list[str] = field(default_factory=list)  # ... in the prompt of the last generated segment
+    attempt: int = 0  # answers written from the first word before this one (``reanswer``, an answer check)
     followed: list[str] = field(default_factory=list)  # bridge entities the answer went on from (``follow``)
     usage: PromptUsage = field(default_factory=PromptUsage)  # prompt tokens from the prefix cache / prefilled
 
@@ -489,11 +490,13 @@ class ActiveRAG(AnswerSteps):
     def _accept(self, run: _Run, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:
         if run.session is not None and not self.keep_attention:
             run.session.commit()
+        ids = list(run.answer_passages)
         for s in steps:
             if not self.keep_attention:
                 s.attention = None
             run.output.append(s)
-            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=len(run.output) - 1)
+            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy,
+                             position=len(run.output) - 1, passage_ids=ids, attempt=run.attempt)
 
     def _follow(
         self, run: _Run, queries: Sequence[str], position: int, decision: TriggerDecision, details: dict[str, Any],

@@ -158,13 +158,21 @@ class RouteDecision:
 
 @dataclass
 class TokenEvent:
-    """A streamed output token, emitted once the engine has accepted it into the answer."""
+    """A streamed output token, emitted once the engine has accepted it into the answer.
+
+    ``passage_ids`` are the ids of the passages in the prompt that wrote the token. ``attempt`` counts the
+    answers written from the first word: 0 the first, 1 the answer written again (``reanswer``, an answer
+    check); its tokens start again at position 0. When an answer check keeps the draft, the draft's tokens are
+    streamed once more, with their own ``attempt`` 0, as the final answer (a replay, not a new generation).
+    """
 
     text: str
     token_id: int
     logprob: float
     entropy: float
     position: int
+    passage_ids: list[str] | None = None
+    attempt: int = 0
 
 
 @dataclass

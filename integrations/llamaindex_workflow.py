@@ -74,6 +74,8 @@ async def run(question: str, workflow: ActiveRAGWorkflow, echo: Callable[..., No
     async for event in handler.stream_events():
         events.append(event)
         if isinstance(event, TokenEvent):
+            if event.position == 0 and any(isinstance(e, TokenEvent) for e in events[:-1]):  # the answer again
+                echo(f"\n[answer {'again' if event.attempt else 'kept: the draft'}] ", end="")
             echo(event.text, end="", flush=True)
         elif not isinstance(event, StopEvent):
             line = describe(event)

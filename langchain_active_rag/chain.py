@@ -11,7 +11,10 @@ Input: a question string or ``{"question": "..."}``. Output::
 output (``sum`` them with ``+``, as LCEL does): ``{"route": {...}}`` (with a router), then, as they
 happen, ``{"documents": [new Documents], "trace": [Retrieval.to_dict()]}`` per retrieval and
 ``{"answer": text}`` per accepted token (leading and trailing whitespace held back so the texts join
-to the stripped answer). So ``rag.pick("answer").stream(q)`` streams plain text. Tokens come as the
+to the stripped answer). So ``rag.pick("answer").stream(q)`` streams plain text. A method that may write
+the answer again (``reanswer``, an ``answer_check`` such as ``look-again``) cannot take back the chunks of a
+draft, so it yields its ``answer`` once, when the kept answer is known; its tokens still stream live, each
+attempt from position 0, as ``active_rag.token`` events. Tokens come as the
 engine accepts them: a segment's tokens follow the trigger's check of that segment, so a retrieval
 that fires after a segment (e.g. FL-RAG's every 16 tokens; its ``position`` says where) is streamed
 before the segment's tokens.
@@ -253,6 +256,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
             max_new_tokens=engine.max_new_tokens, prompt_mode=getattr(engine, "prompt_mode", "single"),
         )
         answer = _StrippedText()
+        # a second answer restarts at position 0: the chunks of a draft cannot be taken back, so hold the answer
+        rewrites = engine.reanswer or engine.answer_check is not None
         seen: set[str] = set()
         keys: set[str] = set()
         try:
@@ -261,7 +266,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                 if isinstance(event, TokenEvent):
                     tracer.token(event)
                     dispatch(TOKEN_EVENT, token_dict(event), config)
-                    delta = answer.push(event.text)
+                    delta = "" if rewrites else answer.push(event.text)
                     chunk = AddableDict(answer=delta) if delta else None
                 elif isinstance(event, Retrieval):
                     tracer.retrieval(event)
@@ -280,6 +285,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                     chunk = AddableDict(route=data)
                 elif isinstance(event, ActiveRAGResult):
                     tracer.finish()
+                    if rewrites and event.answer:
+                        keys.add("answer")
+                        yield AddableDict(answer=event.answer)
                     empty = {"answer": "", "documents": [], "trace": []}
                     chunk = AddableDict({k: v for k, v in empty.items() if k not in keys}) or None
                 if chunk is not None:

@@ -6,11 +6,13 @@ chat-model run (``on_chat_model_start`` -> ``on_llm_new_token`` per token, with 
 OpenAI-shaped logprobs -> ``on_llm_end`` with token usage and the model name) for
 
 - every generation segment between two retrievals: the tokens the engine accepted from one prompt
-  (the question with the passages of the latest retrieval, and the answer so far as the assistant's
-  prefix). A token belongs to the segment of the last retrieval whose ``position`` is at or before
-  the token's own (``Retrieval.position`` counts the output tokens before the retrieval point), so
-  a retrieval that fires after a segment (FL-RAG, FS-RAG) closes that segment at the right token even
-  though the engine streams it before the segment's tokens;
+  (the question with the passages that prompt held, as each token's ``passage_ids`` names them, and the
+  answer so far as the assistant's prefix). A token belongs to the segment of the last retrieval whose
+  ``position`` is at or before the token's own (``Retrieval.position`` counts the output tokens before the
+  retrieval point), so a retrieval that fires after a segment (FL-RAG, FS-RAG) closes that segment at the
+  right token even though the engine streams it before the segment's tokens. An answer written again from
+  its first word (``reanswer``, an answer check: a new ``attempt``) is a run of its own; a kept draft that
+  the engine streams once more is not generated again and is not reported twice;
 - the router's decision (TA-ARE or vanilla): its prompt in, its raw output out.
 
 Retriever runs stay siblings of these runs, under the chain. Only accepted tokens are reported
@@ -51,7 +53,7 @@ def ls_params(lm: ActiveLM, **extra: Any) -> dict[str, Any]:
 @dataclass
 class _Segment:
     run: CallbackManagerForLLMRun
-    source: int  # index of the retrieval whose passages were in the prompt (-1: none)
+    key: tuple[Any, ...]  # (attempt, latest retrieval's index or -1, the prompt's passage ids)
     input_tokens: int
     texts: list[str] = field(default_factory=list)
     entries: list[dict[str, Any]] = field(default_factory=list)
@@ -91,7 +93,9 @@ class GenerationTracer:
         )
         self.enabled = bool(self.manager.handlers)
         self.retrievals: list[Retrieval] = []
-        self.accepted: list[str] = []  # text of every accepted token so far
+        self.passages: dict[str, Passage] = {}  # every retrieved passage by id
+        self.attempt = 0  # the latest answer attempt reported
+        self.accepted: list[str] = []  # text of every accepted token so far (of the current attempt)
         self.segment: _Segment | None = None
 
     # -- runs ---------------------------------------------------------------------------------------------
@@ -139,16 +143,22 @@ class GenerationTracer:
 
     def retrieval(self, retrieval: Retrieval) -> None:
         self.retrievals.append(retrieval)
+        self.passages.update((p.id, p) for p in retrieval.passages)
 
     def token(self, event: TokenEvent) -> None:
-        if self.enabled:
+        if event.position < len(self.accepted):  # an answer from its first word again (or the kept draft replayed)
+            del self.accepted[event.position:]
+        replay = event.attempt < self.attempt
+        if self.enabled and not replay:
             source = -1
             for i, r in enumerate(self.retrievals):
                 if r.position <= event.position:
                     source = i
-            if self.segment is None or self.segment.source != source:
-                self._close("retrieval")
-                self._open(source, event.position)
+            ids = tuple(event.passage_ids) if event.passage_ids is not None else None
+            key = (event.attempt, source, ids)
+            if self.segment is None or self.segment.key != key:
+                self._close("retrieval" if event.attempt == self.attempt else "stop")
+                self._open(key, event.position)
             segment = self.segment
             assert segment is not None
             entry = logprob_entry(event.text, event.logprob)
@@ -160,13 +170,18 @@ class GenerationTracer:
             segment.run.on_llm_new_token(event.text, chunk=chunk, logprobs={"content": [entry]})
             segment.texts.append(event.text)
             segment.entries.append(entry)
+        self.attempt = max(self.attempt, event.attempt)
         self.accepted.append(event.text)
 
-    def _open(self, source: int, position: int) -> None:
-        passages = self.retrievals[source].passages if source >= 0 else []
+    def _open(self, key: tuple[Any, ...], position: int) -> None:
+        _, source, ids = key
+        if ids is not None:  # exactly the passages of the prompt that wrote the token
+            passages = [self.passages[i] for i in ids if i in self.passages]
+        else:
+            passages = self.retrievals[source].passages if source >= 0 else []
         messages, input_tokens = self._segment_prompt(passages, position)
         run = self._start(messages, max_tokens=self.max_new_tokens - position)
-        self.segment = _Segment(run=run, source=source, input_tokens=input_tokens)
+        self.segment = _Segment(run=run, key=key, input_tokens=input_tokens)
 
     def _segment_prompt(self, passages: Sequence[Passage], position: int) -> tuple[list[BaseMessage], int]:
         """The segment's prompt as messages (the answer so far as the assistant's prefix) and its token count."""

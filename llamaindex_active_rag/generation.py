@@ -9,8 +9,11 @@ reports what the engine did in those terms, from the engine's own stream:
   first segment starts at the question; a retrieval at output position ``p`` starts a new segment at
   the token of position ``p``, because from there the model is prompted with the new passages. With
   FL-RAG / FS-RAG the retrieval after a segment is made before that segment's tokens are streamed;
-  they still belong to the segment before it). ``prompt`` is the text the model continued: the chat
-  template around the method's prompt with that segment's passages (``PromptTemplate.render``),
+  they still belong to the segment before it). An answer written again from its first word (``reanswer``,
+  an answer check: a new ``TokenEvent.attempt``) starts a completion of its own; a kept draft that the engine
+  streams once more was not generated again and is not reported twice. ``prompt`` is the text the model
+  continued: the chat template around the method's prompt with the passages that prompt held (each token's
+  ``passage_ids``; ``PromptTemplate.render``),
   followed by the answer accepted so far; ``additional_kwargs`` of the start event names the method,
   the segment number, the output position it starts at and the passage ids in the prompt.
 - one ``LLMCompletionInProgressEvent`` per accepted token (``delta`` = the token, ``text`` = the
@@ -58,8 +61,11 @@ class GenerationTrace:
         self.question = question
         self.model_dict = model_dict
         self.docs: list[Passage] = []
+        self.passages: dict[str, Passage] = {}  # every retrieved passage by id
         self.pending: list[Retrieval] = []  # retrievals whose position no streamed token has reached yet
-        self.answer = ""  # every accepted token so far
+        self.attempt = 0  # the latest answer attempt reported
+        self.tokens: list[str] = []  # every accepted token of the current attempt so far
+        self.ids: tuple[str, ...] | None = None  # the open segment's passage ids, as its tokens name them
         self.segments = 0
         self.prompt: str | None = None  # the open segment's prompt (None: no segment open)
         self.events: list[TokenEvent] = []
@@ -69,13 +75,24 @@ class GenerationTrace:
         current passages, then the answer accepted so far."""
         user = self.rag.prompt.render(self.question, self.docs)
         before, after = self.rag.model.chat_parts(user)
-        return before + user + after + self.answer
+        return before + user + after + "".join(self.tokens)
 
     def token(self, event: TokenEvent) -> None:
+        if event.attempt < self.attempt:  # the kept draft streamed once more: not generated again
+            return
+        if event.attempt > self.attempt or event.position < len(self.tokens):  # the answer from its first word
+            self.close()
+            self.attempt = event.attempt
+            del self.tokens[event.position:]
         if self.pending and self.pending[0].position <= event.position:
             self.close()  # the passages changed: a new segment starts with this token
             while self.pending and self.pending[0].position <= event.position:
                 self.docs = list(self.pending.pop(0).passages)
+        ids = tuple(event.passage_ids) if event.passage_ids is not None else None
+        if ids is not None and ids != self.ids:
+            self.close()
+            self.docs = [self.passages[i] for i in ids if i in self.passages]  # exactly what the prompt held
+        self.ids = ids
         if self.prompt is None:
             self.prompt = self.segment_prompt()
             self.events = []
@@ -93,7 +110,7 @@ class GenerationTrace:
             )
             self.segments += 1
         self.events.append(event)
-        self.answer += event.text
+        self.tokens.append(event.text)
         text = "".join(e.text for e in self.events)
         response = CompletionResponse(
             text=text,
@@ -106,6 +123,7 @@ class GenerationTrace:
     def retrieval(self, retrieval: Retrieval) -> None:
         """The tokens from ``retrieval.position`` on are generated with these passages."""
         self.pending.append(retrieval)
+        self.passages.update((p.id, p) for p in retrieval.passages)
 
     def route(self, decision: RouteDecision) -> None:
         """The router's own completion (its prompt, its raw output)."""

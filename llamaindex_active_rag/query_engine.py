@@ -23,7 +23,7 @@ from active_rag.prompts import PromptTemplate as EnginePrompt
 from active_rag.queries import QueryFormulator
 from active_rag.routing import make_router
 from active_rag.triggers import Trigger
-from active_rag.types import Retriever, TokenEvent
+from active_rag.types import ActiveRAGResult, Retriever, TokenEvent
 
 from .engine_call import EngineCall
 from .llm import ActiveHFLLM
@@ -99,8 +99,9 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
     ``response.metadata`` holds ``method``, ``retrievals`` (``Retrieval.to_dict()`` each), ``route``,
     ``warnings``, ``generated_tokens``, ``decisions`` (count) and ``complete``.
 
-    Streaming: ``response_gen`` yields each answer token as the engine accepts it. ``source_nodes`` and
-    ``metadata`` are the same list/dict objects throughout; they grow as retrievals happen and are
+    Streaming: ``response_gen`` yields each answer token as the engine accepts it (a method that may write the
+    answer again, ``reanswer`` or an answer check such as ``look-again``, yields the kept answer once, when
+    known). ``source_nodes`` and ``metadata`` are the same list/dict objects throughout; they grow as retrievals happen and are
     final once ``response_gen`` is exhausted (``metadata["complete"]`` is then ``True``). Generation and
     retrieval run while ``response_gen`` is consumed, so their retriever spans open under whatever
     instrumentation span is active then, not under the (already closed) ``query`` span.
@@ -269,12 +270,16 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         metadata: dict[str, Any] = call.metadata()
 
         def tokens() -> Generator[str, None, None]:
+            rewrites = _rewrites(call)
             for event in call.events():
                 if isinstance(event, TokenEvent):
-                    yield event.text
+                    if not rewrites:
+                        yield event.text
                 else:
                     nodes[:] = call.source_nodes()
                     metadata.update(call.metadata())
+                    if rewrites and isinstance(event, ActiveRAGResult) and event.answer:
+                        yield event.answer
 
         return StreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
 
@@ -284,14 +289,25 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         metadata: dict[str, Any] = call.metadata()
 
         async def tokens() -> AsyncGenerator[str, None]:
+            rewrites = _rewrites(call)
             async for event in aiter_in_thread(call.events):
                 if isinstance(event, TokenEvent):
-                    yield event.text
+                    if not rewrites:
+                        yield event.text
                 else:
                     nodes[:] = call.source_nodes()
                     metadata.update(call.metadata())
+                    if rewrites and isinstance(event, ActiveRAGResult) and event.answer:
+                        yield event.answer
 
         return AsyncStreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
+
+
+def _rewrites(call: EngineCall) -> bool:
+    """Whether the method may write the answer again from its first word (``reanswer``, an answer check): its
+    draft's tokens cannot be taken back from ``response_gen``, so it yields the kept answer once, at the end
+    (the tokens still reach the LLM completion events live)."""
+    return bool(call.rag.reanswer or call.rag.answer_check is not None)
 
 
 def _drain(call: EngineCall) -> None:

@@ -81,13 +81,16 @@ class GenerateEvent(Event):
 
 
 class TokenEvent(Event):
-    """Streamed by ``generate``: one output token accepted by the engine."""
+    """Streamed by ``generate``: one output token accepted by the engine. ``attempt`` > 0: the answer written again
+    from its first word (``reanswer``, an answer check), from ``position`` 0; a kept draft is streamed once more
+    with its ``attempt`` 0 (see :class:`active_rag.TokenEvent`)."""
 
     text: str
     token_id: int
     logprob: float
     entropy: float
     position: int
+    attempt: int = 0
 
 
 class RetrievalDecisionEvent(Event):
@@ -243,7 +246,8 @@ class ActiveRAGWorkflow(Workflow):
             while (event := await run_in_thread(next, events, _DONE)) is not _DONE:
                 if isinstance(event, EngineTokenEvent):
                     ctx.write_event_to_stream(
-                        TokenEvent(text=event.text, token_id=event.token_id, logprob=event.logprob, entropy=event.entropy, position=event.position)
+                        TokenEvent(text=event.text, token_id=event.token_id, logprob=event.logprob, entropy=event.entropy,
+                                   position=event.position, attempt=event.attempt)
                     )
                 elif isinstance(event, Retrieval):
                     ctx.write_event_to_stream(RetrievalDecisionEvent(**retrieval_fields(event)))

@@ -451,3 +451,27 @@ def test_context_policy_is_a_parameter_and_the_query_is_the_engines(tiny_lm: Act
                                    max_new_tokens=24, top_k=2).run(QUESTION)
     assert str(response) == direct.answer
     assert response.metadata["retrievals"] == [r.to_dict() for r in direct.retrievals]
+
+
+def test_an_answer_written_again_streams_and_reports_as_the_engines(tiny_lm: ActiveLM, collector: Collector) -> None:
+    """``look-again`` (an answer check): ``response_gen`` gives the kept answer, not the draft joined to it; the
+    draft and the second answer are one completion each, whose prompts hold exactly the passages they were
+    written from; the kept draft's replay is not a third."""
+    from llama_index.core.instrumentation.events.llm import LLMCompletionEndEvent, LLMCompletionStartEvent
+
+    direct = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), top_k=2,
+                                   max_new_tokens=12).run(QUESTION)
+    assert direct.answer_check is not None and direct.answer_check["second"] is not None  # it looked again
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="look-again", top_k=2, max_new_tokens=12,
+                                  streaming=True)
+    response = engine.query(QUESTION)
+    assert isinstance(response, StreamingResponse)
+    assert "".join(response.response_gen).strip() == direct.answer
+    starts = [e for e in collector.events if isinstance(e, LLMCompletionStartEvent)]
+    ends = [e for e in collector.events if isinstance(e, LLMCompletionEndEvent)]
+    first, second = direct.retrievals
+    assert [s.additional_kwargs["passage_ids"] for s in starts] == [first.held_ids, second.held_ids]
+    assert all(f"Passage {i} for" in starts[1].prompt for i in range(2)) and "T2.0" in starts[1].prompt
+    assert "T2.0" not in starts[0].prompt
+    kept = ends[0] if direct.answer_check["kept"] == "draft" else ends[1]
+    assert kept.response.text.strip() == direct.answer

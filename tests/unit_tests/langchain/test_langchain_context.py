@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 
 import active_rag
 from langchain_active_rag import ActiveRAG
@@ -27,3 +30,47 @@ def test_context_field_and_per_call_override(tiny_lm, bm25_retriever) -> None:
     assert rag.build_engine().context.name == "accumulate"
     assert rag.build_engine(context="rerank").context.name == "rerank"
     assert ActiveRAG(tiny_lm, bm25_retriever, preset="dragin").build_engine().context.name == "replace"
+
+
+@pytest.mark.parametrize("preset", ["look-again", "follow-bridge-reanswer"])
+def test_a_second_answer_streams_and_invokes_as_the_engines(tiny_lm, bm25_retriever, preset: str) -> None:
+    """The presets that write the answer again: the invoked and the streamed answer are the engine's kept answer
+    (the draft's chunks are not joined to it), and the trace is the engine's."""
+    rag = ActiveRAG(tiny_lm, bm25_retriever, preset=preset, max_new_tokens=16, top_k=2)
+    engine = active_rag.ActiveRAG.from_preset(preset, tiny_lm, bm25_retriever.index, max_new_tokens=16,
+                                              top_k=2).run(QUESTION)
+    out = rag.invoke(QUESTION)
+    assert out["answer"] == engine.answer
+    assert out["trace"] == [r.to_dict() for r in engine.retrievals]
+    assert "".join(rag.pick("answer").stream(QUESTION)).strip() == engine.answer
+
+
+class _ChatRuns(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.outputs: list[str] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: list[list[Any]], **kw: Any) -> None:
+        self.prompts.append("\n".join(str(m.content) for m in messages[0]))
+
+    def on_llm_end(self, response: Any, **kw: Any) -> None:
+        self.outputs.append(response.generations[0][0].message.content)
+
+
+def test_the_traced_runs_show_what_each_answer_was_written_from(tiny_lm, bm25_retriever) -> None:
+    """``look-again`` on a random model: the draft (the question's first passages) and the second answer (every
+    passage the prompt holds after the look) are two chat-model runs whose prompts hold exactly those passages;
+    the kept draft's replay is not a third run."""
+    engine = active_rag.ActiveRAG.from_preset("look-again", tiny_lm, bm25_retriever.index, max_new_tokens=16,
+                                              top_k=2).run(QUESTION)
+    assert engine.answer_check is not None and engine.answer_check["second"] is not None  # it looked again
+    first, second = engine.retrievals
+    runs = _ChatRuns()
+    ActiveRAG(tiny_lm, bm25_retriever, preset="look-again", max_new_tokens=16, top_k=2).invoke(QUESTION, {"callbacks": [runs]})
+    assert len(runs.prompts) == 2
+    by_id = {p.id: p for r in engine.retrievals for p in r.passages}
+    for prompt, held in zip(runs.prompts, [first.held_ids, second.held_ids], strict=True):
+        assert held and all(by_id[i].text in prompt for i in held)
+    assert not any(p.text in runs.prompts[0] for p in second.passages)  # the next passages came only with the look
+    kept = runs.outputs[0] if engine.answer_check["kept"] == "draft" else runs.outputs[1]
+    assert kept.strip() == engine.answer
