@@ -202,6 +202,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print(f"Retrievals: {len(result.retrievals)}", file=out)
     for r in result.retrievals:
         _print_retrieval(r, out)
+    if result.answer_check is not None:
+        _print_answer_check(result.answer_check, out)
     print(
         f"Prompt tokens: {result.cached_prompt_tokens} from the prefix cache, {result.prefilled_prompt_tokens} prefilled",
         file=out,
@@ -209,6 +211,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
+
+
+def _print_answer_check(check: dict[str, Any], out: Any) -> None:
+    """The answer check's record: each answer with the probability of its weakest answer token, and which was kept."""
+    def line(name: str, c: dict[str, Any]) -> str:
+        return f"  {name}: {c['answer']!r} (weakest answer token {c['token']!r}, p={c['min_prob']:.3f})"
+
+    print(f"Answer check ({check['name']}, theta {check['theta']:g}, keep by {check['select']}): "
+          f"{'looked again' if check['fired'] else 'sure of the draft'}; kept the {check['kept']}", file=out)
+    print(line("draft", check["draft"]), file=out)
+    if check.get("second"):
+        print(line("second", check["second"]), file=out)
 
 
 def cmd_methods(args: argparse.Namespace) -> int:

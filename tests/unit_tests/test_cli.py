@@ -42,6 +42,19 @@ def test_ask_stream(tiny_dir: Path, corpus: Path, capsys) -> None:
     assert "[retrieval @ token 0] trigger=once" in capsys.readouterr().out
 
 
+def test_ask_look_again_prints_both_answers_and_which_was_kept(tiny_dir: Path, corpus: Path, capsys) -> None:
+    args = ["ask", "Who is Kasper Schmeichel?", "--model", str(tiny_dir), "--corpus", str(corpus), "--method",
+            "look-again", "--max-new-tokens", "8", "--top-k", "1"]
+    assert main([*args, "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)["answer_check"]
+    assert main([*args, "--stream"]) == 0
+    out = capsys.readouterr().out
+    assert f"kept the {check['kept']}" in out and f"draft: {check['draft']['answer']!r}" in out
+    assert "trigger=answer-check" in out
+    if check["second"] is not None:  # the second answer streams from its first word, after a marker
+        assert f"second: {check['second']['answer']!r}" in out and "[answer again] " in out
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
