@@ -1,0 +1,124 @@
+"""Choose the answer check's ``theta`` and selection rule from rows written with ``theta = 1`` (issue 28).
+
+With ``theta = 1`` the answer check (:mod:`active_rag.answer_check`, the ``look-again`` preset) looks again after
+every answer, so each eval row holds both answers and the model's confidence in each (``answer_check.draft`` and
+``.second``: the answer span, its lowest token probability and mean log-probability). What any lower ``theta``
+and any selection rule would have kept follows from those numbers without running the model again: an answer
+whose weakest answer token has ``p >= theta`` is not checked (the draft stands), otherwise the rule picks one of
+the two. This is how the preset's defaults were chosen on the first questions of a slice::
+
+    python -m active_rag.evaluation.answer_check_sweep --dataset hotpotqa --limit 50 \\
+        results/eval/hotpotqa/qwen2.5-coder-0.5b/look-again.jsonl
+
+It prints the score of the draft alone (retrieving once), of the second answer alone (the prompt with the next
+passages too), of the better of the two per question (an oracle, the ceiling of any rule) and of each
+(theta, rule), with how many answers were checked again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from active_rag.answer_check import SELECT_RULES
+from active_rag.evaluation.compare import read_rows
+from active_rag.evaluation.metrics import qa_scores, strategyqa_accuracy
+
+THETAS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
+
+
+def answer_score(answer: str | None, gold: Sequence[str], dataset: str) -> float:
+    """The per-question score of an answer span: F1 for the QA slices, accuracy for StrategyQA."""
+    if dataset == "strategyqa":
+        return strategyqa_accuracy(answer or "", str(gold[0]).strip().lower() == "yes")
+    return qa_scores(answer or "", list(gold))["f1"]
+
+
+def looks_again(draft: Mapping[str, Any], theta: float) -> bool:
+    """FLARE's test on the draft's answer span: any token below ``theta``, or no span at all."""
+    return draft["tokens"] == 0 or draft["min_prob"] < theta
+
+
+def keeps_second(draft: Mapping[str, Any], second: Mapping[str, Any], select: str) -> bool:
+    """The rule of :meth:`active_rag.answer_check.AnswerCheck.keep_second`, on the rows' records."""
+    if select == "second":
+        return True
+    if select == "min":
+        return (second["tokens"] > 0, second["min_prob"]) > (draft["tokens"] > 0, draft["min_prob"])
+    mean = [float("-inf") if c["mean_logprob"] is None else c["mean_logprob"] for c in (draft, second)]
+    return mean[1] > mean[0]
+
+
+def checked_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rows usable for the sweep: written with an answer check at ``theta = 1``. Raises ``ValueError``
+    naming the fix when a row was written with another ``theta`` (its second answer is missing where it did not
+    look again)."""
+    out = []
+    for row in rows:
+        check = row.get("answer_check")
+        if not check:
+            raise ValueError(f"Row {row.get('id')!r} has no answer check: sweep rows of `--methods look-again`.")
+        if check["theta"] < 1.0:
+            raise ValueError(f"Row {row.get('id')!r} was written with theta {check['theta']:g}: the sweep needs "
+                             "rows written with theta 1 (the look-again preset's), where every answer was checked.")
+        out.append(row)
+    return out
+
+
+def sweep(rows: Sequence[Mapping[str, Any]], dataset: str,
+          thetas: Sequence[float] = THETAS, rules: Sequence[str] = SELECT_RULES) -> dict[str, Any]:
+    """Scores (percent) of the draft, the second answer, the per-question oracle, and each (theta, rule)."""
+    rows = checked_rows(rows)
+    n = len(rows)
+    if n == 0:
+        raise ValueError("No rows to sweep.")
+    draft = [answer_score(r["answer_check"]["draft"]["answer"], r["gold"], dataset) for r in rows]
+    second = [answer_score(r["answer_check"]["second"]["answer"], r["gold"], dataset) if r["answer_check"]["second"]
+              else d for r, d in zip(rows, draft, strict=True)]
+    grid = []
+    for theta in thetas:
+        for rule in rules:
+            total, looked = 0.0, 0
+            for r, d, s in zip(rows, draft, second, strict=True):
+                check = r["answer_check"]
+                if check["second"] is None or not looks_again(check["draft"], theta):
+                    total += d
+                    continue
+                looked += 1
+                total += s if keeps_second(check["draft"], check["second"], rule) else d
+            grid.append({"theta": theta, "select": rule, "score": 100 * total / n, "looked": looked})
+    return {"n": n, "draft": 100 * sum(draft) / n, "second": 100 * sum(second) / n,
+            "oracle": 100 * sum(map(max, draft, second)) / n, "grid": grid}
+
+
+def format_sweep(result: Mapping[str, Any], dataset: str) -> str:
+    metric = "accuracy" if dataset == "strategyqa" else "F1"
+    lines = [f"{result['n']} questions; {metric}: draft {result['draft']:.1f}, second {result['second']:.1f}, "
+             f"better of the two {result['oracle']:.1f}", "", f"| theta | keep by | {metric} | looked again |",
+             "|---:|---|---:|---:|"]
+    lines += [f"| {g['theta']:g} | {g['select']} | {g['score']:.1f} | {g['looked']} |" for g in result["grid"]]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.answer_check_sweep",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("rows", type=Path, help="JSONL rows of `active-rag eval --methods look-again`")
+    parser.add_argument("--dataset", required=True, choices=["hotpotqa", "2wikimultihopqa", "strategyqa"])
+    parser.add_argument("--limit", type=int, default=None, help="the first N rows only (e.g. 50: choose on them)")
+    args = parser.parse_args(argv)
+    try:
+        rows = read_rows(args.rows)[: args.limit]
+        result = sweep(rows, args.dataset)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_sweep(result, args.dataset))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
