@@ -151,7 +151,7 @@ class AnswerSteps:
         yield from self._answer_again(run)
         second = answer_confidence(run.output)
         record["second"] = second.to_dict()
-        if check.keep_second(draft, second):
+        if check.keep_second(draft, second, run.question):
             record["kept"] = "second"
             return record
         run.output[:] = draft_steps  # the draft is surer: it is the answer again, streamed again from position 0

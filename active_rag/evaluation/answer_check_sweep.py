@@ -5,25 +5,26 @@ every answer, so each eval row holds both answers and the model's confidence in 
 ``.second``: the answer span, its lowest token probability and mean log-probability). What any lower ``theta``
 and any selection rule would have kept follows from those numbers without running the model again: an answer
 whose weakest answer token has ``p >= theta`` is not checked (the draft stands), otherwise the rule picks one of
-the two. This is how the preset's defaults were chosen on the first questions of a slice::
+the two (``AnswerCheck.keep_second`` itself, with and without ``avoid_echo``). This is how the preset's defaults were chosen on the first questions of a slice::
 
     python -m active_rag.evaluation.answer_check_sweep --dataset hotpotqa --limit 50 \\
         results/eval/hotpotqa/qwen2.5-coder-0.5b/look-again.jsonl
 
 It prints the score of the draft alone (retrieving once), of the second answer alone (the prompt with the next
 passages too), of the better of the two per question (an oracle, the ceiling of any rule) and of each
-(theta, rule), with how many answers were checked again.
+(theta, rule, avoid_echo), with how many answers were checked again.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from active_rag.answer_check import SELECT_RULES
+from active_rag.answer_check import SELECT_RULES, AnswerCheck, AnswerConfidence
 from active_rag.evaluation.compare import read_rows
 from active_rag.evaluation.metrics import qa_scores, strategyqa_accuracy
 
@@ -37,19 +38,11 @@ def answer_score(answer: str | None, gold: Sequence[str], dataset: str) -> float
     return qa_scores(answer or "", list(gold))["f1"]
 
 
-def looks_again(draft: Mapping[str, Any], theta: float) -> bool:
-    """FLARE's test on the draft's answer span: any token below ``theta``, or no span at all."""
-    return draft["tokens"] == 0 or draft["min_prob"] < theta
-
-
-def keeps_second(draft: Mapping[str, Any], second: Mapping[str, Any], select: str) -> bool:
-    """The rule of :meth:`active_rag.answer_check.AnswerCheck.keep_second`, on the rows' records."""
-    if select == "second":
-        return True
-    if select == "min":
-        return (second["tokens"] > 0, second["min_prob"]) > (draft["tokens"] > 0, draft["min_prob"])
-    mean = [float("-inf") if c["mean_logprob"] is None else c["mean_logprob"] for c in (draft, second)]
-    return mean[1] > mean[0]
+def confidence(record: Mapping[str, Any]) -> AnswerConfidence:
+    """An answer's record in a row (``AnswerConfidence.to_dict()``) as the object the check reads."""
+    mean = record["mean_logprob"]
+    return AnswerConfidence(answer=record["answer"], mean_logprob=-math.inf if mean is None else mean,
+                            min_prob=record["min_prob"], token=record["token"], tokens=record["tokens"])
 
 
 def checked_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -68,9 +61,10 @@ def checked_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return out
 
 
-def sweep(rows: Sequence[Mapping[str, Any]], dataset: str,
-          thetas: Sequence[float] = THETAS, rules: Sequence[str] = SELECT_RULES) -> dict[str, Any]:
-    """Scores (percent) of the draft, the second answer, the per-question oracle, and each (theta, rule)."""
+def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[float] = THETAS,
+          rules: Sequence[str] = SELECT_RULES, echo: Sequence[bool] = (True, False)) -> dict[str, Any]:
+    """Scores (percent) of the draft, the second answer, the per-question oracle, and each (theta, rule,
+    ``avoid_echo``), each decided by :class:`~active_rag.answer_check.AnswerCheck` itself."""
     rows = checked_rows(rows)
     n = len(rows)
     if n == 0:
@@ -81,15 +75,19 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str,
     grid = []
     for theta in thetas:
         for rule in rules:
-            total, looked = 0.0, 0
-            for r, d, s in zip(rows, draft, second, strict=True):
-                check = r["answer_check"]
-                if check["second"] is None or not looks_again(check["draft"], theta):
-                    total += d
-                    continue
-                looked += 1
-                total += s if keeps_second(check["draft"], check["second"], rule) else d
-            grid.append({"theta": theta, "select": rule, "score": 100 * total / n, "looked": looked})
+            for avoid_echo in echo if rule != "second" else (False,):
+                check = AnswerCheck(theta=theta, select=rule, avoid_echo=avoid_echo)
+                total, looked = 0.0, 0
+                for r, d, s in zip(rows, draft, second, strict=True):
+                    record = r["answer_check"]
+                    first = confidence(record["draft"])
+                    if record["second"] is None or not check.unsure(first):
+                        total += d
+                        continue
+                    looked += 1
+                    total += s if check.keep_second(first, confidence(record["second"]), r.get("question", "")) else d
+                grid.append({"theta": theta, "select": rule, "avoid_echo": avoid_echo, "score": 100 * total / n,
+                             "looked": looked})
     return {"n": n, "draft": 100 * sum(draft) / n, "second": 100 * sum(second) / n,
             "oracle": 100 * sum(map(max, draft, second)) / n, "grid": grid}
 
@@ -97,9 +95,10 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str,
 def format_sweep(result: Mapping[str, Any], dataset: str) -> str:
     metric = "accuracy" if dataset == "strategyqa" else "F1"
     lines = [f"{result['n']} questions; {metric}: draft {result['draft']:.1f}, second {result['second']:.1f}, "
-             f"better of the two {result['oracle']:.1f}", "", f"| theta | keep by | {metric} | looked again |",
-             "|---:|---|---:|---:|"]
-    lines += [f"| {g['theta']:g} | {g['select']} | {g['score']:.1f} | {g['looked']} |" for g in result["grid"]]
+             f"better of the two {result['oracle']:.1f}", "",
+             f"| theta | keep by | avoid echo | {metric} | looked again |", "|---:|---|---|---:|---:|"]
+    lines += [f"| {g['theta']:g} | {g['select']} | {'yes' if g['avoid_echo'] else 'no'} | {g['score']:.1f} | {g['looked']} |"
+              for g in result["grid"]]
     return "\n".join(lines)
 
 

@@ -21,12 +21,12 @@ Sources:
 from __future__ import annotations
 
 import math
-import re
-import string
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
+
+from active_rag.text import normalize_answer
 
 __all__ = [
     "F1Score",
@@ -42,25 +42,9 @@ __all__ = [
     "strategyqa_accuracy",
 ]
 
-_PUNCTUATION = frozenset(string.punctuation)  # ASCII only, exactly as the SQuAD script
-_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _YES_NO_NOANSWER = ("yes", "no", "noanswer")
 
 Golds = str | Iterable[str]
-
-
-def normalize_answer(s: str) -> str:
-    """SQuAD v1.1 answer normalisation: lowercase, drop ASCII punctuation, articles and extra whitespace.
-
-    Same steps in the same order as ``normalize_answer`` of the official SQuAD v1.1 script:
-    ``white_space_fix(remove_articles(remove_punc(lower(s))))``. Punctuation is ``string.punctuation``
-    (ASCII), so Unicode dashes and quotes such as "–" or "’" are kept; articles are removed only as whole
-    words ("theatre" stays), and each removed article leaves a space that the whitespace step collapses.
-    """
-    text = s.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
-    text = _ARTICLES_RE.sub(" ", text)
-    return " ".join(text.split())
 
 
 def _gold_list(golds: Golds) -> list[str]:

@@ -33,8 +33,8 @@ ROWS = [
 ]
 
 
-def _cell(result: dict, theta: float, select: str) -> dict:
-    return next(g for g in result["grid"] if g["theta"] == theta and g["select"] == select)
+def _cell(result: dict, theta: float, select: str, avoid_echo: bool = False) -> dict:
+    return next(g for g in result["grid"] if (g["theta"], g["select"], g["avoid_echo"]) == (theta, select, avoid_echo))
 
 
 def test_the_sweep_recomputes_what_each_rule_keeps() -> None:
@@ -43,12 +43,22 @@ def test_the_sweep_recomputes_what_each_rule_keeps() -> None:
     assert result["draft"] == pytest.approx(75.0) and result["second"] == pytest.approx(50.0)
     assert result["oracle"] == pytest.approx(100.0)
     # theta 1: rows 0-2 look again (row 3 has nothing to look at)
-    assert _cell(result, 1.0, "min") == {"theta": 1.0, "select": "min", "score": pytest.approx(75.0), "looked": 3}
+    assert _cell(result, 1.0, "min") == {"theta": 1.0, "select": "min", "avoid_echo": False,
+                                                "score": pytest.approx(75.0), "looked": 3}
     assert _cell(result, 1.0, "mean")["score"] == pytest.approx(50.0)  # keeps Lyon, Terry Richardson, Jones
     assert _cell(result, 1.0, "second")["score"] == pytest.approx(50.0)
     # theta 0.5: only rows 1 and 2 look again; min keeps Terry Richardson and Smith
-    assert _cell(result, 0.5, "min") == {"theta": 0.5, "select": "min", "score": pytest.approx(100.0), "looked": 2}
+    assert _cell(result, 0.5, "min") == {"theta": 0.5, "select": "min", "avoid_echo": False,
+                                                "score": pytest.approx(100.0), "looked": 2}
     assert _cell(result, 0.5, "mean")["score"] == pytest.approx(75.0)
+
+
+def test_the_sweep_avoids_an_answer_that_repeats_the_question() -> None:
+    row = _row(0, "Terry Richardson", _conf("Annie Morton", 0.9, -0.1), _conf("Terry Richardson", 0.5, -0.7))
+    row["question"] = "Who directed the film that starred Annie Morton?"
+    result = sweep([row], "hotpotqa", thetas=(1.0,), rules=("min",))
+    assert _cell(result, 1.0, "min", avoid_echo=True)["score"] == 100.0
+    assert _cell(result, 1.0, "min", avoid_echo=False)["score"] == 0.0
 
 
 def test_strategyqa_scores_accuracy() -> None:
