@@ -129,13 +129,14 @@ class AnswerCheck:
         avoid_echo: before the confidence rule, when exactly one of the two answers only repeats words of the
             question (:func:`echoes_question`: "Annie Morton" to "Who directed the film that starred Annie
             Morton?"), keep the other. A 0.5B reader often answers with the first hop's entity, which the question
-            names; no confidence says so, the question does. Added after the HotpotQA rows (it decided 11 of 127
-            questions there: 3 better, none worse) and tested on 2WikiMultihopQA and StrategyQA (docs/context.md).
+            names. Off by default: found on the HotpotQA rows (+1.4 F1 there), it lost on the first 31
+            2WikiMultihopQA questions (-3.3), whose choice questions ("Which film ..., A or B?") are answered by
+            one of the question's own names (docs/context.md#look-again).
     """
 
     theta: float = 1.0
     select: str = "min"
-    avoid_echo: bool = True
+    avoid_echo: bool = False
     name: str = "answer-check"
 
     def __post_init__(self) -> None:
@@ -163,7 +164,9 @@ class AnswerCheck:
         return second.mean_logprob > draft.mean_logprob
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "theta": self.theta, "select": self.select, "avoid_echo": self.avoid_echo}
+        # avoid_echo only when on: rows written before the option existed keep their engine key
+        return {"name": self.name, "theta": self.theta, "select": self.select,
+                **({"avoid_echo": True} if self.avoid_echo else {})}
 
 
 def make_answer_check(spec: AnswerCheck | bool | float | None) -> AnswerCheck | None:

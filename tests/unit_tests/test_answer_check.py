@@ -93,10 +93,11 @@ def test_an_answer_that_only_repeats_the_question_is_not_kept_over_one_that_does
     assert not echoes_question("Ann", QUESTION) and not echoes_question("", QUESTION)  # whole words only
     echo = answer_confidence(_steps("So the answer is Annie Morton.", {"Annie": 0.9, "Morton": 0.9}))
     other = answer_confidence(_steps("So the answer is Terry Richardson.", {"Terry": 0.2, "Richardson": 0.2}))
-    check = AnswerCheck()
+    check = AnswerCheck(avoid_echo=True)
     assert check.keep_second(echo, other, QUESTION) and not check.keep_second(other, echo, QUESTION)
     assert not check.keep_second(echo, other)  # without the question: the confidence rule alone
-    assert not AnswerCheck(avoid_echo=False).keep_second(echo, other, QUESTION)
+    assert not AnswerCheck().keep_second(echo, other, QUESTION)  # off by default
+    assert check.describe()["avoid_echo"] and "avoid_echo" not in AnswerCheck().describe()
     both = answer_confidence(_steps("So the answer is the film.", {"the": 0.95, "film": 0.95}))
     assert check.keep_second(echo, both, QUESTION)  # both repeat the question: the surer one
 
@@ -147,12 +148,12 @@ def test_an_unsure_answer_looks_again_with_the_next_passages_and_keeps_the_surer
 
 def test_the_draft_stays_when_the_model_is_surer_of_it() -> None:
     lm, _ = _reader(second_surer=False)
-    # the draft names the question's own film star: by default that alone loses to the second answer
-    default = ActiveRAG.from_preset("look-again", lm, Ranked([A, B, C, D]), top_k=2).run(QUESTION)
-    assert default.answer_check["kept"] == "second" and default.answer.endswith("Terry Richardson.")
+    # the draft names the question's own film star: with avoid_echo that alone loses to the second answer
+    echo = ActiveRAG.from_preset("look-again", lm, Ranked([A, B, C, D]), top_k=2,
+                                 answer_check=AnswerCheck(avoid_echo=True)).run(QUESTION)
+    assert echo.answer_check["kept"] == "second" and echo.answer.endswith("Terry Richardson.")
     lm, _ = _reader(second_surer=False)
-    rag = ActiveRAG.from_preset("look-again", lm, Ranked([A, B, C, D]), top_k=2,
-                                answer_check=AnswerCheck(avoid_echo=False))
+    rag = ActiveRAG.from_preset("look-again", lm, Ranked([A, B, C, D]), top_k=2)
     events = list(rag.stream(QUESTION))
     result = events[-1]
     assert result.answer == "Annie Morton starred in Glow. So the answer is Annie Morton."
@@ -169,7 +170,7 @@ def test_a_sure_answer_is_not_checked_again() -> None:
     wiki = Ranked([A, B, C, D])
     result = ActiveRAG.from_preset("look-again", lm, wiki, top_k=2, answer_check=AnswerCheck(theta=0.5)).run(QUESTION)
     assert len(result.retrievals) == 1 and result.draft is None and len(prompts) == 1
-    assert result.answer_check == {"name": "answer-check", "theta": 0.5, "select": "min", "avoid_echo": True, "fired": False,
+    assert result.answer_check == {"name": "answer-check", "theta": 0.5, "select": "min", "fired": False,
                                    "draft": result.answer_check["draft"], "second": None, "kept": "draft"}
     assert [d.fire for d in result.decisions if d.trigger == "answer-check"] == [False]
 
