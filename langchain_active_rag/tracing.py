@@ -95,6 +95,7 @@ class GenerationTracer:
         self.retrievals: list[Retrieval] = []
         self.passages: dict[str, Passage] = {}  # every retrieved passage by id
         self.attempt = 0  # the latest answer attempt reported
+        self.base = -1  # the latest retrieval before the current attempt started (-1: none)
         self.accepted: list[str] = []  # text of every accepted token so far (of the current attempt)
         self.segment: _Segment | None = None
 
@@ -148,11 +149,13 @@ class GenerationTracer:
     def token(self, event: TokenEvent) -> None:
         if event.position < len(self.accepted):  # an answer from its first word again (or the kept draft replayed)
             del self.accepted[event.position:]
+        if event.attempt > self.attempt:  # every retrieval so far holds for the new answer from its first token
+            self.base = len(self.retrievals) - 1
         replay = event.attempt < self.attempt
         if self.enabled and not replay:
-            source = -1
-            for i, r in enumerate(self.retrievals):
-                if r.position <= event.position:
+            source = self.base
+            for i in range(self.base + 1, len(self.retrievals)):
+                if self.retrievals[i].position <= event.position:
                     source = i
             ids = tuple(event.passage_ids) if event.passage_ids is not None else None
             key = (event.attempt, source, ids)

@@ -84,6 +84,8 @@ class GenerationTrace:
             self.close()
             self.attempt = event.attempt
             del self.tokens[event.position:]
+            while self.pending:  # every retrieval so far holds for the new answer from its first token
+                self.docs = list(self.pending.pop(0).passages)
         if self.pending and self.pending[0].position <= event.position:
             self.close()  # the passages changed: a new segment starts with this token
             while self.pending and self.pending[0].position <= event.position:

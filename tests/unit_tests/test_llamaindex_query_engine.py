@@ -475,3 +475,30 @@ def test_an_answer_written_again_streams_and_reports_as_the_engines(tiny_lm: Act
     assert "T2.0" not in starts[0].prompt
     kept = ends[0] if direct.answer_check["kept"] == "draft" else ends[1]
     assert kept.response.text.strip() == direct.answer
+
+
+def test_a_second_answer_longer_than_its_draft_is_one_completion(tiny_lm: ActiveLM, collector: Collector) -> None:
+    from llama_index.core.instrumentation.events.llm import LLMCompletionEndEvent, LLMCompletionStartEvent
+
+    from active_rag import Retrieval, TokenEvent
+    from llamaindex_active_rag.generation import GenerationTrace
+
+    a, b, c = (Passage(id=i, title=i.upper(), text=f"Passage {i} text.") for i in "abc")
+    rag = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()))
+    trace = GenerationTrace(rag, QUESTION, {"model_name": "tiny"})
+
+    def say(words: list[str], ids: list[str], attempt: int) -> None:
+        for n, w in enumerate(words):
+            trace.token(TokenEvent(w, 1, -0.1, 0.1, n, passage_ids=ids, attempt=attempt))
+
+    trace.retrieval(Retrieval(position=0, query=QUESTION, passages=[a, b], trigger="once", held_ids=["a", "b"]))
+    say(["Peter", " Schmeichel"], ["a", "b"], 0)
+    trace.retrieval(Retrieval(position=2, query=QUESTION, passages=[c], trigger="answer-check", held_ids=["a", "b", "c"]))
+    say(["His", " father", " is", " Peter", "."], ["a", "b", "c"], 1)
+    say(["Peter", " Schmeichel"], ["a", "b"], 0)  # the draft kept: streamed again, not generated again
+    trace.close()
+    ends = [e for e in collector.events if isinstance(e, LLMCompletionEndEvent)]
+    starts = [e for e in collector.events if isinstance(e, LLMCompletionStartEvent)]
+    assert [e.response.text for e in ends] == ["Peter Schmeichel", "His father is Peter."]
+    assert [s.additional_kwargs["passage_ids"] for s in starts] == [["a", "b"], ["a", "b", "c"]]
+    assert "Passage c" in starts[1].prompt and "Passage c" not in starts[0].prompt

@@ -74,3 +74,29 @@ def test_the_traced_runs_show_what_each_answer_was_written_from(tiny_lm, bm25_re
     assert not any(p.text in runs.prompts[0] for p in second.passages)  # the next passages came only with the look
     kept = runs.outputs[0] if engine.answer_check["kept"] == "draft" else runs.outputs[1]
     assert kept.strip() == engine.answer
+
+
+def test_a_second_answer_longer_than_its_draft_is_one_run(tiny_lm, bm25_retriever) -> None:
+    """The second answer passes the draft's length (where the look's retrieval sits) without a new run."""
+    from active_rag import Passage, Retrieval, TokenEvent
+    from langchain_active_rag.tracing import GenerationTracer
+
+    a, b, c = (Passage(id=i, title=i.upper(), text=f"Passage {i} text.") for i in "abc")
+    engine = active_rag.ActiveRAG.from_preset("look-again", tiny_lm, bm25_retriever.index)
+    runs = _ChatRuns()
+    tracer = GenerationTracer({"callbacks": [runs]}, tiny_lm, engine.prompt, QUESTION, max_new_tokens=16,
+                              prompt_mode=engine.prompt_mode)
+
+    def say(words: list[str], ids: list[str], attempt: int) -> None:
+        for n, w in enumerate(words):
+            tracer.token(TokenEvent(w, 1, -0.1, 0.1, n, passage_ids=ids, attempt=attempt))
+
+    tracer.retrieval(Retrieval(position=0, query=QUESTION, passages=[a, b], trigger="once", held_ids=["a", "b"]))
+    say(["Peter", " Schmeichel"], ["a", "b"], 0)
+    tracer.retrieval(Retrieval(position=2, query=QUESTION, passages=[c], trigger="answer-check",
+                               held_ids=["a", "b", "c"]))
+    say(["His", " father", " is", " Peter", "."], ["a", "b", "c"], 1)
+    say(["Peter", " Schmeichel"], ["a", "b"], 0)  # the draft kept: streamed again, not generated again
+    tracer.finish()
+    assert runs.outputs == ["Peter Schmeichel", "His father is Peter."]
+    assert "Passage c" not in runs.prompts[0] and all(f"Passage {i}" in runs.prompts[1] for i in "abc")
