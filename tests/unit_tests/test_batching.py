@@ -40,6 +40,24 @@ class HashRetriever:
         return [Passage(id=f"d{(h + i) % 7}", title=f"T{(h + i) % 7}", text=f"Passage {(h + i) % 7}: {query[:30]}") for i in range(k)]
 
 
+class TogetherRetriever(HashRetriever):
+    """HashRetriever that holds each question's first retrieval until ``parties`` questions have asked, so that
+    they are in flight together whatever the threads' start-up timing (the passages are HashRetriever's)."""
+
+    def __init__(self, parties: int) -> None:
+        super().__init__()
+        self.barrier = threading.Barrier(parties)
+        self.asked: set[str] = set()
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        with self.lock:
+            first = query not in self.asked
+            self.asked.add(query)
+        if first:
+            self.barrier.wait(timeout=30)
+        return super().retrieve(query, k)
+
+
 def finish_early(text: str) -> bool:
     """Stops some answers early (depends on the text only), so sequences leave the batch at different steps."""
     return len(text) > 12 + sum(map(ord, text[:4])) % 40
@@ -80,7 +98,8 @@ def test_batched_equals_serial_for_every_preset(lm, preset) -> None:
 
 
 def test_stream_batch_interleaves_and_keeps_each_questions_order(lm) -> None:
-    rag = ActiveRAG.from_preset("fl-rag", lm, HashRetriever(), max_new_tokens=24)
+    # every question's first event is its retrieval with the question, held until all three have asked
+    rag = ActiveRAG.from_preset("fl-rag", lm, TogetherRetriever(3), max_new_tokens=24)
     per_question: dict[int, list[object]] = {}
     order: list[int] = []
     for index, event in rag.stream_batch(QUESTIONS[:3], batch_size=3):
