@@ -177,6 +177,12 @@ class ActiveRAG(AnswerSteps):
 
         return cls(model, retriever, **{**preset_kwargs(name, overrides.get("profile")), **overrides})
 
+    @property
+    def rewrites_answer(self) -> bool:
+        """Whether a run may write the answer again from its first word (``reanswer``, an answer check): its
+        stream then gives a second attempt from position 0, so a consumer cannot treat tokens as final."""
+        return self.reanswer or self.answer_check is not None
+
     def describe(self) -> dict[str, Any]:
         return {
             "method": self.method,

@@ -257,7 +257,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         )
         answer = _StrippedText()
         # a second answer restarts at position 0: the chunks of a draft cannot be taken back, so hold the answer
-        rewrites = engine.reanswer or engine.answer_check is not None
+        rewrites = engine.rewrites_answer
         seen: set[str] = set()
         keys: set[str] = set()
         try:

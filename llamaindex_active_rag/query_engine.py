@@ -270,7 +270,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         metadata: dict[str, Any] = call.metadata()
 
         def tokens() -> Generator[str, None, None]:
-            rewrites = _rewrites(call)
+            rewrites = call.rag.rewrites_answer  # the chunks of a draft cannot be taken back
             for event in call.events():
                 if isinstance(event, TokenEvent):
                     if not rewrites:
@@ -289,7 +289,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         metadata: dict[str, Any] = call.metadata()
 
         async def tokens() -> AsyncGenerator[str, None]:
-            rewrites = _rewrites(call)
+            rewrites = call.rag.rewrites_answer  # the chunks of a draft cannot be taken back
             async for event in aiter_in_thread(call.events):
                 if isinstance(event, TokenEvent):
                     if not rewrites:
@@ -301,13 +301,6 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
                         yield event.answer
 
         return AsyncStreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
-
-
-def _rewrites(call: EngineCall) -> bool:
-    """Whether the method may write the answer again from its first word (``reanswer``, an answer check): its
-    draft's tokens cannot be taken back from ``response_gen``, so it yields the kept answer once, at the end
-    (the tokens still reach the LLM completion events live)."""
-    return bool(call.rag.reanswer or call.rag.answer_check is not None)
 
 
 def _drain(call: EngineCall) -> None:
