@@ -31,7 +31,8 @@ from .errors import InvalidOptionError
 from .text import normalize_answer
 from .types import TokenStep
 
-__all__ = ["AnswerCheck", "AnswerConfidence", "answer_confidence", "answer_span", "echoes_question", "make_answer_check"]
+__all__ = ["AnswerCheck", "AnswerConfidence", "answer_confidence", "answer_span", "echoes_question", "grounded_in",
+           "make_answer_check"]
 
 #: "the answer is" as words (also "the final answer is"); the answer is what follows the last one.
 ANSWER_IS_RE = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\b", re.IGNORECASE)
@@ -41,7 +42,7 @@ _TRAILING = " \t.\"'”’"
 #: a sentence end, not after an initial ("So the answer is F. W. Murnau.")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z])[.!?](?=\s|$)")
 
-SELECT_RULES = ("mean", "min", "second")
+SELECT_RULES = ("grounded", "mean", "min", "second")
 
 
 def answer_span(text: str) -> tuple[int, int] | None:
@@ -115,6 +116,17 @@ def echoes_question(answer: str, question: str) -> bool:
     return bool(words) and f" {words} " in f" {normalize_answer(question)} "
 
 
+def grounded_in(answer: str, passages: str) -> bool | None:
+    """Whether ``answer`` occurs in ``passages`` (the text of the passages its prompt held), both SQuAD-normalised
+    (:func:`normalize_answer`), as whole words; ``None`` for "yes", "no" and an empty answer, which no passage
+    spells out. A span the prompt does not contain was not read there: the 0.5B reader's wrong answers are often
+    such ("4 February 1959" from an exemplar, a director for a film)."""
+    words = normalize_answer(answer)
+    if words in ("", "yes", "no"):
+        return None
+    return f" {words} " in f" {normalize_answer(passages)} "
+
+
 @dataclass
 class AnswerCheck:
     """Check the finished answer and look again when unsure (see the module docstring).
@@ -148,18 +160,29 @@ class AnswerCheck:
             )
 
     def unsure(self, confidence: AnswerConfidence) -> bool:
-        """Whether to look again: no answer span, or an answer token with probability below ``theta``."""
+        """Whether to look again: no answer span, or an answer token with probability below ``theta``. With
+        ``select="grounded"``, a "yes" or "no" draft stands: no passage can confirm it, and the model's confidence
+        does not choose between yes and no (StrategyQA 229: keeping the surer one scored 52.4 against the
+        draft's 54.6)."""
+        if self.select == "grounded" and confidence.tokens > 0 and grounded_in(confidence.answer, "") is None:
+            return False
         return confidence.tokens == 0 or confidence.min_prob < self.theta
 
-    def keep_second(self, draft: AnswerConfidence, second: AnswerConfidence, question: str = "") -> bool:
-        """Whether the second answer replaces the draft (``question``: for ``avoid_echo``)."""
+    def keep_second(self, draft: AnswerConfidence, second: AnswerConfidence, question: str = "",
+                    passages: tuple[str, str] | None = None) -> bool:
+        """Whether the second answer replaces the draft (``question``: for ``avoid_echo``; ``passages``: the text
+        of the draft's and of the second answer's prompt passages, for ``"grounded"``)."""
         if self.select == "second":
             return True
+        if self.select == "grounded" and passages is not None:
+            found = grounded_in(draft.answer, passages[0]), grounded_in(second.answer, passages[1])
+            if bool(found[0]) != bool(found[1]) and None not in found:
+                return bool(found[1])
         if self.avoid_echo and question:
             echo = echoes_question(draft.answer, question), echoes_question(second.answer, question)
             if echo[0] != echo[1]:
                 return echo[0]
-        if self.select == "min":
+        if self.select in ("min", "grounded"):
             return (second.tokens > 0, second.min_prob) > (draft.tokens > 0, draft.min_prob)
         return second.mean_logprob > draft.mean_logprob
 

@@ -13,6 +13,8 @@
   ``ActiveRAGResult.draft``; the new answer's tokens stream again from position 0.
 - :meth:`AnswerSteps._look_again` (``answer_check``, :mod:`active_rag.answer_check`): when the model is unsure
   of the finished answer, retrieve the question's next passages, answer again and keep the surer answer.
+- :meth:`AnswerSteps._processor` (``answer_options``, :mod:`active_rag.answer_options`): a choice question's
+  answer is one of its own options.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
-from .answer_check import AnswerCheck, answer_confidence
+from .answer_check import AnswerCheck, answer_confidence, grounded_in
+from .answer_options import OptionsConstraint, question_options
+from .constrained import chain
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
 from .types import StreamEvent, TokenEvent, TokenStep, TriggerDecision
@@ -28,8 +32,17 @@ from .types import StreamEvent, TokenEvent, TokenStep, TriggerDecision
 __all__ = ["AnswerSteps"]
 
 
+YES_NO_STANDS = "a yes or no answer stands: no passage can confirm it"
+
+
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
+
+
+def _passage_text(run: Any, ids: Sequence[str]) -> str:
+    """The titles and texts of the passages ``ids`` that the run retrieved, in that order."""
+    found = {p.id: p for r in run.retrievals for p in r.passages}
+    return "\n".join(f"{found[i].title}\n{found[i].text}" for i in ids if i in found)
 
 
 class AnswerSteps:
@@ -40,6 +53,7 @@ class AnswerSteps:
     answer_phrase: str | None
     max_new_tokens: int
     answer_check: AnswerCheck | None
+    answer_options: bool
 
     def _accept(self, run: Any, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:  # pragma: no cover - engine
         raise NotImplementedError
@@ -58,6 +72,16 @@ class AnswerSteps:
 
     def _retrieve(self, run: Any, queries: Sequence[str], **kwargs: Any) -> Any:  # pragma: no cover - engine
         raise NotImplementedError
+
+    def _processor(self, run: Any, base: Any = None) -> Any:
+        """The logits processor of a generation: ``base`` (the trigger's), then with ``answer_options`` the
+        question's options after the answer phrase (built once a run)."""
+        if not self.answer_options:
+            return base
+        if run.options is None:
+            options = question_options(run.question)
+            run.options = OptionsConstraint(self.model, options) if options else False
+        return chain(base, run.options or None)
 
     def _extend(self, run: Any, text: str) -> Iterator[TokenEvent]:
         """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""
@@ -95,7 +119,7 @@ class AnswerSteps:
                 return False
             return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
 
-        steps = list(run.session.generate(32, stop=stop))
+        steps = list(run.session.generate(32, stop=stop, logits_processor=self._processor(run)))
         run.answer_passages = list(run.session_passages)
         run.generated += len(steps)
         yield from self._accept(run, steps)
@@ -107,7 +131,8 @@ class AnswerSteps:
         run.attempt += 1
         self._open_session(run, False)
         assert run.session is not None
-        steps = list(run.session.generate(self.max_new_tokens, stop=lambda s: self._stopped(_text(s))))
+        steps = list(run.session.generate(self.max_new_tokens, stop=lambda s: self._stopped(_text(s)),
+                                          logits_processor=self._processor(run)))
         run.answer_passages = list(run.session_passages)
         run.generated += len(steps)
         yield from self._accept(run, steps)
@@ -133,6 +158,7 @@ class AnswerSteps:
             threshold=check.theta,
             reason=(
                 "no answer span" if draft.tokens == 0
+                else YES_NO_STANDS if check.select == "grounded" and grounded_in(draft.answer, "") is None
                 else f"answer token {draft.token!r} has p={draft.min_prob:.3f} {'<' if unsure else '>='} theta={check.theta:g}"
             ),
         )
@@ -143,6 +169,8 @@ class AnswerSteps:
         record: dict[str, Any] = {**check.describe(), "fired": unsure, "draft": draft.to_dict(), "second": None,
                                   "kept": "draft"}
         if not unsure:
+            if decision.reason == YES_NO_STANDS:
+                record["reason"] = YES_NO_STANDS
             return record
         retrieval = yield from self._yield_retrieval(run, decision)
         if not retrieval.new_ids:  # nothing new to read: the draft stands
@@ -151,7 +179,8 @@ class AnswerSteps:
         yield from self._answer_again(run)
         second = answer_confidence(run.output)
         record["second"] = second.to_dict()
-        if check.keep_second(draft, second, run.question):
+        if check.keep_second(draft, second, run.question, (_passage_text(run, draft_passages),
+                                                             _passage_text(run, run.answer_passages))):
             record["kept"] = "second"
             return record
         run.output[:] = draft_steps  # the draft is surer: it is the answer again, streamed again from position 0

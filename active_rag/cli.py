@@ -88,6 +88,8 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         from .context import make_context
 
         kwargs["context"] = make_context(args.context)  # UnknownNameError lists the policies
+    if getattr(args, "answer_options", False):
+        kwargs["answer_options"] = True
     if not args.method:
         kwargs["method"] = None
     return kwargs
@@ -219,7 +221,8 @@ def _print_answer_check(check: dict[str, Any], out: Any) -> None:
         return f"  {name}: {c['answer']!r} (weakest answer token {c['token']!r}, p={c['min_prob']:.3f})"
 
     print(f"Answer check ({check['name']}, theta {check['theta']:g}, keep by {check['select']}): "
-          f"{'looked again' if check['fired'] else 'sure of the draft'}; kept the {check['kept']}", file=out)
+          f"{'looked again' if check['fired'] else check.get('reason', 'sure of the draft')}; kept the {check['kept']}",
+          file=out)
     print(line("draft", check["draft"]), file=out)
     if check.get("second"):
         print(line("second", check["second"]), file=out)
@@ -437,6 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--query", help="query formulator name, overrides the method's")
     ask.add_argument("--context", help="context policy, what the prompt keeps of the retrieved passages: replace (the "
                      "papers'), keep-newest, accumulate or rerank; overrides the method's")
+    ask.add_argument("--answer-options", action="store_true",
+                     help="answer a choice question ('..., A or B?') with one of its options (look-again-grounded does)")
     ask.add_argument("--theta", type=_theta, help="threshold of the trigger (RIND score or FLARE probability), or 'auto': "
                      "the model's calibrated value (`active-rag calibrate`), else the profile's or paper's")
     ask.add_argument("--router", default="none", help="ta-are, vanilla or none (default none)")

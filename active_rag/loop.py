@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .answer_check import AnswerCheck, make_answer_check
+from .answer_options import check_options_model
 from .answering import AnswerSteps
 from .context import ContextPolicy, make_context
 from .context_window import fit_passages
@@ -92,6 +93,7 @@ class _Run:
     attempt: int = 0  # answers written from the first word before this one (``reanswer``, an answer check)
     followed: list[str] = field(default_factory=list)  # bridge entities the answer went on from (``follow``)
     usage: PromptUsage = field(default_factory=PromptUsage)  # prompt tokens from the prefix cache / prefilled
+    options: Any = None  # the answer-options constraint (built on first use; False: the question offers none)
 
     @property
     def output_ids(self) -> list[int]:
@@ -134,6 +136,7 @@ class ActiveRAG(AnswerSteps):
         context: str | ContextPolicy | None = None,
         reanswer: bool = False,
         answer_check: AnswerCheck | bool | float | None = None,
+        answer_options: bool = False,
     ) -> None:
         self.model = model
         self.retriever = retriever
@@ -157,6 +160,9 @@ class ActiveRAG(AnswerSteps):
         self.stop_when_answered = stop_when_answered
         self.reanswer = reanswer
         self.answer_check = make_answer_check(answer_check)
+        self.answer_options = bool(answer_options)
+        if self.answer_options:
+            check_options_model(model)
         if self.reanswer and self.answer_check is not None:
             raise InvalidOptionError(
                 "reanswer and answer_check both write a second answer: use one (answer_check keeps the surer answer)."
@@ -201,6 +207,7 @@ class ActiveRAG(AnswerSteps):
             **self._context_description(),
             **({"reanswer": True} if self.reanswer else {}),
             **({"answer_check": self.answer_check.describe()} if self.answer_check else {}),
+            **({"answer_options": True} if self.answer_options else {}),
         }
 
     def _context_description(self) -> dict[str, Any]:
@@ -256,7 +263,7 @@ class ActiveRAG(AnswerSteps):
             decision = TriggerDecision(fire=True, trigger=trigger.name, reason="initial retrieval with the input")
             ctx = QueryContext(question=run.question, output=[], segment=[], decision=decision, action="continue", lm=self.model)
             yield self._retrieve(run, InputQuery().formulate(ctx), position=0, decision=decision, details={}, formulator="input")
-        processor = trigger.logits_processor(self.model)
+        processor = self._processor(run, trigger.logits_processor(self.model))
         capture = trigger.needs_attention or self.query.needs_attention
         max_generated = 4 * self.max_new_tokens  # runaway guard, whatever the retrieval budget
         while not run.done and len(run.output) < self.max_new_tokens:
@@ -380,6 +387,7 @@ class ActiveRAG(AnswerSteps):
             final_passage_ids=list(run.answer_passages),
             draft=draft,
             answer_check=look,
+            answer_options=list(run.options.options) if run.options else None,
         )
 
     # -- internals ----------------------------------------------------------------------------------

@@ -51,6 +51,10 @@ class Preset:
     answer_check: float | None = None
     """Check the finished answer (:class:`~active_rag.answer_check.AnswerCheck` with this ``theta``): when unsure,
     add the question's next passages, answer again and keep the surer answer."""
+    answer_select: str = "min"
+    """Which answer the check keeps (:class:`~active_rag.answer_check.AnswerCheck` ``select``)."""
+    answer_options: bool = False
+    """A choice question's answer is one of its options (:mod:`active_rag.answer_options`)."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -95,6 +99,9 @@ PRESETS: dict[str, Preset] = {
         Preset("look-again", "retrieve with the question and answer; when an answer token has p < theta, add the "
                "question's next passages, answer again and keep the answer the model is surer of", "once", "input",
                context="accumulate", answer_check=1.0),
+        Preset("look-again-grounded", "look-again that keeps the answer its own passages contain when only one of the "
+               "two does (else the surer one), and answers a choice question with one of its options", "once", "input",
+               context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True),
     )
 }
 
@@ -131,6 +138,7 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
         "method": p.name,
         **({"top_k": p.top_k} if p.top_k is not None else {}),
         **({"reanswer": True} if p.reanswer else {}),
-        **({"answer_check": AnswerCheck(theta=p.answer_check)} if p.answer_check is not None else {}),
+        **({"answer_check": AnswerCheck(theta=p.answer_check, select=p.answer_select)} if p.answer_check is not None else {}),
+        **({"answer_options": True} if p.answer_options else {}),
         **out,
     }

@@ -199,6 +199,8 @@ class ActiveRAGResult:
     with ``answer_check``: the first answer, when the check looked again (``answer`` may be it again)."""
     answer_check: dict[str, Any] | None = None
     """With ``answer_check``: the check's record (fired, each answer's span and confidence, which was kept)."""
+    answer_options: list[str] | None = None
+    """With ``answer_options``: the question's options the answer span was chosen among (``None``: none offered)."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -227,6 +229,7 @@ class ActiveRAGResult:
             "final_passage_ids": list(self.final_passage_ids),
             **({"draft": self.draft} if self.draft is not None else {}),
             **({"answer_check": self.answer_check} if self.answer_check is not None else {}),
+            **({"answer_options": list(self.answer_options)} if self.answer_options is not None else {}),
             # what the prompt held when each checked segment was written (the context policy's trace)
             "segments": [{"output_start": d.output_start, "passage_ids": d.passage_ids, "fired": d.fire} for d in self.decisions],
         }

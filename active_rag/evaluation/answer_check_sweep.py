@@ -18,6 +18,7 @@ passages too), of the better of the two per question (an oracle, the ceiling of 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -61,11 +62,23 @@ def checked_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return out
 
 
+def prompt_passages(row: Mapping[str, Any], corpus: Mapping[str, str]) -> tuple[str, str]:
+    """The text of the passages in the draft's prompt (the answer check's decision, the row's first segment) and in
+    the second answer's (what the prompt held after the check's retrieval, the trace's last entry); empty where a
+    row does not say."""
+    draft_ids = row["segments"][0]["passage_ids"] if row.get("segments") else row.get("final_passage_ids", [])
+    second_ids = (row.get("trace") or [{}])[-1].get("held_ids") or draft_ids
+    return "\n".join(corpus.get(i, "") for i in draft_ids), "\n".join(corpus.get(i, "") for i in second_ids)
+
+
 def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[float] = THETAS,
-          rules: Sequence[str] = SELECT_RULES, echo: Sequence[bool] = (True, False)) -> dict[str, Any]:
+          rules: Sequence[str] = SELECT_RULES, echo: Sequence[bool] = (True, False),
+          corpus: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Scores (percent) of the draft, the second answer, the per-question oracle, and each (theta, rule,
-    ``avoid_echo``), each decided by :class:`~active_rag.answer_check.AnswerCheck` itself."""
+    ``avoid_echo``), each decided by :class:`~active_rag.answer_check.AnswerCheck` itself. ``corpus`` (passage id
+    to title and text) is what ``"grounded"`` reads; without it that rule is left out."""
     rows = checked_rows(rows)
+    rules = [r for r in rules if r != "grounded" or corpus is not None]
     n = len(rows)
     if n == 0:
         raise ValueError("No rows to sweep.")
@@ -85,7 +98,8 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[floa
                         total += d
                         continue
                     looked += 1
-                    total += s if check.keep_second(first, confidence(record["second"]), r.get("question", "")) else d
+                    texts = prompt_passages(r, corpus) if corpus is not None and rule == "grounded" else None
+                    total += s if check.keep_second(first, confidence(record["second"]), r.get("question", ""), texts) else d
                 grid.append({"theta": theta, "select": rule, "avoid_echo": avoid_echo, "score": 100 * total / n,
                              "looked": looked})
     return {"n": n, "draft": 100 * sum(draft) / n, "second": 100 * sum(second) / n,
@@ -102,16 +116,40 @@ def format_sweep(result: Mapping[str, Any], dataset: str) -> str:
     return "\n".join(lines)
 
 
+def read_corpus(dataset: str, data_dir: Path | None = None) -> dict[str, str] | None:
+    """Passage id -> "title\ntext" of the dataset's corpus, or ``None`` when it is not there."""
+    from active_rag.evaluation.datasets import corpus_path
+
+    from active_rag.errors import ActiveRAGError
+
+    try:
+        path = corpus_path(dataset, data_dir)
+    except (ActiveRAGError, OSError, ValueError):  # no data folder: the rule is left out
+        return None
+    if not path.is_file():
+        return None
+    out = {}
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                p = json.loads(line)
+                out[str(p["id"])] = f"{p.get('title', '')}\n{p['text']}"
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.answer_check_sweep",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("rows", type=Path, help="JSONL rows of `active-rag eval --methods look-again`")
     parser.add_argument("--dataset", required=True, choices=["hotpotqa", "2wikimultihopqa", "strategyqa"])
     parser.add_argument("--limit", type=int, default=None, help="the first N rows only (e.g. 50: choose on them)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="data folder whose corpus the 'grounded' rule reads (default: $ACTIVE_RAG_DATA or "
+                        "../shared/data; absent: the rule is left out)")
     args = parser.parse_args(argv)
     try:
         rows = read_rows(args.rows)[: args.limit]
-        result = sweep(rows, args.dataset)
+        result = sweep(rows, args.dataset, corpus=read_corpus(args.dataset, args.data_dir))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

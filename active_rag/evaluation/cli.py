@@ -71,6 +71,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--context", default=None,
                    help="context policy for every method: replace, keep-newest, accumulate or rerank (presets run as "
                    "NAME@context=POLICY; default: each method's own)")
+    p.add_argument("--answer-options", action="store_true",
+                   help="answer a choice question ('..., A or B?') with one of its options (presets run as NAME@options)")
     p.add_argument("--router", choices=("ta-are", "vanilla", "none"), default=None,
                    help="route each question before generating (default: ta-are for retrievalqa, none otherwise)")
     p.add_argument("--model", default=DefaultName(DEFAULT_EVAL_MODEL), help=f"model name or path (default: {DEFAULT_EVAL_MODEL}); "
@@ -262,7 +264,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         config = EvalConfig(
             dataset=args.dataset, data_dir=args.data_dir, methods=args.methods, triggers=args.trigger,
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
-            context=args.context,
+            context=args.context, answer_options=args.answer_options,
             model=args.model, limit=args.limit,
             out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,

@@ -135,6 +135,9 @@ class EvalConfig:
     initial_retrieval: bool = False
     context: str | None = None
     """A context policy for every method (:mod:`active_rag.context`); None: each method's own."""
+    answer_options: bool = False
+    """Every method answers a choice question with one of its options (:mod:`active_rag.answer_options`);
+    presets run as ``NAME@options`` unless they already do."""
     router: str | None = None
     model: str = DEFAULT_EVAL_MODEL
     limit: int | None = None
@@ -258,6 +261,7 @@ class MethodSpec:
     router: str | None = None
     sweep: tuple[str, float] | None = None
     context: str | None = None
+    answer_options: bool = False
 
     @property
     def base(self) -> str:
@@ -333,17 +337,22 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
         if name not in PRESETS:
             raise UnknownNameError("method", name, PRESETS)
         preset_ir = config.initial_retrieval and not PRESETS[name].initial_retrieval
-        preset_suffix = ("@ir" if preset_ir else "") + (f"@context={config.context}" if config.context else "")
-        specs.append(MethodSpec(name=name + preset_suffix, preset=name, initial_retrieval=preset_ir, context=config.context))
+        options = config.answer_options and not PRESETS[name].answer_options
+        preset_suffix = (("@ir" if preset_ir else "") + (f"@context={config.context}" if config.context else "")
+                         + ("@options" if options else ""))
+        specs.append(MethodSpec(name=name + preset_suffix, preset=name, initial_retrieval=preset_ir, context=config.context,
+                                answer_options=options))
     for trig, query in pairs:
         key = TRIGGER_ALIASES.get(trig, trig)
         if key not in TRIGGERS:
             raise UnknownNameError("trigger", trig, list(TRIGGERS) + list(TRIGGER_ALIASES))
         if query not in QUERIES:
             raise UnknownNameError("query formulator", query, QUERIES)
-        suffix = ("@ir" if config.initial_retrieval else "") + (f"@context={config.context}" if config.context else "")
-        specs.append(MethodSpec(name=f"{key}+{query}{suffix}", trigger=key,
-                                query=query, initial_retrieval=config.initial_retrieval, context=config.context))
+        suffix = (("@ir" if config.initial_retrieval else "") + (f"@context={config.context}" if config.context else "")
+                  + ("@options" if config.answer_options else ""))
+        specs.append(MethodSpec(name=f"{key}+{query}{suffix}", trigger=key, query=query,
+                                initial_retrieval=config.initial_retrieval, context=config.context,
+                                answer_options=config.answer_options))
     if not specs:
         raise ValueError("No method to run: pass --methods and/or --trigger with --query.")
     if config.sweep is not None:

@@ -114,6 +114,8 @@ def build_engine(
     }
     if spec.context is not None:
         common["context"] = spec.context
+    if spec.answer_options:
+        common["answer_options"] = True
     if spec.preset is not None:
         preset = PRESETS[spec.preset]
         overrides: dict[str, Any] = {}

@@ -78,3 +78,21 @@ def test_rows_of_another_theta_or_method_are_refused(tmp_path: Path, capsys: pyt
     good.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     assert main(["--dataset", "hotpotqa", "--limit", "2", str(good)]) == 0
     assert capsys.readouterr().out.startswith("2 questions; F1: draft 50.0, second 50.0, better of the two 100.0")
+
+
+def test_the_grounded_rule_reads_each_prompts_passages_and_needs_the_corpus(tmp_path: Path) -> None:
+    # the draft is surer but no passage of its prompt holds it; the second answer's prompt holds its answer
+    row = _row(0, "Terry Richardson", _conf("Glen Smith", 0.9, -0.1), _conf("Terry Richardson", 0.5, -0.7))
+    row["segments"] = [{"output_start": 0, "passage_ids": ["a"], "fired": True}]
+    row["trace"] = [{"held_ids": ["a"]}, {"held_ids": ["a", "c"]}]
+    corpus = {"a": "Annie Morton\nAnnie Morton starred in Glow.", "c": "Glow\nGlow was directed by Terry Richardson."}
+    result = sweep([row], "hotpotqa", thetas=(1.0,), rules=("min", "grounded"), corpus=corpus)
+    assert _cell(result, 1.0, "grounded")["score"] == 100.0 and _cell(result, 1.0, "min")["score"] == 0.0
+    assert {g["select"] for g in sweep([row], "hotpotqa", thetas=(1.0,), rules=("min", "grounded"))["grid"]} == {"min"}
+    data = tmp_path / "data" / "hotpotqa"
+    data.mkdir(parents=True)
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "title": v.split("\n")[0], "text": v.split("\n")[1]})
+                                                 for k, v in corpus.items()) + "\n")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    assert main([str(rows), "--dataset", "hotpotqa", "--data-dir", str(tmp_path / "data")]) == 0

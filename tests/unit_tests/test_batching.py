@@ -181,3 +181,15 @@ def test_bad_batch_size_is_a_clear_error(lm, bad) -> None:
     rag = ActiveRAG.from_preset("wo-rag", lm, max_new_tokens=4)
     with pytest.raises(InvalidOptionError, match="batch_size"):
         rag.run_batch(QUESTIONS, batch_size=bad)
+
+
+def test_choice_questions_batched_equal_serial_with_answer_options(lm) -> None:
+    """The options constraint is per question: in a batch, each choice question gets its own options."""
+    questions = ["Who is older, Annie Morton or Terry Richardson?", "Which came first, Glow or Sleep, My Love?",
+                 "Who directed Glow?", "Was David Fennario or Peter Falck born first?"]
+    make = lambda: ActiveRAG.from_preset("sr-rag", lm, HashRetriever(), max_new_tokens=24,  # noqa: E731
+                                         answer_phrase="So the answer is", answer_options=True)
+    serial = [trace(make().run(q)) for q in questions]
+    assert [trace(r) for r in make().run_batch(questions, batch_size=3)] == serial
+    assert serial[0][0].endswith(("Annie Morton.", "Terry Richardson.", "Annie Morton", "Terry Richardson"))
+    assert serial[3][0].endswith(("David Fennario.", "Peter Falck.", "David Fennario", "Peter Falck"))

@@ -116,3 +116,15 @@ def test_ask_reports_prompt_tokens_with_and_without_the_prefix_cache(tiny_dir: P
     assert plain["prefilled"] == cached["prefilled"] + cached["cached"]
     assert main(base[:-5]) == 0
     assert "Prompt tokens:" in capsys.readouterr().out
+
+
+def test_ask_answer_options_picks_an_option_and_says_so(tiny_dir: Path, corpus: Path, capsys) -> None:
+    question = "Who is older, Kasper Schmeichel or Peter Schmeichel?"
+    args = ["ask", question, "--model", str(tiny_dir), "--corpus", str(corpus), "--method", "sr-rag",
+            "--max-new-tokens", "24", "--top-k", "1", "--json"]
+    assert main([*args, "--answer-options"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["answer_options"] == ["Kasper Schmeichel", "Peter Schmeichel"]
+    assert data["answer"].rstrip(".").endswith(("So the answer is Kasper Schmeichel", "So the answer is Peter Schmeichel"))
+    assert main(args) == 0
+    assert "answer_options" not in json.loads(capsys.readouterr().out)

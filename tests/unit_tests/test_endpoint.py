@@ -292,3 +292,15 @@ def test_cli_bench_through_the_endpoint(tmp_path: Path, capsys: pytest.CaptureFi
                      "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0 and "| flare | 2 |" in out and (tmp_path / "bench-endpoint.json").is_file()
+
+
+def test_answer_options_refuse_an_endpoint_at_construction() -> None:
+    with fake_endpoint() as (url, script):
+        lm = RemoteLM(url)
+        for build in (lambda: ActiveRAG.from_preset("look-again-grounded", lm, TinyRetriever()),
+                      lambda: ActiveRAG.from_preset("sr-rag", lm, TinyRetriever(), answer_options=True)):
+            with pytest.raises(NeedsLocalModelError) as info:
+                build()
+            assert "answer_options" in _one_line(info.value) and "local model" in _one_line(info.value)
+        assert ActiveRAG.from_preset("look-again", lm, TinyRetriever()).answer_options is False
+        assert not [r for r in script.requests if "prompt" in r or "messages" in r]
