@@ -247,7 +247,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         return active_rag.ActiveRAG(lm, retriever, **kwargs)
 
     # -- the one loop -------------------------------------------------------------------------------
-    def _chunks(self, question: Any, config: RunnableConfig, overrides: dict[str, Any]) -> Iterator[AddableDict]:
+    def _chunks(self, question: Any, config: RunnableConfig, overrides: dict[str, Any],
+                final: dict[str, Any] | None = None) -> Iterator[AddableDict]:
         """Run the engine for one question; yield the output as AddableDict chunks (see the module docs)."""
         adapter = adapt(self.retriever, config, pass_k=self.pass_k) if self.retriever is not None else None
         engine = self.build_engine(adapter, **overrides)
@@ -285,6 +286,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                     chunk = AddableDict(route=data)
                 elif isinstance(event, ActiveRAGResult):
                     tracer.finish()
+                    if final is not None:
+                        final["answer"] = event.answer
                     if rewrites and event.answer:
                         keys.add("answer")
                         yield AddableDict(answer=event.answer)
@@ -299,8 +302,13 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
 
     def _run(self, input: Any, config: RunnableConfig, **overrides: Any) -> dict[str, Any]:
         total = AddableDict()
-        for chunk in self._chunks(question_of(input), config, overrides):
+        final: dict[str, Any] = {}
+        for chunk in self._chunks(question_of(input), config, overrides, final):
             total = total + chunk
+        if "answer" in final:
+            # the engine's answer: streamed tokens of a last partial sentence that the engine dropped before forcing
+            # "So the answer is" cannot be taken back from a stream, but the invoked answer is the engine's
+            total["answer"] = final["answer"]
         return {k: total[k] for k in ("answer", "documents", "trace", "route") if k in total}
 
     # -- Runnable interface -------------------------------------------------------------------------

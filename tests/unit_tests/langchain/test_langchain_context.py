@@ -112,3 +112,16 @@ def test_answer_options_reach_the_engine_from_langchain(tiny_lm, bm25_retriever)
     assert ActiveRAG(tiny_lm, bm25_retriever, preset="look-again-grounded").build_engine().answer_options is True
     assert rag.invoke(question)["answer"].rstrip(".").endswith(("So the answer is Kasper Schmeichel",
                                                                 "So the answer is Peter Schmeichel"))
+
+
+@pytest.mark.parametrize("options", [False, True])
+def test_the_invoked_answer_is_the_engines_when_it_drops_a_partial_sentence(tiny_lm, bm25_retriever, options) -> None:
+    """The random model writes no complete sentence; the engine drops it and forces "So the answer is" (DRAGIN
+    App. B). The streamed chunks cannot take the dropped text back; ``invoke`` gives the engine's answer."""
+    question = "Who is older, Kasper Schmeichel or Peter Schmeichel?"
+    kwargs = dict(max_new_tokens=24, top_k=2, answer_phrase="So the answer is")
+    engine = active_rag.ActiveRAG.from_preset("sr-rag", tiny_lm, bm25_retriever.index, answer_options=options,
+                                              **kwargs).run(question)
+    rag = ActiveRAG(tiny_lm, bm25_retriever, preset="sr-rag", engine_options={"answer_options": options}, **kwargs)
+    assert engine.answer.startswith("So the answer is")
+    assert rag.invoke(question)["answer"] == engine.answer
