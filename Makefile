@@ -44,7 +44,7 @@ $(DEMO_STAMP): $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -c "from active_rag import ActiveLM; ActiveLM.load('$(DEMO_MODEL)')"  # converts the GGUF once
 	touch $(DEMO_STAMP)
 
-# The best configuration on the HotpotQA and 2WikiMultihopQA dev slices (docs/context.md): retrieve with the
+# The best configuration on HotpotQA, above SR-RAG on all three dev slices (docs/context.md): retrieve with the
 # question and answer, look again with the next passages, keep the answer its own passages contain, answer a
 # choice question with one of its options; int8 weights (the CPU default), the model's own prompt mode
 # (chat-turns for Qwen), the answer-complete and repetition guards.
