@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import InvalidOptionError
 from .text import normalize_answer
-from .types import TokenStep
+from .types import Passage, TokenStep
 
 __all__ = ["AnswerCheck", "AnswerConfidence", "answer_confidence", "answer_span", "echoes_question", "grounded_in",
-           "make_answer_check"]
+           "make_answer_check", "passages_text"]
 
 #: "the answer is" as words (also "the final answer is"); the answer is what follows the last one.
 ANSWER_IS_RE = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\b", re.IGNORECASE)
@@ -114,6 +114,11 @@ def echoes_question(answer: str, question: str) -> bool:
     is not empty and occurs in the normalised question as whole words."""
     words = normalize_answer(answer)
     return bool(words) and f" {words} " in f" {normalize_answer(question)} "
+
+
+def passages_text(passages: Iterable[Passage]) -> str:
+    """The titles and texts of ``passages``, in order: what :func:`grounded_in` searches."""
+    return "\n".join(f"{p.title}\n{p.text}" for p in passages)
 
 
 def grounded_in(answer: str, passages: str) -> bool | None:

@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
-from .answer_check import AnswerCheck, answer_confidence, grounded_in
+from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
 from .answer_options import OptionsConstraint, question_options
+from .constrained import chain
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
 from .types import StreamEvent, TokenEvent, TokenStep, TriggerDecision
@@ -41,21 +42,7 @@ def _text(steps: Sequence[TokenStep]) -> str:
 def _passage_text(run: Any, ids: Sequence[str]) -> str:
     """The titles and texts of the passages ``ids`` that the run retrieved, in that order."""
     found = {p.id: p for r in run.retrievals for p in r.passages}
-    return "\n".join(f"{found[i].title}\n{found[i].text}" for i in ids if i in found)
-
-
-class _Chained:
-    """``base`` (a trigger's processor), then ``after``; every other attribute is ``base``'s, so the engine still
-    reaches e.g. FLARE-instruct's ``after_search``."""
-
-    def __init__(self, base: Any, after: Any) -> None:
-        self.base, self.after = base, after
-
-    def __call__(self, ids: Sequence[int], logits: Any) -> Any:
-        return self.after(ids, self.base(ids, logits))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.base, name)
+    return passages_text(found[i] for i in ids if i in found)
 
 
 class AnswerSteps:
@@ -94,9 +81,7 @@ class AnswerSteps:
         if run.options is None:
             options = question_options(run.question)
             run.options = OptionsConstraint(self.model, options) if options else False
-        if not run.options or base is None:
-            return run.options or base
-        return _Chained(base, run.options)
+        return chain(base, run.options or None)
 
     def _extend(self, run: Any, text: str) -> Iterator[TokenEvent]:
         """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""

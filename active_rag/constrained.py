@@ -135,6 +135,25 @@ class JsonSchemaConstraint:
         return logits.masked_fill(~allowed, float("-inf"))
 
 
+class _Chain:
+    """Processors applied in order; any other attribute is the first processor's that has it (a trigger's hooks,
+    e.g. FLARE-instruct's ``after_search``, stay reachable behind the chain)."""
+
+    def __init__(self, processors: list[LogitsProcessor]) -> None:
+        self.processors = processors
+
+    def __call__(self, ids: Sequence[int], logits: torch.Tensor) -> torch.Tensor:
+        for p in self.processors:
+            logits = p(ids, logits)
+        return logits
+
+    def __getattr__(self, name: str) -> Any:
+        for p in self.__dict__.get("processors", ()):
+            if hasattr(p, name):
+                return getattr(p, name)
+        raise AttributeError(name)
+
+
 def chain(*processors: LogitsProcessor | None) -> LogitsProcessor | None:
     """One processor applying ``processors`` in order (``None`` entries skipped; ``None`` if none is left)."""
     active = [p for p in processors if p is not None]
@@ -142,13 +161,7 @@ def chain(*processors: LogitsProcessor | None) -> LogitsProcessor | None:
         return None
     if len(active) == 1:
         return active[0]
-
-    def apply(ids: Sequence[int], logits: torch.Tensor) -> torch.Tensor:
-        for p in active:
-            logits = p(ids, logits)
-        return logits
-
-    return apply
+    return _Chain(active)
 
 
 __all__ = ["JsonSchemaConstraint", "TopLogprobs", "chain", "close_objects", "vocab_size", "JSON_OPTIONS"]

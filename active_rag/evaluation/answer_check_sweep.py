@@ -18,16 +18,16 @@ passages too), of the better of the two per question (an oracle, the ceiling of 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from active_rag.answer_check import SELECT_RULES, AnswerCheck, AnswerConfidence
+from active_rag.answer_check import SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
 from active_rag.evaluation.compare import read_rows
 from active_rag.evaluation.metrics import qa_scores, strategyqa_accuracy
+from active_rag.types import Passage
 
 THETAS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
 
@@ -62,21 +62,22 @@ def checked_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return out
 
 
-def prompt_passages(row: Mapping[str, Any], corpus: Mapping[str, str]) -> tuple[str, str]:
+def prompt_passages(row: Mapping[str, Any], corpus: Mapping[str, Passage]) -> tuple[str, str]:
     """The text of the passages in the draft's prompt (the answer check's decision, the row's first segment) and in
     the second answer's (what the prompt held after the check's retrieval, the trace's last entry); empty where a
     row does not say."""
     draft_ids = row["segments"][0]["passage_ids"] if row.get("segments") else row.get("final_passage_ids", [])
     second_ids = (row.get("trace") or [{}])[-1].get("held_ids") or draft_ids
-    return "\n".join(corpus.get(i, "") for i in draft_ids), "\n".join(corpus.get(i, "") for i in second_ids)
+    return (passages_text(corpus[i] for i in draft_ids if i in corpus),
+            passages_text(corpus[i] for i in second_ids if i in corpus))
 
 
 def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[float] = THETAS,
           rules: Sequence[str] = SELECT_RULES, echo: Sequence[bool] = (True, False),
-          corpus: Mapping[str, str] | None = None) -> dict[str, Any]:
+          corpus: Mapping[str, Passage] | None = None) -> dict[str, Any]:
     """Scores (percent) of the draft, the second answer, the per-question oracle, and each (theta, rule,
-    ``avoid_echo``), each decided by :class:`~active_rag.answer_check.AnswerCheck` itself. ``corpus`` (passage id
-    to title and text) is what ``"grounded"`` reads; without it that rule is left out."""
+    ``avoid_echo``), each decided by :class:`~active_rag.answer_check.AnswerCheck` itself. ``corpus`` (passages
+    by id) is what ``"grounded"`` reads; without it that rule is left out."""
     rows = checked_rows(rows)
     rules = [r for r in rules if r != "grounded" or corpus is not None]
     n = len(rows)
@@ -116,25 +117,19 @@ def format_sweep(result: Mapping[str, Any], dataset: str) -> str:
     return "\n".join(lines)
 
 
-def read_corpus(dataset: str, data_dir: Path | None = None) -> dict[str, str] | None:
-    """Passage id -> "title\ntext" of the dataset's corpus, or ``None`` when it is not there."""
-    from active_rag.evaluation.datasets import corpus_path
-
+def read_corpus(dataset: str, data_dir: Path | None = None) -> dict[str, Passage] | None:
+    """The dataset's corpus by passage id, or ``None`` when there is no data folder or corpus file."""
     from active_rag.errors import ActiveRAGError
+    from active_rag.evaluation.datasets import corpus_path
+    from active_rag.retrieval import read_jsonl_passages
 
     try:
         path = corpus_path(dataset, data_dir)
-    except (ActiveRAGError, OSError, ValueError):  # no data folder: the rule is left out
+    except ActiveRAGError:  # no data folder: the rule is left out
         return None
     if not path.is_file():
         return None
-    out = {}
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                p = json.loads(line)
-                out[str(p["id"])] = f"{p.get('title', '')}\n{p['text']}"
-    return out
+    return {p.id: p for p in read_jsonl_passages(path)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

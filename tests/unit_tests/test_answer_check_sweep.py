@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from active_rag.evaluation.answer_check_sweep import main, sweep
+from active_rag.types import Passage
 
 
 def _conf(answer: str, min_prob: float, mean: float | None) -> dict:
@@ -85,14 +86,15 @@ def test_the_grounded_rule_reads_each_prompts_passages_and_needs_the_corpus(tmp_
     row = _row(0, "Terry Richardson", _conf("Glen Smith", 0.9, -0.1), _conf("Terry Richardson", 0.5, -0.7))
     row["segments"] = [{"output_start": 0, "passage_ids": ["a"], "fired": True}]
     row["trace"] = [{"held_ids": ["a"]}, {"held_ids": ["a", "c"]}]
-    corpus = {"a": "Annie Morton\nAnnie Morton starred in Glow.", "c": "Glow\nGlow was directed by Terry Richardson."}
+    corpus = {"a": Passage(id="a", title="Annie Morton", text="Annie Morton starred in Glow."),
+              "c": Passage(id="c", title="Glow", text="Glow was directed by Terry Richardson.")}
     result = sweep([row], "hotpotqa", thetas=(1.0,), rules=("min", "grounded"), corpus=corpus)
     assert _cell(result, 1.0, "grounded")["score"] == 100.0 and _cell(result, 1.0, "min")["score"] == 0.0
     assert {g["select"] for g in sweep([row], "hotpotqa", thetas=(1.0,), rules=("min", "grounded"))["grid"]} == {"min"}
     data = tmp_path / "data" / "hotpotqa"
     data.mkdir(parents=True)
-    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "title": v.split("\n")[0], "text": v.split("\n")[1]})
-                                                 for k, v in corpus.items()) + "\n")
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": p.id, "title": p.title, "text": p.text})
+                                                 for p in corpus.values()) + "\n")
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     assert main([str(rows), "--dataset", "hotpotqa", "--data-dir", str(tmp_path / "data")]) == 0
