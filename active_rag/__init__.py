@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     'NoLogprobsError': 'errors',
     'RemoteLM': 'remote',
     'AnswerCheck': 'answer_check',
+    'AnswerStream': 'answer_stream',
     'AccumulateContext': 'context',
     'CONTEXT_POLICIES': 'context',
     'ContextPolicy': 'context',
@@ -147,6 +148,7 @@ if TYPE_CHECKING:  # pragma: no cover
         make_context,
     )
     from .answer_check import AnswerCheck
+    from .answer_stream import AnswerStream
     from .loop import ActiveRAG
     from .remote import RemoteLM
     from .rankings import merge_rankings

@@ -163,7 +163,10 @@ class TokenEvent:
     ``passage_ids`` are the ids of the passages in the prompt that wrote the token. ``attempt`` counts the
     answers written from the first word: 0 the first, 1 the answer written again (``reanswer``, an answer
     check); its tokens start again at position 0. When an answer check keeps the draft, the draft's tokens are
-    streamed once more, with their own ``attempt`` 0, as the final answer (a replay, not a new generation).
+    streamed once more, with their own ``attempt`` 0, as the final answer (a replay, not a new generation). A
+    token at an earlier ``position`` than the one before it, in the same attempt, replaces the output from there:
+    the engine dropped a partial last sentence before forcing its answer phrase (DRAGIN App. B).
+    :class:`~active_rag.answer_stream.AnswerStream` turns these events into text pieces that join to the answer.
     """
 
     text: str

@@ -10,8 +10,10 @@ Input: a question string or ``{"question": "..."}``. Output::
 ``stream``/``astream`` yield :class:`~langchain_core.runnables.AddableDict` chunks that add up to that
 output (``sum`` them with ``+``, as LCEL does): ``{"route": {...}}`` (with a router), then, as they
 happen, ``{"documents": [new Documents], "trace": [Retrieval.to_dict()]}`` per retrieval and
-``{"answer": text}`` per accepted token (leading and trailing whitespace held back so the texts join
-to the stripped answer). So ``rag.pick("answer").stream(q)`` streams plain text. A method that may write
+``{"answer": text}`` per accepted token (:class:`~active_rag.answer_stream.AnswerStream`: leading and trailing
+whitespace held back, so that the texts join to the engine's answer; with an ``answer_phrase``, whole sentences,
+since the engine drops a partial last sentence before forcing the phrase). So ``rag.pick("answer").stream(q)``
+streams plain text. A method that may write
 the answer again (``reanswer``, an ``answer_check`` such as ``look-again``) cannot take back the chunks of a
 draft, so it yields its ``answer`` once, when the kept answer is known; its tokens still stream live, each
 attempt from position 0, as ``active_rag.token`` events. Tokens come as the
@@ -59,6 +61,7 @@ from active_rag import (
 )
 
 from active_rag._aio import aiter_in_thread, run_in_thread
+from active_rag.answer_stream import AnswerStream
 
 from ._convert import question_of, resolve_lm
 from .adapter import adapt
@@ -256,9 +259,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
             config, engine.model, engine.prompt, question.strip() if isinstance(question, str) else "",
             max_new_tokens=engine.max_new_tokens, prompt_mode=getattr(engine, "prompt_mode", "single"),
         )
-        answer = _StrippedText()
-        # a second answer restarts at position 0: the chunks of a draft cannot be taken back, so hold the answer
-        rewrites = engine.rewrites_answer
+        answer = AnswerStream.for_engine(engine)  # the chunks join to the engine's answer (see its docstring)
         seen: set[str] = set()
         keys: set[str] = set()
         try:
@@ -267,7 +268,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                 if isinstance(event, TokenEvent):
                     tracer.token(event)
                     dispatch(TOKEN_EVENT, token_dict(event), config)
-                    delta = "" if rewrites else answer.push(event.text)
+                    delta = answer.push(event)
                     chunk = AddableDict(answer=delta) if delta else None
                 elif isinstance(event, Retrieval):
                     tracer.retrieval(event)
@@ -288,9 +289,10 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                     tracer.finish()
                     if final is not None:
                         final["answer"] = event.answer
-                    if rewrites and event.answer:
+                    rest = answer.finish(event.answer)
+                    if rest:
                         keys.add("answer")
-                        yield AddableDict(answer=event.answer)
+                        yield AddableDict(answer=rest)
                     empty = {"answer": "", "documents": [], "trace": []}
                     chunk = AddableDict({k: v for k, v in empty.items() if k not in keys}) or None
                 if chunk is not None:
@@ -306,9 +308,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         for chunk in self._chunks(question_of(input), config, overrides, final):
             total = total + chunk
         if "answer" in final:
-            # the engine's answer: streamed tokens of a last partial sentence that the engine dropped before forcing
-            # "So the answer is" cannot be taken back from a stream, but the invoked answer is the engine's
-            total["answer"] = final["answer"]
+            total["answer"] = final["answer"]  # the chunks join to it; the engine's own string all the same
         return {k: total[k] for k in ("answer", "documents", "trace", "route") if k in total}
 
     # -- Runnable interface -------------------------------------------------------------------------
@@ -339,26 +339,6 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
 
         async for chunk in self._atransform_stream_with_config(_aiter([input]), transform, config):
             yield chunk
-
-
-class _StrippedText:
-    """Streams text so that the pieces join to ``full_text.strip()``: leading whitespace is dropped,
-    trailing whitespace is held back until more text follows."""
-
-    def __init__(self) -> None:
-        self.started = False
-        self.pending = ""
-
-    def push(self, text: str) -> str:
-        if not self.started:
-            text = text.lstrip()
-            if not text:
-                return ""
-            self.started = True
-        combined = self.pending + text
-        body = combined.rstrip()
-        self.pending = combined[len(body) :]
-        return body
 
 
 def _last(values: Iterator[Any]) -> Any:

@@ -15,6 +15,7 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import QueryBundle
 
 from active_rag._aio import aiter_in_thread, run_in_thread
+from active_rag.answer_stream import AnswerStream
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import ActiveRAG, Router
 from active_rag.model import ActiveLM
@@ -270,16 +271,18 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         metadata: dict[str, Any] = call.metadata()
 
         def tokens() -> Generator[str, None, None]:
-            rewrites = call.rag.rewrites_answer  # the chunks of a draft cannot be taken back
+            answer = AnswerStream.for_engine(call.rag)  # the pieces join to the engine's answer
             for event in call.events():
+                piece = ""
                 if isinstance(event, TokenEvent):
-                    if not rewrites:
-                        yield event.text
+                    piece = answer.push(event)
                 else:
                     nodes[:] = call.source_nodes()
                     metadata.update(call.metadata())
-                    if rewrites and isinstance(event, ActiveRAGResult) and event.answer:
-                        yield event.answer
+                    if isinstance(event, ActiveRAGResult):
+                        piece = answer.finish(event.answer)
+                if piece:
+                    yield piece
 
         return StreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
 
@@ -289,16 +292,18 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         metadata: dict[str, Any] = call.metadata()
 
         async def tokens() -> AsyncGenerator[str, None]:
-            rewrites = call.rag.rewrites_answer  # the chunks of a draft cannot be taken back
+            answer = AnswerStream.for_engine(call.rag)  # the pieces join to the engine's answer
             async for event in aiter_in_thread(call.events):
+                piece = ""
                 if isinstance(event, TokenEvent):
-                    if not rewrites:
-                        yield event.text
+                    piece = answer.push(event)
                 else:
                     nodes[:] = call.source_nodes()
                     metadata.update(call.metadata())
-                    if rewrites and isinstance(event, ActiveRAGResult) and event.answer:
-                        yield event.answer
+                    if isinstance(event, ActiveRAGResult):
+                        piece = answer.finish(event.answer)
+                if piece:
+                    yield piece
 
         return AsyncStreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
 

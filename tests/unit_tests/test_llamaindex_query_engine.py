@@ -200,7 +200,8 @@ def test_streaming_yields_tokens_and_fills_sources_when_done(tiny_lm: ActiveLM) 
     # lazy: nothing ran yet
     assert streaming.source_nodes == [] and streaming.metadata["complete"] is False and streaming.metadata["retrievals"] == []
     tokens = list(streaming.response_gen)
-    assert len(tokens) == 20 and "".join(tokens).strip() == full.response
+    # one piece per token that adds text (AnswerStream): they join to the engine's answer exactly
+    assert 10 < len(tokens) <= 20 and "".join(tokens) == full.response
     assert streaming.metadata["complete"] is True
     assert streaming.metadata["retrievals"] == full.metadata["retrievals"]
     assert node_ids(streaming) == node_ids(full) == trace_ids(streaming)
@@ -229,7 +230,7 @@ def test_async_streaming(tiny_lm: ActiveLM) -> None:
         return response, [t async for t in response.async_response_gen()]
 
     response, tokens = asyncio.run(run())
-    assert len(tokens) == 12 and "".join(tokens).strip() == full.response
+    assert 6 < len(tokens) <= 12 and "".join(tokens) == full.response
     assert response.metadata["complete"] is True and node_ids(response) == node_ids(full) == ["r1-0", "r1-1"]
 
 
@@ -256,7 +257,7 @@ def test_bm25_retriever(tiny_lm: ActiveLM, bm25: Any) -> None:
 
 def test_bm25_retriever_streaming(tiny_lm: ActiveLM, bm25: Any) -> None:
     streaming = ActiveRAGQueryEngine(tiny_lm, bm25, preset="sr-rag", top_k=2, max_new_tokens=10, streaming=True).query(QUESTION)
-    assert len(list(streaming.response_gen)) == 10
+    assert 3 < len(list(streaming.response_gen)) <= 10
     assert {n.node.metadata["title"] for n in streaming.source_nodes} == {"Kasper Schmeichel", "Peter Schmeichel"}
 
 
@@ -502,3 +503,14 @@ def test_a_second_answer_longer_than_its_draft_is_one_completion(tiny_lm: Active
     assert [e.response.text for e in ends] == ["Peter Schmeichel", "His father is Peter."]
     assert [s.additional_kwargs["passage_ids"] for s in starts] == [["a", "b"], ["a", "b", "c"]]
     assert "Passage c" in starts[1].prompt and "Passage c" not in starts[0].prompt
+
+
+def test_streaming_joins_to_the_answer_when_the_engine_drops_a_partial_sentence(tiny_lm: ActiveLM) -> None:
+    """The random model writes no complete sentence; the engine drops it and forces "So the answer is"
+    (DRAGIN App. B). The stream sends whole sentences only, so nothing dropped was sent (AnswerStream)."""
+    kwargs: dict[str, Any] = dict(preset="sr-rag", top_k=2, max_new_tokens=5, answer_phrase="So the answer is")
+    question = "Who is older, Kasper Schmeichel or Peter Schmeichel?"
+    full = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), **kwargs).query(question)
+    streaming = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), streaming=True, **kwargs).query(question)
+    assert full.response.startswith("So the answer is")
+    assert "".join(streaming.response_gen) == full.response
