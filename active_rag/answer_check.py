@@ -43,6 +43,8 @@ _TRAILING = " \t.\"'”’"
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z])[.!?](?=\s|$)")
 
 SELECT_RULES = ("grounded", "mean", "min", "second")
+#: what the second look retrieves with: the question (its next-ranked passages), or the question and the draft
+LOOK_QUERIES = ("question", "draft")
 
 
 def answer_span(text: str) -> tuple[int, int] | None:
@@ -149,11 +151,16 @@ class AnswerCheck:
             names. Off by default: found on the HotpotQA rows (+1.4 F1 there), it lost on the first 31
             2WikiMultihopQA questions (-3.3), whose choice questions ("Which film ..., A or B?") are answered by
             one of the question's own names (docs/context.md#look-again).
+        query: what the second look retrieves with: ``"question"`` (the question's next-ranked passages, the
+            default) or ``"draft"`` (the question followed by the draft answer's text, its reasoning and answer: the
+            bridge entity the draft names finds the next hop, as FLARE retrieves with the generated sentence, §3.1).
+            Either way the retrieval asks for passages the prompt does not hold.
     """
 
     theta: float = 1.0
     select: str = "min"
     avoid_echo: bool = False
+    query: str = "question"
     name: str = "answer-check"
 
     def __post_init__(self) -> None:
@@ -162,6 +169,10 @@ class AnswerCheck:
         if self.select not in SELECT_RULES:
             raise InvalidOptionError(
                 f"Unknown answer selection {self.select!r}: use one of {', '.join(SELECT_RULES)}."
+            )
+        if self.query not in LOOK_QUERIES:
+            raise InvalidOptionError(
+                f"Unknown answer check query {self.query!r}: use one of {', '.join(LOOK_QUERIES)}."
             )
 
     def unsure(self, confidence: AnswerConfidence) -> bool:
@@ -191,10 +202,15 @@ class AnswerCheck:
             return (second.tokens > 0, second.min_prob) > (draft.tokens > 0, draft.min_prob)
         return second.mean_logprob > draft.mean_logprob
 
+    def look_query(self, question: str, draft: str) -> str:
+        """The second look's query (``query``): the question, or the question and the ``draft`` answer's text."""
+        return question if self.query == "question" else f"{question} {draft.strip()}".strip()
+
     def describe(self) -> dict[str, Any]:
-        # avoid_echo only when on: rows written before the option existed keep their engine key
+        # avoid_echo and query only when not the defaults: rows written before the options existed keep their key
         return {"name": self.name, "theta": self.theta, "select": self.select,
-                **({"avoid_echo": True} if self.avoid_echo else {})}
+                **({"avoid_echo": True} if self.avoid_echo else {}),
+                **({"query": self.query} if self.query != "question" else {})}
 
 
 def make_answer_check(spec: AnswerCheck | bool | float | None) -> AnswerCheck | None:

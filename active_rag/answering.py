@@ -172,7 +172,8 @@ class AnswerSteps:
             if decision.reason == YES_NO_STANDS:
                 record["reason"] = YES_NO_STANDS
             return record
-        retrieval = yield from self._yield_retrieval(run, decision)
+        query = check.look_query(run.question, "".join(step.text for step in draft_steps))
+        retrieval = yield from self._yield_retrieval(run, decision, query)
         if not retrieval.new_ids:  # nothing new to read: the draft stands
             record["reason"] = "the retrieval added no passage"
             return record
@@ -190,8 +191,8 @@ class AnswerSteps:
                              passage_ids=draft_passages, attempt=0)
         return record
 
-    def _yield_retrieval(self, run: Any, decision: TriggerDecision) -> Generator[StreamEvent, None, Any]:
-        retrieval = self._retrieve(run, [run.question], position=len(run.output), decision=decision, details={},
-                                   formulator="input")
+    def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
+        retrieval = self._retrieve(run, [query], position=len(run.output), decision=decision, details={},
+                                   formulator="input" if query == run.question else "question+draft")
         yield retrieval
         return retrieval

@@ -55,6 +55,8 @@ class Preset:
     """Which answer the check keeps (:class:`~active_rag.answer_check.AnswerCheck` ``select``)."""
     answer_options: bool = False
     """A choice question's answer is one of its options (:mod:`active_rag.answer_options`)."""
+    answer_query: str = "question"
+    """What the check's second look retrieves with (:class:`~active_rag.answer_check.AnswerCheck` ``query``)."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -102,6 +104,10 @@ PRESETS: dict[str, Preset] = {
         Preset("look-again-grounded", "look-again that keeps the answer its own passages contain when only one of the "
                "two does (else the surer one), and answers a choice question with one of its options", "once", "input",
                context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True),
+        Preset("look-again-next-hop", "look-again-grounded whose second look retrieves with the question and the draft "
+               "answer (the bridge entity it names finds the next hop) instead of the question alone", "once", "input",
+               context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
+               answer_query="draft"),
     )
 }
 
@@ -138,7 +144,8 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
         "method": p.name,
         **({"top_k": p.top_k} if p.top_k is not None else {}),
         **({"reanswer": True} if p.reanswer else {}),
-        **({"answer_check": AnswerCheck(theta=p.answer_check, select=p.answer_select)} if p.answer_check is not None else {}),
+        **({"answer_check": AnswerCheck(theta=p.answer_check, select=p.answer_select, query=p.answer_query)}
+           if p.answer_check is not None else {}),
         **({"answer_options": True} if p.answer_options else {}),
         **out,
     }

@@ -146,6 +146,35 @@ def test_an_unsure_answer_looks_again_with_the_next_passages_and_keeps_the_surer
     assert restart > 0 and "".join(e.text for e in tokens[restart:]).strip() == result.answer
 
 
+class ByQuery:
+    """A retriever whose ranking depends on whether the query names the bridge ("Glow"); records the queries."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        return ([C, A, B, D] if "Glow" in query else [A, B, D, C])[:k]
+
+
+def test_the_next_hop_look_retrieves_with_the_question_and_the_draft() -> None:
+    """``query="draft"`` (preset ``look-again-next-hop``): the bridge the draft names ("Glow") finds the passage the
+    question's own ranking puts last."""
+    lm, _ = _reader()
+    wiki = ByQuery()
+    rag = ActiveRAG.from_preset("look-again-next-hop", lm, wiki, top_k=2)
+    result = rag.run(QUESTION)
+    assert rag.answer_check is not None and rag.answer_check.query == "draft"
+    assert rag.describe()["answer_check"]["query"] == "draft"
+    assert [r.query for r in result.retrievals] == [QUESTION, f"{QUESTION} {result.draft}"]
+    assert result.retrievals[1].new_ids == ["c", "d"] and result.retrievals[1].formulator == "question+draft"
+    question_only = ActiveRAG.from_preset("look-again-grounded", _reader()[0], ByQuery(), top_k=2).run(QUESTION)
+    assert question_only.retrievals[1].new_ids == ["d", "c"]
+    assert "query" not in ActiveRAG.from_preset("look-again-grounded", lm, wiki).describe()["answer_check"]
+    with pytest.raises(InvalidOptionError, match="question, draft"):
+        AnswerCheck(query="entity")
+
+
 def test_the_draft_stays_when_the_model_is_surer_of_it() -> None:
     lm, _ = _reader(second_surer=False)
     # the draft names the question's own film star: with avoid_echo that alone loses to the second answer
