@@ -8,10 +8,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import ActiveRAGError, UnknownNameError
 from .model_flags import add_endpoint_options, add_model_options, endpoint_options, load_endpoint, load_model, model_options, parse_number
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .types import TokenEvent
 
 
 def _load_retriever(corpus: str | None) -> Any:
@@ -164,7 +167,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     engine = _build_engine(args, lm, retriever, kwargs)
     result: ActiveRAGResult | None = None
     out = sys.stdout
-    printed = False  # an answer token was printed (--stream)
+    last: TokenEvent | None = None  # the last answer token printed (--stream)
     with warnings.catch_warnings():
         # the result's warnings are printed once at the end (or are in the JSON): not twice
         warnings.filterwarnings("ignore", message=r"Context window full:")
@@ -177,9 +180,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 verdict = "retrieve" if event.retrieve else "answer without retrieval"
                 print(f"[router {event.router}] {verdict} (model said {event.raw_output.strip()!r})", file=out)
             elif args.stream and isinstance(event, TokenEvent):
-                if event.position == 0 and printed:  # the answer from its first word: again, or the draft kept
-                    print(f"\n[answer {'again' if event.attempt else 'kept: the draft'}] ", end="", file=out)
-                printed = True
+                if last is not None and event.position <= last.position:  # the output goes back (TokenEvent)
+                    print(f"\n[{_rewind_label(last, event)}] ", end="", file=out)
+                last = event
                 print(event.text, end="", flush=True, file=out)
             elif args.stream and isinstance(event, Retrieval):
                 print("", file=out)
@@ -213,6 +216,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
+
+
+def _rewind_label(last: TokenEvent, event: TokenEvent) -> str:
+    """What a token at an earlier position than the last one means, for ``ask --stream``."""
+    if event.attempt != last.attempt:
+        return "answer again" if event.attempt else "answer kept: the draft"
+    return "the unfinished sentence dropped, the answer phrase forced"
 
 
 def _print_answer_check(check: dict[str, Any], out: Any) -> None:

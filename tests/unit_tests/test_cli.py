@@ -128,3 +128,17 @@ def test_ask_answer_options_picks_an_option_and_says_so(tiny_dir: Path, corpus: 
     assert data["answer"].rstrip(".").endswith(("So the answer is Kasper Schmeichel", "So the answer is Peter Schmeichel"))
     assert main(args) == 0
     assert "answer_options" not in json.loads(capsys.readouterr().out)
+
+
+def test_ask_stream_marks_the_unfinished_sentence_the_engine_drops(tiny_dir: Path, corpus: Path, capsys) -> None:
+    """The random model writes no complete sentence in 5 tokens; the engine drops it and forces "So the answer
+    is" from position 0 of the same attempt: the stream says so instead of calling it a kept draft."""
+    args = ["ask", "Who is older, Kasper Schmeichel or Peter Schmeichel?", "--model", str(tiny_dir), "--corpus",
+            str(corpus), "--method", "sr-rag", "--max-new-tokens", "5"]
+    assert main([*args, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)["answer"]
+    assert main([*args, "--stream"]) == 0
+    out = capsys.readouterr().out
+    assert answer.startswith("So the answer is")
+    assert "[the unfinished sentence dropped, the answer phrase forced] So the answer is" in out
+    assert "kept: the draft" not in out
