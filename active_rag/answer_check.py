@@ -44,7 +44,7 @@ _SENTENCE_END = re.compile(r"(?<!\b[A-Z])[.!?](?=\s|$)")
 
 SELECT_RULES = ("grounded", "mean", "min", "second")
 #: what the second look retrieves with: the question (its next-ranked passages), or the question and the draft
-LOOK_QUERIES = ("question", "draft")
+LOOK_QUERIES = ("question", "draft", "linked")
 
 
 def answer_span(text: str) -> tuple[int, int] | None:
@@ -153,8 +153,10 @@ class AnswerCheck:
             one of the question's own names (docs/context.md#look-again).
         query: what the second look retrieves with: ``"question"`` (the question's next-ranked passages, the
             default) or ``"draft"`` (the question followed by the draft answer's text, its reasoning and answer: the
-            bridge entity the draft names finds the next hop, as FLARE retrieves with the generated sentence, §3.1).
-            Either way the retrieval asks for passages the prompt does not hold.
+            bridge entity the draft names finds the next hop, as FLARE retrieves with the generated sentence, §3.1)
+            or ``"linked"`` (the own articles of the names the draft's passages mention and the question does not,
+            then the question's next passages: :func:`active_rag.linked.linked_articles`). Each way the retrieval
+            asks for passages the prompt does not hold.
     """
 
     theta: float = 1.0
@@ -203,8 +205,9 @@ class AnswerCheck:
         return second.mean_logprob > draft.mean_logprob
 
     def look_query(self, question: str, draft: str) -> str:
-        """The second look's query (``query``): the question, or the question and the ``draft`` answer's text."""
-        return question if self.query == "question" else f"{question} {draft.strip()}".strip()
+        """The second look's query (``query``): the question, or the question and the ``draft`` answer's text
+        (``"linked"`` asks with names the engine reads off the passages: this gives the question)."""
+        return f"{question} {draft.strip()}".strip() if self.query == "draft" else question
 
     def describe(self) -> dict[str, Any]:
         # avoid_echo and query only when not the defaults: rows written before the options existed keep their key

@@ -25,6 +25,7 @@ from typing import Any
 from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
 from .answer_options import OptionsConstraint, question_options
 from .constrained import chain
+from .linked import linked_articles, linked_names
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
 from .types import StreamEvent, TokenEvent, TokenStep, TriggerDecision
@@ -50,6 +51,8 @@ class AnswerSteps:
     and the session helpers named below."""
 
     model: Any
+    retriever: Any
+    top_k: int
     answer_phrase: str | None
     max_new_tokens: int
     answer_check: AnswerCheck | None
@@ -192,7 +195,16 @@ class AnswerSteps:
         return record
 
     def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
-        retrieval = self._retrieve(run, [query], position=len(run.output), decision=decision, details={},
-                                   formulator="input" if query == run.question else "question+draft")
+        assert self.answer_check is not None
+        if self.answer_check.query == "linked":  # the names the draft's passages mention, then the question
+            read = [p for p in run.docs if p.id in set(run.answer_passages)]
+            names = linked_names(read, run.question)
+            retrieval = self._retrieve(
+                run, [*names, run.question], position=len(run.output), decision=decision, details={"names": names},
+                formulator="linked",
+                fetch=lambda held: linked_articles(self.retriever, read, run.question, self.top_k, held))
+        else:
+            retrieval = self._retrieve(run, [query], position=len(run.output), decision=decision, details={},
+                                       formulator="input" if query == run.question else "question+draft")
         yield retrieval
         return retrieval

@@ -16,7 +16,7 @@ import unicodedata
 from .text import is_content_word, split_sentences
 from .types import Passage
 
-__all__ = ["entities_of", "generated_entities", "is_own_passage", "same_entity"]
+__all__ = ["content_words", "entities_of", "generated_entities", "is_article_of", "is_own_passage", "same_entity"]
 
 _WORD = re.compile(r"[^\W_][\w'\-.]*")
 _CONNECTORS = frozenset({"of", "de", "von", "the"})
@@ -30,7 +30,8 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in re.findall(r"\w+", plain)]
 
 
-def _content(text: str) -> list[str]:
+def content_words(text: str) -> list[str]:
+    """Lower-cased content words (no stop words) without accents, in text order."""
     return [w for w in _words(text) if is_content_word(w) and w not in ("s",)]
 
 
@@ -70,7 +71,7 @@ def entities_of(sentence: str, question: str, names_only: bool = False) -> list[
     for phrase in _capitalised_phrases(sentence):
         phrase = phrase.strip(" .,'")
         phrase = re.sub(r"'s$", "", phrase)
-        words = _content(phrase)
+        words = content_words(phrase)
         if not words or all(w in asked for w in words):
             continue
         if names_only and (all(w.isdigit() or w in _MONTHS for w in words) or max(map(len, words)) < 2):
@@ -91,18 +92,26 @@ def generated_entities(text: str, question: str, limit: int = 4) -> list[str]:
 
 def same_entity(a: str, b: str) -> bool:
     """The same name, ignoring case, accents and punctuation."""
-    return _content(a) == _content(b)
+    return content_words(a) == content_words(b)
 
 
 def is_own_passage(passage: Passage, entity: str) -> bool:
     """Whether ``passage`` is ``entity``'s own article: its title, without a parenthesis such as "(Film)", has the
     entity's content words, or differs by one word ("Miguel Morayta" and "Miguel Morayta Martinez"); a passage
     without a title counts when its text starts with the entity."""
-    name = _content(entity)
+    name = content_words(entity)
     if not name:
         return False
-    title = _content(_PARENTHESIS.sub("", passage.title or ""))
+    title = content_words(_PARENTHESIS.sub("", passage.title or ""))
     if title:
         small, large = sorted((title, name), key=len)
         return set(small) <= set(large) and len(set(large) - set(small)) <= 1 and bool(set(small) & set(name))
-    return _content(passage.text[: 4 * len(entity) + 16])[: len(name)] == name
+    return content_words(passage.text[: 4 * len(entity) + 16])[: len(name)] == name
+
+
+def is_article_of(passage: Passage, name: str) -> bool:
+    """:func:`is_own_passage`, stricter for a one-word name, whose article must be titled with it alone ("American"
+    is not "American Scary", "Brooklyn" not "Brooklyn Nine-Nine"; "Glow (film)" is Glow's)."""
+    if len(content_words(name)) >= 2:
+        return is_own_passage(passage, name)
+    return bool(passage.title) and same_entity(_PARENTHESIS.sub("", passage.title or ""), name)

@@ -535,6 +535,7 @@ class ActiveRAG(AnswerSteps):
     def _retrieve(
         self, run: _Run, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any],
         formulator: str | None = None, keep: Callable[[Passage], bool] | None = None,
+        fetch: Callable[[set[str]], list[Passage]] | None = None,
     ) -> Retrieval:
         queries = [q.strip() for q in queries if q and q.strip()]
         reason = decision.reason
@@ -543,7 +544,7 @@ class ActiveRAG(AnswerSteps):
             reason = (reason + "; " if reason else "") + f"{self.query.name} produced an empty query, used the question"
         assert self.retriever is not None
         held = {p.id for p in run.docs} if self.context.skip_held else set()
-        passages = merge_rankings(fetch_rankings(self.retriever, queries, self.top_k, held), self.top_k)
+        passages = fetch(held) if fetch else merge_rankings(fetch_rankings(self.retriever, queries, self.top_k, held), self.top_k)
         returned = len(passages)
         not_own = [p for p in passages if keep is not None and not keep(p)]
         passages = [p for p in passages if p not in not_own]

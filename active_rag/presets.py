@@ -108,6 +108,10 @@ PRESETS: dict[str, Preset] = {
                "answer (the bridge entity it names finds the next hop) instead of the question alone", "once", "input",
                context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
                answer_query="draft"),
+        Preset("look-again-linked", "look-again-grounded whose second look reads the articles the draft's passages "
+               "link to (the names they mention that the question does not, each asked alone, own articles only)",
+               "once", "input", context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
+               answer_query="linked"),
     )
 }
 

@@ -454,6 +454,18 @@ def test_context_policy_is_a_parameter_and_the_query_is_the_engines(tiny_lm: Act
     assert response.metadata["retrievals"] == [r.to_dict() for r in direct.retrievals]
 
 
+def test_the_linked_look_is_a_preset_and_the_query_is_the_engines(tiny_lm: ActiveLM) -> None:
+    """``look-again-linked``: the second look asks the LlamaIndex retriever with the names its passages mention; the
+    response is the engine's answer and trace."""
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="look-again-linked", max_new_tokens=12, top_k=2)
+    assert engine.rag.answer_check is not None and engine.rag.answer_check.query == "linked"
+    response = engine.query(QUESTION)
+    direct = ActiveRAG.from_preset("look-again-linked", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()),
+                                   max_new_tokens=12, top_k=2).run(QUESTION)
+    assert str(response) == direct.answer
+    assert response.metadata["retrievals"] == [r.to_dict() for r in direct.retrievals]
+
+
 def test_an_answer_written_again_streams_and_reports_as_the_engines(tiny_lm: ActiveLM, collector: Collector) -> None:
     """``look-again`` (an answer check): ``response_gen`` gives the kept answer, not the draft joined to it; the
     draft and the second answer are one completion each, whose prompts hold exactly the passages they were

@@ -1,0 +1,95 @@
+"""The second look that follows the passages' links (issue 28, ``look-again-linked``, :mod:`active_rag.linked`):
+the names the draft's passages mention, each asked alone, own articles only, ranked by the question's words."""
+
+from __future__ import annotations
+
+import pytest
+
+from active_rag import ActiveRAG, Passage
+from active_rag.answer_check import AnswerCheck
+from active_rag.errors import RetrieverError
+from active_rag.linked import linked_articles, linked_names
+from tests.unit_tests.test_answer_check import _reader
+
+QUESTION = "Who directed the film that starred Annie Morton?"
+A = Passage(id="a", title="Annie Morton", text="Annie Morton starred in Glow and met Paul Smith in Paris.")
+B = Passage(id="b", title="Annie Morton (model)", text="Annie Morton is an American model.")
+C = Passage(id="c", title="Glow (film)", text="Glow was directed by Terry Richardson.")
+D = Passage(id="d", title="Other", text="Another passage.")
+E = Passage(id="e", title="Paul Smith", text="Paul Smith is a designer.")
+F = Passage(id="f", title="Paris", text="Paris is a city where a film starred many.")
+G = Passage(id="g", title="Glow Worm Cave Tours", text="Glow sticks are not a film.")
+H = Passage(id="h", title="American Scary", text="American Scary is a film that starred hosts.")
+
+
+class Wiki:
+    """Asked with the question: a ranking that puts the bridge article last; asked with a name: the passages whose
+    title or text holds it, a look-alike first. Records every query."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        if query == QUESTION:
+            return [A, B, D, F, E, C][:k]
+        return [p for p in (G, H, A, B, C, D, E, F) if query in p.title or query in p.text][:k]
+
+
+def test_linked_names_are_the_passages_names_the_question_does_not_name() -> None:
+    assert linked_names([A, B], QUESTION) == ["Glow", "Paul Smith", "Paris", "American"]
+    assert linked_names([A, A], "Who met Paul Smith in Paris?") == ["Annie Morton", "Glow"]
+    assert linked_names([], QUESTION) == []
+    # a sentence's end ends a name: not "Howard Dimsdale. It"
+    told = Passage(id="t", title="Glow (film)", text="It was written by Howard Dimsdale. It starred Paul Smith.")
+    assert linked_names([told], QUESTION) == ["Howard Dimsdale", "Paul Smith"]
+
+
+def test_linked_articles_are_own_articles_ranked_by_the_question_then_its_next_passages() -> None:
+    wiki = Wiki()
+    found = linked_articles(wiki, [A, B], QUESTION, 3, held={"a", "b"})
+    # own articles only ("Glow Worm Cave Tours" is not Glow's, "American Scary" not American's); "Paris" shares "film" and "starred" with the question,
+    # "Glow (film)" shares "film", "Paul Smith" nothing; the held passages never come back
+    assert [p.id for p in found] == ["f", "c", "e"]
+    assert wiki.queries == ["Glow", "Paul Smith", "Paris", "American", QUESTION]
+    # fewer articles than k: the question's next-ranked passages fill up, without repeating one
+    assert [p.id for p in linked_articles(Wiki(), [B], QUESTION, 3, held={"a", "b"})] == ["d", "f", "e"]
+    assert linked_articles(Wiki(), [A], QUESTION, 0) == []
+
+
+def test_a_failing_retriever_names_the_name_it_was_asked() -> None:
+    class Broken:
+        def retrieve(self, query: str, k: int) -> list[Passage]:
+            raise OSError("index gone")
+
+    with pytest.raises(RetrieverError, match="'Glow'.*index gone"):
+        linked_articles(Broken(), [A], QUESTION, 2)
+
+
+def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> None:
+    lm, prompts = _reader()
+    wiki = Wiki()
+    rag = ActiveRAG.from_preset("look-again-linked", lm, wiki, top_k=2)
+    result = rag.run(QUESTION)
+    assert rag.answer_check is not None and rag.answer_check.query == "linked"
+    assert rag.describe()["answer_check"]["query"] == "linked"
+    look = result.retrievals[1]
+    assert look.formulator == "linked" and look.details == {"names": ["Glow", "Paul Smith", "Paris", "American"]}
+    assert look.query == " | ".join(["Glow", "Paul Smith", "Paris", "American", QUESTION])
+    assert look.new_ids == ["f", "c"] and result.final_passage_ids == ["a", "b", "f", "c"]
+    assert "directed by Terry Richardson" in prompts[-1]
+    assert result.answer.endswith("So the answer is Terry Richardson.") and result.answer_check["kept"] == "second"
+    # the question's next passages (the default look) never reach the bridge article with two passages
+    plain = ActiveRAG.from_preset("look-again-grounded", _reader()[0], Wiki(), top_k=2).run(QUESTION)
+    assert plain.retrievals[1].new_ids == ["d", "f"] and "c" not in plain.final_passage_ids
+    assert AnswerCheck(query="linked").look_query(QUESTION, "draft text") == QUESTION
+
+
+def test_a_one_word_name_needs_an_article_titled_with_it_alone() -> None:
+    from active_rag.entities import is_article_of, is_own_passage
+
+    assert is_own_passage(H, "American") and not is_article_of(H, "American")
+    assert is_article_of(C, "Glow") and is_article_of(E, "Paul Smith")
+    assert is_article_of(Passage(id="x", title="Paul Smith (designer)", text=""), "Paul Smith")
+    assert is_article_of(Passage(id="y", title="Paul Smith Jr", text=""), "Paul Smith")  # two words: one may differ
+    assert not is_article_of(Passage(id="z", title="", text="Glow is a film."), "Glow")
