@@ -93,3 +93,28 @@ def test_a_one_word_name_needs_an_article_titled_with_it_alone() -> None:
     assert is_article_of(Passage(id="x", title="Paul Smith (designer)", text=""), "Paul Smith")
     assert is_article_of(Passage(id="y", title="Paul Smith Jr", text=""), "Paul Smith")  # two words: one may differ
     assert not is_article_of(Passage(id="z", title="", text="Glow is a film."), "Glow")
+
+
+# -- the evidence-recall tool ----------------------------------------------------------------------------
+def test_the_recall_table_counts_prompts_that_hold_every_gold_passage() -> None:
+    from active_rag.evaluation.datasets import Example
+    from active_rag.evaluation.linked_recall import recall_table
+
+    examples = [Example(id="q1", question=QUESTION, answers=["Terry Richardson"], kind="qa", gold_passage_ids=["a", "c"]),
+                Example(id="q2", question=QUESTION, answers=["x"], kind="qa", gold_passage_ids=["a", "d"]),
+                Example(id="q3", question=QUESTION, answers=["x"], kind="qa")]  # no gold ids: left out
+    table = recall_table(Wiki(), examples, top_k=2, more=2)
+    assert table["first"]["all_gold"] == 0.0
+    # the question's next two are d and f: q2 only; the linked two are f and c: q1 only; c is the one the question's
+    # ranking would not have added (f it would), and it is gold for q1, not for q2
+    assert table["question"] == {"all_gold": 50.0, "new_evidence": 50.0, "linked": 0.0, "linked_without_gold": 0.0}
+    assert table["linked"] == {"all_gold": 50.0, "new_evidence": 50.0, "linked": 1.0, "linked_without_gold": 0.5}
+    with pytest.raises(ValueError, match="gold passage ids"):
+        recall_table(Wiki(), examples[2:])
+
+
+def test_the_recall_tool_refuses_an_empty_second_retrieval(capsys: pytest.CaptureFixture[str]) -> None:
+    from active_rag.evaluation.linked_recall import main
+
+    assert main(["--dataset", "hotpotqa", "--more", "0"]) == 2
+    assert "--more must be at least 1" in capsys.readouterr().err
