@@ -7,9 +7,9 @@ gold passage in the prompt once ``--more`` passages are added, by each way of ch
 - ``linked``: the own articles of the names the first passages mention (:func:`active_rag.linked.linked_articles`,
   the second look of ``look-again-linked``), then the question's next passages.
 
-It also prints how many of the added passages are linked articles that the question's next-ranked passages do not
-include, and how many of those hold no gold passage (the noise a reader has to skip), and the new-evidence rate (the share of questions whose added passages bring a
-gold passage the first ones lacked)::
+It also prints the new-evidence rate (the share of questions whose added passages bring a gold passage the first
+ones lacked), how many of the added passages are linked articles that the question's next-ranked ones do not
+include, and how many of those hold no gold passage (the noise a reader has to skip)::
 
     python -m active_rag.evaluation.linked_recall --dataset hotpotqa --limit 150
 """
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example, load_dataset
 from active_rag.evaluation.method_engines import load_corpus_index
 from active_rag.linked import linked_articles
@@ -80,9 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.top_k < 1 or args.more < 1:
         print("error: --top-k and --more must be at least 1.", file=sys.stderr)
         return 2
-    examples = load_dataset(args.dataset, args.data_dir, args.limit)
-    index, _, _ = load_corpus_index(args.dataset, args.data_dir)
-    table = recall_table(index, examples, args.top_k, args.more)
+    try:
+        examples = load_dataset(args.dataset, args.data_dir, args.limit)
+        index, _, _ = load_corpus_index(args.dataset, args.data_dir)
+        table = recall_table(index, examples, args.top_k, args.more)
+    except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     n = sum(1 for e in examples if e.gold_passage_ids)
     print(f"{args.dataset}, {n} questions, BM25 top-{args.top_k}, then {args.more} more passages\n")
     print("| Second retrieval | All gold % | New evidence % | Linked articles / q | of them without gold / q |")

@@ -118,3 +118,11 @@ def test_the_recall_tool_refuses_an_empty_second_retrieval(capsys: pytest.Captur
 
     assert main(["--dataset", "hotpotqa", "--more", "0"]) == 2
     assert "--more must be at least 1" in capsys.readouterr().err
+
+
+def test_the_recall_tool_names_a_missing_data_folder(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from active_rag.evaluation.linked_recall import main
+
+    assert main(["--dataset", "hotpotqa", "--data-dir", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: The hotpotqa question file") and "nowhere" in err.splitlines()[0]
