@@ -197,7 +197,8 @@ class AnswerSteps:
     def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
         assert self.answer_check is not None
         if self.answer_check.query == "linked":  # the names the draft's passages mention, then the question
-            read = [p for p in run.docs if p.id in set(run.answer_passages)]
+            answered_from = set(run.answer_passages)
+            read = [p for p in run.docs if p.id in answered_from]
             names = linked_names(read, run.question)
             retrieval = self._retrieve(
                 run, [*names, run.question], position=len(run.output), decision=decision, details={"names": names},
