@@ -161,7 +161,7 @@ class AnswerSteps:
             threshold=check.theta,
             reason=(
                 "no answer span" if draft.tokens == 0
-                else YES_NO_STANDS if check.select == "grounded" and grounded_in(draft.answer, "") is None
+                else YES_NO_STANDS if check.grounds and grounded_in(draft.answer, "") is None
                 else f"answer token {draft.token!r} has p={draft.min_prob:.3f} {'<' if unsure else '>='} theta={check.theta:g}"
             ),
         )
@@ -187,6 +187,7 @@ class AnswerSteps:
                                                              _passage_text(run, run.answer_passages))):
             record["kept"] = "second"
             return record
+        record["second_text"] = "".join(step.text for step in run.output)  # what the model wrote, kept
         run.output[:] = draft_steps  # the draft is surer: it is the answer again, streamed again from position 0
         run.answer_passages = draft_passages
         for n, s in enumerate(draft_steps):

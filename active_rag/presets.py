@@ -112,6 +112,10 @@ PRESETS: dict[str, Preset] = {
                "link to (the names they mention that the question does not, each asked alone, own articles only)",
                "once", "input", context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
                answer_query="linked"),
+        Preset("look-again-linked-second", "look-again-linked that keeps the second answer (its prompt holds the "
+               "linked articles too) unless only the draft is found in its own passages", "once", "input",
+               context="accumulate", answer_check=1.0, answer_select="grounded-second", answer_options=True,
+               answer_query="linked"),
     )
 }
 

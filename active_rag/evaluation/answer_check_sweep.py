@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from active_rag.answer_check import SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
+from active_rag.answer_check import GROUNDED_RULES, SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
 from active_rag.evaluation.compare import read_rows
 from active_rag.evaluation.metrics import qa_scores, strategyqa_accuracy
 from active_rag.types import Passage
@@ -77,9 +77,9 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[floa
           corpus: Mapping[str, Passage] | None = None) -> dict[str, Any]:
     """Scores (percent) of the draft, the second answer, the per-question oracle, and each (theta, rule,
     ``avoid_echo``), each decided by :class:`~active_rag.answer_check.AnswerCheck` itself. ``corpus`` (passages
-    by id) is what ``"grounded"`` reads; without it that rule is left out."""
+    by id) is what the grounded rules read; without it they are left out."""
     rows = checked_rows(rows)
-    rules = [r for r in rules if r != "grounded" or corpus is not None]
+    rules = [r for r in rules if r not in GROUNDED_RULES or corpus is not None]
     n = len(rows)
     if n == 0:
         raise ValueError("No rows to sweep.")
@@ -99,7 +99,7 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[floa
                         total += d
                         continue
                     looked += 1
-                    texts = prompt_passages(r, corpus) if corpus is not None and rule == "grounded" else None
+                    texts = prompt_passages(r, corpus) if corpus is not None and rule in GROUNDED_RULES else None
                     total += s if check.keep_second(first, confidence(record["second"]), r.get("question", ""), texts) else d
                 grid.append({"theta": theta, "select": rule, "avoid_echo": avoid_echo, "score": 100 * total / n,
                              "looked": looked})

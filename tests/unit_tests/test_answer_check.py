@@ -188,6 +188,7 @@ def test_the_draft_stays_when_the_model_is_surer_of_it() -> None:
     assert result.answer == "Annie Morton starred in Glow. So the answer is Annie Morton."
     assert result.final_passage_ids == ["a", "b"]  # the evidence of the answer kept
     assert result.answer_check["kept"] == "draft" and result.draft == result.answer
+    assert result.answer_check["second_text"].strip().endswith("So the answer is Terry Richardson.")  # not lost
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     restart = max(i for i, e in enumerate(tokens) if e.position == 0)
     assert "".join(e.text for e in tokens[restart:]).strip() == result.answer  # the kept answer streamed last

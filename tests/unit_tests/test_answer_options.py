@@ -124,11 +124,25 @@ def test_grounded_prefers_the_answer_its_passages_contain() -> None:
     assert not check.keep_second(sure_unread, unsure_read, QUESTION)
 
 
-def test_a_yes_or_no_draft_stands_under_grounded() -> None:
+def test_grounded_second_keeps_the_second_answer_unless_only_the_draft_is_read() -> None:
+    sure = answer_confidence(_steps("So the answer is Glow Smith.", {"Glow": 0.99}))
+    unsure = answer_confidence(_steps("So the answer is Terry Richardson.", {"Terry": 0.2}))
+    check = AnswerCheck(select="grounded-second")
+    both = ("Glow Smith", "Glow Smith. Terry Richardson")
+    assert check.keep_second(sure, unsure, QUESTION, both)  # both read: the second, though the draft is surer
+    assert not AnswerCheck(select="grounded").keep_second(sure, unsure, QUESTION, both)
+    assert not check.keep_second(sure, unsure, QUESTION, ("Glow Smith", "Annie Morton"))  # only the draft read
+    assert check.keep_second(unsure, sure, QUESTION, ("Annie Morton", "Glow Smith"))  # only the second read
+    no_span = answer_confidence(_steps("I do not know.", {}))
+    assert not check.keep_second(sure, no_span, QUESTION) and check.keep_second(no_span, no_span, QUESTION)
+
+
+@pytest.mark.parametrize("select", ["grounded", "grounded-second"])
+def test_a_yes_or_no_draft_stands_under_grounded(select: str) -> None:
     yes = answer_confidence(_steps("So the answer is yes.", {"yes": 0.4}))
-    assert not AnswerCheck(select="grounded").unsure(yes) and AnswerCheck().unsure(yes)
+    assert not AnswerCheck(select=select).unsure(yes) and AnswerCheck().unsure(yes)
     empty = answer_confidence(_steps("I do not know.", {}))
-    assert AnswerCheck(select="grounded").unsure(empty)  # no answer span: look again
+    assert AnswerCheck(select=select).unsure(empty)  # no answer span: look again
 
 
 def _reader() -> tuple[ScriptedLM, list[str]]:

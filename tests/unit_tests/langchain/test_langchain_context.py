@@ -32,7 +32,8 @@ def test_context_field_and_per_call_override(tiny_lm, bm25_retriever) -> None:
     assert ActiveRAG(tiny_lm, bm25_retriever, preset="dragin").build_engine().context.name == "replace"
 
 
-@pytest.mark.parametrize("preset", ["look-again", "look-again-grounded", "look-again-linked", "follow-bridge-reanswer"])
+@pytest.mark.parametrize("preset", ["look-again", "look-again-grounded", "look-again-linked", "look-again-linked-second",
+                                    "follow-bridge-reanswer"])
 def test_a_second_answer_streams_and_invokes_as_the_engines(tiny_lm, bm25_retriever, preset: str) -> None:
     """The presets that write the answer again: the invoked and the streamed answer are the engine's kept answer
     (the draft's chunks are not joined to it), and the trace is the engine's."""
