@@ -5,14 +5,20 @@ every answer, so each eval row holds both answers and the model's confidence in 
 ``.second``: the answer span, its lowest token probability and mean log-probability). What any lower ``theta``
 and any selection rule would have kept follows from those numbers without running the model again: an answer
 whose weakest answer token has ``p >= theta`` is not checked (the draft stands), otherwise the rule picks one of
-the two (``AnswerCheck.keep_second`` itself, with and without ``avoid_echo``). This is how the preset's defaults were chosen on the first questions of a slice::
+the two (``AnswerCheck.keep_second`` itself, with and without ``avoid_echo``). This is how the preset's defaults
+were chosen on the first questions of a slice::
 
     python -m active_rag.evaluation.answer_check_sweep --dataset hotpotqa --limit 50 \\
         results/eval/hotpotqa/qwen2.5-coder-0.5b/look-again.jsonl
 
 It prints the score of the draft alone (retrieving once), of the second answer alone (the prompt with the next
 passages too), of the better of the two per question (an oracle, the ceiling of any rule) and of each
-(theta, rule, avoid_echo), with how many answers were checked again.
+(theta, rule, avoid_echo), with how many answers were checked again. ``--against LABEL=ROWS`` (repeatable) pairs
+each rule at ``theta = 1`` with other rows, by question, as ``active_rag.evaluation.compare`` does: how a rule
+chosen later would have fared against retrieving once, from the same generations (a rule only picks one of the
+two answers the rows hold)::
+
+    python -m active_rag.evaluation.answer_check_sweep --dataset hotpotqa ROWS --against sr-rag=SR_RAG_ROWS
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from active_rag.answer_check import GROUNDED_RULES, SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
-from active_rag.evaluation.compare import read_rows
+from active_rag.evaluation.compare import labelled, read_rows
+from active_rag.evaluation.config import PRIMARY_METRICS
+from active_rag.evaluation.paired import PairedDifference, paired_differences
 from active_rag.evaluation.metrics import qa_scores, strategyqa_accuracy
 from active_rag.types import Passage
 
@@ -72,6 +80,44 @@ def prompt_passages(row: Mapping[str, Any], corpus: Mapping[str, Passage]) -> tu
             passages_text(corpus[i] for i in second_ids if i in corpus))
 
 
+def rule_scores(rows: Sequence[Mapping[str, Any]], dataset: str, check: AnswerCheck,
+                corpus: Mapping[str, Passage] | None = None) -> list[float]:
+    """Per row, the score (0 to 1) of the answer ``check`` would have kept: the draft where it would not have
+    looked again (or the row has no second answer), else the one :meth:`AnswerCheck.keep_second` picks."""
+    out = []
+    for r in rows:
+        record = r["answer_check"]
+        first = confidence(record["draft"])
+        if record["second"] is None or not check.unsure(first):
+            out.append(answer_score(record["draft"]["answer"], r["gold"], dataset))
+            continue
+        texts = prompt_passages(r, corpus) if corpus is not None and check.grounds else None
+        kept = record["second"] if check.keep_second(first, confidence(record["second"]), r.get("question", ""),
+                                                     texts) else record["draft"]
+        out.append(answer_score(kept["answer"], r["gold"], dataset))
+    return out
+
+
+def against(rows: Sequence[Mapping[str, Any]], baselines: Mapping[str, Sequence[Mapping[str, Any]]], dataset: str,
+            corpus: Mapping[str, Passage] | None = None) -> list[PairedDifference]:
+    """Each selection rule at ``theta = 1`` (and the draft and the second answer alone) against each baseline's
+    rows (label -> rows), paired by question id on the dataset's primary metric, with 95% bootstrap intervals."""
+    rows = checked_rows(rows)
+    metric = "f1" if "f1" in PRIMARY_METRICS[dataset] else PRIMARY_METRICS[dataset][0]
+    scores = {"draft": [answer_score(r["answer_check"]["draft"]["answer"], r["gold"], dataset) for r in rows]}
+    scores.update({f"keep by {rule}": rule_scores(rows, dataset, AnswerCheck(select=rule), corpus)
+                   for rule in SELECT_RULES if rule not in GROUNDED_RULES or corpus is not None})
+    table: dict[str, list[dict[str, Any]]] = {
+        label: [{"id": r["id"], "metrics": {metric: s}} for r, s in zip(rows, per_row, strict=True)]
+        for label, per_row in scores.items()}
+    out = []
+    for label, base in baselines.items():
+        table[label] = list(base)
+        out += [d for d in paired_differences(table, label, [metric]) if d.method in scores]
+        del table[label]
+    return out
+
+
 def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[float] = THETAS,
           rules: Sequence[str] = SELECT_RULES, echo: Sequence[bool] = (True, False),
           corpus: Mapping[str, Passage] | None = None) -> dict[str, Any]:
@@ -91,18 +137,10 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[floa
         for rule in rules:
             for avoid_echo in echo if rule != "second" else (False,):
                 check = AnswerCheck(theta=theta, select=rule, avoid_echo=avoid_echo)
-                total, looked = 0.0, 0
-                for r, d, s in zip(rows, draft, second, strict=True):
-                    record = r["answer_check"]
-                    first = confidence(record["draft"])
-                    if record["second"] is None or not check.unsure(first):
-                        total += d
-                        continue
-                    looked += 1
-                    texts = prompt_passages(r, corpus) if corpus is not None and rule in GROUNDED_RULES else None
-                    total += s if check.keep_second(first, confidence(record["second"]), r.get("question", ""), texts) else d
-                grid.append({"theta": theta, "select": rule, "avoid_echo": avoid_echo, "score": 100 * total / n,
-                             "looked": looked})
+                looked = sum(r["answer_check"]["second"] is not None
+                             and check.unsure(confidence(r["answer_check"]["draft"])) for r in rows)
+                grid.append({"theta": theta, "select": rule, "avoid_echo": avoid_echo,
+                             "score": 100 * sum(rule_scores(rows, dataset, check, corpus)) / n, "looked": looked})
     return {"n": n, "draft": 100 * sum(draft) / n, "second": 100 * sum(second) / n,
             "oracle": 100 * sum(map(max, draft, second)) / n, "grid": grid}
 
@@ -114,6 +152,14 @@ def format_sweep(result: Mapping[str, Any], dataset: str) -> str:
              f"| theta | keep by | avoid echo | {metric} | looked again |", "|---:|---|---|---:|---:|"]
     lines += [f"| {g['theta']:g} | {g['select']} | {'yes' if g['avoid_echo'] else 'no'} | {g['score']:.1f} | {g['looked']} |"
               for g in result["grid"]]
+    return "\n".join(lines)
+
+
+def format_against(diffs: Sequence[PairedDifference]) -> str:
+    lines = ["", "| answer kept | vs | difference [95% interval] | better / worse | questions |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {d.method} | {d.baseline} | {100 * d.difference:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | "
+              f"{d.wins} / {d.losses} | {d.n} |" for d in diffs if d.difference is not None and d.low is not None
+              and d.high is not None]
     return "\n".join(lines)
 
 
@@ -141,14 +187,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data folder whose corpus the 'grounded' rule reads (default: $ACTIVE_RAG_DATA or "
                         "../shared/data; absent: the rule is left out)")
+    parser.add_argument("--against", action="append", default=[], type=labelled, metavar="LABEL=ROWS",
+                        help="also pair each rule at theta 1 with these rows (e.g. sr-rag=.../sr-rag.jsonl): the "
+                        "difference and its 95%% interval over the questions both answered; repeatable")
     args = parser.parse_args(argv)
     try:
         rows = read_rows(args.rows)[: args.limit]
-        result = sweep(rows, args.dataset, corpus=read_corpus(args.dataset, args.data_dir))
+        corpus = read_corpus(args.dataset, args.data_dir)
+        result = sweep(rows, args.dataset, corpus=corpus)
+        baselines = {label: read_rows(path) for label, path in args.against}
+        diffs = against(rows, baselines, args.dataset, corpus) if baselines else []
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_sweep(result, args.dataset))
+    if diffs:
+        print(format_against(diffs))
     return 0
 
 

@@ -112,7 +112,7 @@ def format_comparison(summary: Mapping[str, Mapping[str, Any]], diffs: Sequence[
     return "\n".join(lines) + "\n"
 
 
-def _labelled(spec: str) -> tuple[str, Path]:
+def labelled(spec: str) -> tuple[str, Path]:
     label, sep, path = spec.partition("=")
     if not sep or not label or not path:
         raise argparse.ArgumentTypeError(f"{spec!r}: write LABEL=PATH, e.g. sr-rag=results/eval/hotpotqa/MODEL/sr-rag.jsonl")
@@ -122,7 +122,7 @@ def _labelled(spec: str) -> tuple[str, Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, choices=sorted(PRIMARY_METRICS))
-    parser.add_argument("files", nargs="+", type=_labelled, metavar="LABEL=PATH", help="rows of one method (JSONL)")
+    parser.add_argument("files", nargs="+", type=labelled, metavar="LABEL=PATH", help="rows of one method (JSONL)")
     parser.add_argument("--baseline", action="append", default=[], help="a LABEL to compare every row against (repeatable)")
     args = parser.parse_args(argv)
     files = dict(args.files)

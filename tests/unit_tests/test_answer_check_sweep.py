@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from active_rag.evaluation.answer_check_sweep import main, sweep
+from active_rag.evaluation.answer_check_sweep import against, main, sweep
 from active_rag.types import Passage
 
 
@@ -98,3 +98,23 @@ def test_the_grounded_rule_reads_each_prompts_passages_and_needs_the_corpus(tmp_
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     assert main([str(rows), "--dataset", "hotpotqa", "--data-dir", str(tmp_path / "data")]) == 0
+
+
+def test_each_rule_pairs_with_a_baselines_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the baseline (retrieving once) got rows 1 and 2 right; "min" keeps Lyon, Terry Richardson, Smith, Oslo
+    base = [{"id": f"q{i}", "metrics": {"f1": f1}} for i, f1 in enumerate((0.0, 1.0, 1.0, 0.0))]
+    diffs = {d.method: d for d in against(ROWS, {"once": base}, "hotpotqa")}
+    by_min = diffs["keep by min"]
+    assert by_min.difference == pytest.approx(0.25) and (by_min.wins, by_min.losses) == (1, 0)
+    assert diffs["draft"].difference == pytest.approx(0.25) and (diffs["draft"].wins, diffs["draft"].losses) == (2, 1)
+    assert diffs["keep by second"].difference == pytest.approx(0.0) and diffs["keep by second"].losses == 1
+    assert "keep by grounded" not in diffs  # no corpus: the grounded rules are left out
+    assert all(d.baseline == "once" and d.n == 4 for d in diffs.values())
+    rows, once = tmp_path / "look-again.jsonl", tmp_path / "once.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    once.write_text("".join(json.dumps(r) + "\n" for r in base))
+    assert main([str(rows), "--dataset", "hotpotqa", "--against", f"once={once}", "--data-dir", str(tmp_path)]) == 0
+    assert "| keep by min | once | +25.0 [" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main([str(rows), "--dataset", "hotpotqa", "--against", str(once)])  # no label
+    assert exit_.value.code == 2
