@@ -190,9 +190,9 @@ class AnswerCheck:
         return self.select in GROUNDED_RULES
 
     def unsure(self, confidence: AnswerConfidence) -> bool:
-        """Whether to look again: no answer span, or an answer token with probability below ``theta``. With
-        a grounded rule (:data:`GROUNDED_RULES`), a "yes" or "no" draft stands: no passage can confirm it, and the model's confidence
-        does not choose between yes and no (StrategyQA 229: keeping the surer one scored 52.4 against the
+        """Whether to look again: no answer span, or an answer token with probability below ``theta``. With a
+        grounded rule (:data:`GROUNDED_RULES`), a "yes" or "no" draft stands: no passage can confirm it, and the
+        model's confidence does not choose between yes and no (StrategyQA 229: keeping the surer one scored 52.4 against the
         draft's 54.6)."""
         if self.grounds and confidence.tokens > 0 and grounded_in(confidence.answer, "") is None:
             return False

@@ -156,7 +156,8 @@ def format_sweep(result: Mapping[str, Any], dataset: str) -> str:
 
 
 def format_against(diffs: Sequence[PairedDifference]) -> str:
-    lines = ["", "| answer kept | vs | difference [95% interval] | better / worse | questions |", "|---|---|---:|---:|---:|"]
+    lines = ["", "| answer kept | vs | difference [95% interval] | better / worse | questions |",
+             "|---|---|---:|---:|---:|"]
     lines += [f"| {d.method} | {d.baseline} | {100 * d.difference:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | "
               f"{d.wins} / {d.losses} | {d.n} |" for d in diffs if d.difference is not None and d.low is not None
               and d.high is not None]
