@@ -25,10 +25,10 @@ from typing import Any
 from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
 from .answer_options import OptionsConstraint, question_options
 from .constrained import chain
-from .linked import linked_articles, linked_names
+from .linked import linked_names, linked_sources
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
-from .types import StreamEvent, TokenEvent, TokenStep, TriggerDecision
+from .types import Passage, StreamEvent, TokenEvent, TokenStep, TriggerDecision
 
 __all__ = ["AnswerSteps"]
 
@@ -201,10 +201,15 @@ class AnswerSteps:
             answered_from = set(run.answer_passages)
             read = [p for p in run.docs if p.id in answered_from]
             names = linked_names(read, run.question)
-            retrieval = self._retrieve(
-                run, [*names, run.question], position=len(run.output), decision=decision, details={"names": names},
-                formulator="linked",
-                fetch=lambda held: linked_articles(self.retriever, read, run.question, self.top_k, held))
+            details: dict[str, Any] = {"names": names}
+
+            def fetch(held: set[str]) -> list[Passage]:
+                sources = linked_sources(self.retriever, read, run.question, self.top_k, held)
+                details["articles"] = {p.id: name for p, name in sources if name is not None}  # the rest: question's
+                return [p for p, _ in sources]
+
+            retrieval = self._retrieve(run, [*names, run.question], position=len(run.output), decision=decision,
+                                       details=details, formulator="linked", fetch=fetch)
         else:
             retrieval = self._retrieve(run, [query], position=len(run.output), decision=decision, details={},
                                        formulator="input" if query == run.question else "question+draft")

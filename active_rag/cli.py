@@ -141,8 +141,12 @@ def _print_retrieval(r: Any, out: Any) -> None:
     print(f"      query: {r.query}", file=out)
     if r.top_k is not None and r.returned is not None and r.returned < r.top_k:
         print(f"      the retriever returned {r.returned} of the {r.top_k} passages asked for", file=out)
+    linked = (r.details or {}).get("articles") if r.formulator == "linked" else None
     for p in r.passages:
-        print(f"      - {p.title or p.id}  [{p.id}]", file=out)
+        origin = ""
+        if linked is not None:  # the linked look: a name's own article, or the question's next passage
+            origin = f"  <- the article of {linked[p.id]!r}" if p.id in linked else "  <- the question's next passage"
+        print(f"      - {p.title or p.id}  [{p.id}]{origin}", file=out)
     if r.dropped:
         print(f"      ({len(r.dropped)} lower-ranked passages left out of the prompt: {r.dropped_reason})", file=out)
     held = getattr(r, "held_ids", None)

@@ -34,7 +34,7 @@ from .rankings import fetch_rankings
 from .text import split_sentences
 from .types import Passage
 
-__all__ = ["linked_articles", "linked_names"]
+__all__ = ["linked_articles", "linked_names", "linked_sources"]
 
 #: passages asked for per name: the name's own article is almost always first when the corpus has it
 PER_NAME = 3
@@ -51,20 +51,26 @@ def linked_names(passages: Sequence[Passage], question: str) -> list[str]:
     return names
 
 
-def linked_articles(retriever: Any, passages: Sequence[Passage], question: str, k: int,
-                    held: set[str] | frozenset[str] = frozenset()) -> list[Passage]:
-    """At most ``k`` passages the prompt does not hold (``held``): the own articles of the names ``passages``
-    mention (:func:`linked_names`), those sharing more of the question's content words first, then the
-    question's next-ranked passages."""
+def linked_sources(retriever: Any, passages: Sequence[Passage], question: str, k: int,
+                   held: set[str] | frozenset[str] = frozenset()) -> list[tuple[Passage, str | None]]:
+    """At most ``k`` passages the prompt does not hold (``held``), each with where it came from: the own articles
+    of the names ``passages`` mention (:func:`linked_names`), paired with that name and those sharing more of the
+    question's content words first, then the question's next-ranked passages, paired with ``None``."""
     names = linked_names(passages, question)
-    found: list[Passage] = []
+    found: list[tuple[Passage, str | None]] = []
     for name, ranking in zip(names, fetch_rankings(retriever, names, PER_NAME, held)):
         own = next((p for p in ranking if is_article_of(p, name)), None)
-        if own is not None and all(own.id != f.id for f in found):
-            found.append(own)
+        if own is not None and all(own.id != f.id for f, _ in found):
+            found.append((own, name))
     asked = set(content_words(question))
-    found.sort(key=lambda p: -len(asked & set(content_words(p.text))))  # stable: name order breaks ties
+    found.sort(key=lambda pair: -len(asked & set(content_words(pair[0].text))))  # stable: name order breaks ties
     for p in fetch_rankings(retriever, [question], k, held)[0]:
-        if all(p.id != f.id for f in found):
-            found.append(p)
+        if all(p.id != f.id for f, _ in found):
+            found.append((p, None))
     return found[:k]
+
+
+def linked_articles(retriever: Any, passages: Sequence[Passage], question: str, k: int,
+                    held: set[str] | frozenset[str] = frozenset()) -> list[Passage]:
+    """The passages of :func:`linked_sources`, without where they came from."""
+    return [p for p, _ in linked_sources(retriever, passages, question, k, held)]

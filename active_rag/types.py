@@ -122,7 +122,7 @@ class Retrieval:
         return [p.id for p in self.passages]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "position": self.position,
             "token": self.token,
             "score": self.score,
@@ -141,6 +141,9 @@ class Retrieval:
             "new_ids": list(self.passage_ids if self.new_ids is None else self.new_ids),
             "formulator": self.formulator,
         }
+        if "articles" in self.details:  # the linked look: which passage is the own article of which name
+            out["linked_articles"] = dict(self.details["articles"])
+        return out
 
 
 @dataclass

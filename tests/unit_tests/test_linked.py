@@ -8,7 +8,7 @@ import pytest
 from active_rag import ActiveRAG, Passage
 from active_rag.answer_check import AnswerCheck
 from active_rag.errors import RetrieverError
-from active_rag.linked import linked_articles, linked_names
+from active_rag.linked import linked_articles, linked_names, linked_sources
 from tests.unit_tests.test_answer_check import _reader
 
 QUESTION = "Who directed the film that starred Annie Morton?"
@@ -54,6 +54,9 @@ def test_linked_articles_are_own_articles_ranked_by_the_question_then_its_next_p
     assert wiki.queries == ["Glow", "Paul Smith", "Paris", "American", QUESTION]
     # fewer articles than k: the question's next-ranked passages fill up, without repeating one
     assert [p.id for p in linked_articles(Wiki(), [B], QUESTION, 3, held={"a", "b"})] == ["d", "f", "e"]
+    # where each came from: a name's own article, or the question's next passage (None)
+    assert [(p.id, name) for p, name in linked_sources(Wiki(), [A, B], QUESTION, 4, held={"a", "b"})] == [
+        ("f", "Paris"), ("c", "Glow"), ("e", "Paul Smith"), ("d", None)]
     assert linked_articles(Wiki(), [A], QUESTION, 0) == []
 
 
@@ -74,7 +77,11 @@ def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> N
     assert rag.answer_check is not None and rag.answer_check.query == "linked"
     assert rag.describe()["answer_check"]["query"] == "linked"
     look = result.retrievals[1]
-    assert look.formulator == "linked" and look.details == {"names": ["Glow", "Paul Smith", "Paris", "American"]}
+    assert look.formulator == "linked"
+    # which passage is which name's own article: in the trace, its JSON and the CLI's printout
+    assert look.details == {"names": ["Glow", "Paul Smith", "Paris", "American"], "articles": {"f": "Paris", "c": "Glow"}}
+    assert look.to_dict()["linked_articles"] == {"f": "Paris", "c": "Glow"}
+    assert "linked_articles" not in result.retrievals[0].to_dict()
     assert look.query == " | ".join(["Glow", "Paul Smith", "Paris", "American", QUESTION])
     assert look.new_ids == ["f", "c"] and result.final_passage_ids == ["a", "b", "f", "c"]
     assert "directed by Terry Richardson" in prompts[-1]
@@ -83,6 +90,24 @@ def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> N
     plain = ActiveRAG.from_preset("look-again-grounded", _reader()[0], Wiki(), top_k=2).run(QUESTION)
     assert plain.retrievals[1].new_ids == ["d", "f"] and "c" not in plain.final_passage_ids
     assert AnswerCheck(query="linked").look_query(QUESTION, "draft text") == QUESTION
+
+
+def test_ask_prints_which_name_each_linked_passage_is_the_article_of() -> None:
+    import io
+
+    from active_rag.cli import _print_retrieval
+
+    lm, _ = _reader()
+    look = ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[1]
+    out = io.StringIO()
+    _print_retrieval(look, out)
+    lines = out.getvalue().splitlines()
+    assert "      - Paris  [f]  <- the article of 'Paris'" in lines
+    assert "      - Glow (film)  [c]  <- the article of 'Glow'" in lines
+    assert "      - Paul Smith  [e]  <- the article of 'Paul Smith'" in lines
+    first = io.StringIO()  # a retrieval with the question: no origin to print
+    _print_retrieval(ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[0], first)
+    assert "<-" not in first.getvalue()
 
 
 def test_a_one_word_name_needs_an_article_titled_with_it_alone() -> None:
