@@ -195,21 +195,27 @@ class AnswerSteps:
                              passage_ids=draft_passages, attempt=0)
         return record
 
+    def _linked_retrieval(self, run: Any, read: Sequence[Passage], *, position: int, decision: TriggerDecision) -> Any:
+        """Retrieve the own articles of the names ``read`` mentions and the question does not, then the question's
+        next passages (:func:`active_rag.linked.linked_sources`). The trace records the names asked (``details
+        ["names"]``, and the query) and which passage is whose article (``details["articles"]``)."""
+        names = linked_names(read, run.question)
+        details: dict[str, Any] = {"names": names}
+
+        def fetch(held: set[str]) -> list[Passage]:
+            sources = linked_sources(self.retriever, read, run.question, self.top_k, held)
+            details["articles"] = {p.id: name for p, name in sources if name is not None}  # the rest: question's
+            return [p for p, _ in sources]
+
+        return self._retrieve(run, [*names, run.question], position=position, decision=decision, details=details,
+                              formulator="linked", fetch=fetch)
+
     def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
         assert self.answer_check is not None
         if self.answer_check.query == "linked":  # the names the draft's passages mention, then the question
             answered_from = set(run.answer_passages)
             read = [p for p in run.docs if p.id in answered_from]
-            names = linked_names(read, run.question)
-            details: dict[str, Any] = {"names": names}
-
-            def fetch(held: set[str]) -> list[Passage]:
-                sources = linked_sources(self.retriever, read, run.question, self.top_k, held)
-                details["articles"] = {p.id: name for p, name in sources if name is not None}  # the rest: question's
-                return [p for p, _ in sources]
-
-            retrieval = self._retrieve(run, [*names, run.question], position=len(run.output), decision=decision,
-                                       details=details, formulator="linked", fetch=fetch)
+            retrieval = self._linked_retrieval(run, read, position=len(run.output), decision=decision)
         else:
             retrieval = self._retrieve(run, [query], position=len(run.output), decision=decision, details={},
                                        formulator="input" if query == run.question else "question+draft")

@@ -30,11 +30,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .entities import content_words, entities_of, is_article_of
+from .errors import InvalidOptionError
 from .rankings import fetch_rankings
 from .text import split_sentences
 from .types import Passage
 
-__all__ = ["linked_articles", "linked_names", "linked_sources"]
+__all__ = ["check_follow_links", "linked_articles", "linked_names", "linked_sources"]
 
 #: passages asked for per name: the name's own article is almost always first when the corpus has it
 PER_NAME = 3
@@ -74,3 +75,19 @@ def linked_articles(retriever: Any, passages: Sequence[Passage], question: str, 
                     held: set[str] | frozenset[str] = frozenset()) -> list[Passage]:
     """The passages of :func:`linked_sources`, without where they came from."""
     return [p for p, _ in linked_sources(retriever, passages, question, k, held)]
+
+
+def check_follow_links(follow_links: bool, context: Any, retrieves_first: bool) -> bool:
+    """``ActiveRAG(follow_links=True)``: right after the retrieval with the question, before the first token, add
+    the own articles of the names its passages mention (:func:`linked_sources`). That needs a first retrieval
+    (``trigger="once"`` or ``initial_retrieval=True``) and a context policy that keeps both retrievals' passages
+    (``accumulate`` or ``rerank``); raises :class:`~active_rag.errors.InvalidOptionError` otherwise."""
+    if not follow_links:
+        return False
+    if not retrieves_first:
+        raise InvalidOptionError("follow_links follows the links of the passages retrieved with the question: use "
+                                 "trigger='once' or initial_retrieval=True, or drop follow_links.")
+    if not getattr(context, "skip_held", False):
+        raise InvalidOptionError(f"follow_links adds the linked articles to the question's passages, but context "
+                                 f"{context.name!r} would replace them: use context='accumulate' (or 'rerank').")
+    return True

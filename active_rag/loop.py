@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from .answer_check import AnswerCheck, make_answer_check
 from .answer_options import check_options_model
 from .answering import AnswerSteps
+from .linked import check_follow_links
 from .context import ContextPolicy, make_context
 from .context_window import fit_passages
 from .entities import is_own_passage
@@ -49,17 +50,8 @@ from .text import tokens_within as _tokens_within
 from .text import word_start as _word_start
 from .thresholds import resolve_threshold
 from .triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
-from .types import (
-    ActiveRAGResult,
-    Passage,
-    Retrieval,
-    Retriever,
-    RouteDecision,
-    StreamEvent,
-    TokenEvent,
-    TokenStep,
-    TriggerDecision,
-)
+from .types import (ActiveRAGResult, Passage, Retrieval, Retriever, RouteDecision, StreamEvent, TokenEvent, TokenStep,
+                    TriggerDecision)
 from .validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_question
 
 
@@ -137,6 +129,7 @@ class ActiveRAG(AnswerSteps):
         reanswer: bool = False,
         answer_check: AnswerCheck | bool | float | None = None,
         answer_options: bool = False,
+        follow_links: bool = False,
     ) -> None:
         self.model = model
         self.retriever = retriever
@@ -161,6 +154,7 @@ class ActiveRAG(AnswerSteps):
         self.reanswer = reanswer
         self.answer_check = make_answer_check(answer_check)
         self.answer_options = bool(answer_options)
+        self.follow_links = check_follow_links(follow_links, self.context, self.trigger.action == "once" or initial_retrieval)
         if self.answer_options:
             check_options_model(model)
         if self.reanswer and self.answer_check is not None:
@@ -208,6 +202,7 @@ class ActiveRAG(AnswerSteps):
             **({"reanswer": True} if self.reanswer else {}),
             **({"answer_check": self.answer_check.describe()} if self.answer_check else {}),
             **({"answer_options": True} if self.answer_options else {}),
+            **({"follow_links": True} if self.follow_links else {}),
         }
 
     def _context_description(self) -> dict[str, Any]:
@@ -263,6 +258,9 @@ class ActiveRAG(AnswerSteps):
             decision = TriggerDecision(fire=True, trigger=trigger.name, reason="initial retrieval with the input")
             ctx = QueryContext(question=run.question, output=[], segment=[], decision=decision, action="continue", lm=self.model)
             yield self._retrieve(run, InputQuery().formulate(ctx), position=0, decision=decision, details={}, formulator="input")
+            if self.follow_links:  # before the first token: the own articles of the names those passages mention
+                yield self._linked_retrieval(run, list(run.docs), position=0, decision=TriggerDecision(
+                    fire=True, trigger=trigger.name, reason="follow the links of the passages retrieved with the input"))
         processor = self._processor(run, trigger.logits_processor(self.model))
         capture = trigger.needs_attention or self.query.needs_attention
         max_generated = 4 * self.max_new_tokens  # runaway guard, whatever the retrieval budget

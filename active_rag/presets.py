@@ -20,7 +20,9 @@ preset departs from its source:
   released code's ``sentences[:sid-1]`` also drops the sentence just before it, an off-by-one not copied here.
 - beyond the papers (issue 28): ``dragin-accumulate`` and ``flare-accumulate`` keep every retrieval's passages
   (``accumulate``); ``follow-bridge`` follows the bridge entity a sentence names (the ``bridge`` trigger and the
-  ``entity`` query: :mod:`active_rag.entities`).
+  ``entity`` query: :mod:`active_rag.entities`); the ``look-again-*`` presets check the finished answer and look
+  again (:mod:`active_rag.answer_check`); ``look-again-linked`` and ``sr-rag-linked`` read the articles the
+  passages link to (:mod:`active_rag.linked`).
 - every method: evaluation prompts force "So the answer is" after the last complete sentence when the model
   did not write it (DRAGIN App. B)."""
 
@@ -57,6 +59,9 @@ class Preset:
     """A choice question's answer is one of its options (:mod:`active_rag.answer_options`)."""
     answer_query: str = "question"
     """What the check's second look retrieves with (:class:`~active_rag.answer_check.AnswerCheck` ``query``)."""
+    follow_links: bool = False
+    """Before the first token, add the own articles of the names the question's passages mention
+    (:func:`active_rag.linked.check_follow_links`)."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -116,6 +121,10 @@ PRESETS: dict[str, Preset] = {
                "linked articles too) unless only the draft is found in its own passages", "once", "input",
                context="accumulate", answer_check=1.0, answer_select="grounded-second", answer_options=True,
                answer_query="linked"),
+        Preset("sr-rag-linked", "retrieve once with the question, add the articles its passages link to (the names "
+               "they mention that the question does not, each asked alone, own articles only), then answer once, a "
+               "choice question with one of its options: look-again-linked's second answer without the draft",
+               "once", "input", context="accumulate", answer_options=True, follow_links=True),
     )
 }
 
@@ -155,5 +164,6 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
         **({"answer_check": AnswerCheck(theta=p.answer_check, select=p.answer_select, query=p.answer_query)}
            if p.answer_check is not None else {}),
         **({"answer_options": True} if p.answer_options else {}),
+        **({"follow_links": True} if p.follow_links else {}),
         **out,
     }

@@ -92,7 +92,9 @@ OVERRIDABLE = (
 #: The fields :meth:`ActiveRAG.as_configurable` exposes by default.
 CONFIGURABLE = ("preset", "trigger", "query", "context", "top_k", "max_new_tokens", "max_retrievals")
 _DESCRIPTIONS = {
-    "preset": "A method of active_rag.PRESETS (dragin, flare, flare-instruct, fl-rag, fs-rag, sr-rag, wo-rag, self-ask).",
+    "preset": "A method of active_rag.PRESETS (`active-rag methods` lists them): the papers' (dragin, flare, "
+              "flare-instruct, fl-rag, fs-rag, sr-rag, wo-rag, self-ask) and beyond them (look-again-linked, "
+              "sr-rag-linked, dragin-accumulate, ...).",
     "trigger": "When to retrieve: an active_rag trigger name (rind, low-confidence, fixed-length, ...) or method alias.",
     "query": "What to retrieve: an active_rag query formulator name (attention, masked-sentence, last-tokens, ...).",
     "context": "What the prompt keeps of the retrieved passages: replace (the papers'), keep-newest, accumulate or rerank.",

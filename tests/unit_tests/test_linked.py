@@ -110,6 +110,44 @@ def test_ask_prints_which_name_each_linked_passage_is_the_article_of() -> None:
     assert "<-" not in first.getvalue()
 
 
+def test_sr_rag_linked_reads_the_linked_articles_before_the_first_token_and_answers_once() -> None:
+    from active_rag.types import Retrieval, TokenEvent
+
+    lm, prompts = _reader()
+    rag = ActiveRAG.from_preset("sr-rag-linked", lm, Wiki(), top_k=2)
+    events = list(rag.stream(QUESTION))
+    result = events[-1]
+    first, linked = result.retrievals
+    assert (first.formulator, first.query, first.passage_ids) == ("input", QUESTION, ["a", "b"])
+    assert linked.formulator == "linked" and linked.position == 0 and linked.new_ids == ["f", "c"]
+    assert linked.details["articles"] == {"f": "Paris", "c": "Glow"}
+    # both retrievals come before the first token, and the one answer is written with all four passages
+    kinds = [type(e).__name__ for e in events if isinstance(e, (Retrieval, TokenEvent))]
+    assert kinds[:2] == ["Retrieval", "Retrieval"] and set(kinds[2:]) == {"TokenEvent"}
+    assert len(prompts) == 1 and "directed by Terry Richardson" in prompts[0]
+    assert result.answer == "Glow was directed by Terry Richardson. So the answer is Terry Richardson."
+    assert result.final_passage_ids == ["a", "b", "f", "c"] and result.answer_check is None and result.draft is None
+    assert rag.describe()["follow_links"] is True and "follow_links" not in ActiveRAG.from_preset(
+        "look-again-linked", lm, Wiki()).describe()
+    # without the links the same reader, with the question's passages only, guesses
+    plain = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="accumulate", top_k=2).run(QUESTION)
+    assert plain.answer.endswith("So the answer is Annie Morton.") and len(plain.retrievals) == 1
+
+
+def test_follow_links_needs_a_first_retrieval_and_a_policy_that_keeps_it() -> None:
+    from active_rag.errors import InvalidOptionError
+
+    lm, _ = _reader()
+    with pytest.raises(InvalidOptionError, match="context 'replace' would replace them.*accumulate"):
+        ActiveRAG(lm, Wiki(), trigger="once", query="input", follow_links=True)
+    with pytest.raises(InvalidOptionError, match="trigger='once' or initial_retrieval=True"):
+        ActiveRAG(lm, Wiki(), trigger="fixed-sentence", query="last-sentence", context="accumulate", follow_links=True)
+    # any trigger that retrieves with the question first may follow the links, e.g. FS-RAG
+    rag = ActiveRAG(lm, Wiki(), trigger="fixed-sentence", query="last-sentence", context="accumulate",
+                    initial_retrieval=True, follow_links=True, top_k=2)
+    assert [r.formulator for r in rag.run(QUESTION).retrievals][:2] == ["input", "linked"]
+
+
 def test_a_one_word_name_needs_an_article_titled_with_it_alone() -> None:
     from active_rag.entities import is_article_of, is_own_passage
 

@@ -466,6 +466,19 @@ def test_the_linked_look_is_a_preset_and_the_query_is_the_engines(tiny_lm: Activ
     assert response.metadata["retrievals"] == [r.to_dict() for r in direct.retrievals]
 
 
+def test_sr_rag_linked_is_a_preset_and_reads_the_linked_articles_before_answering(tiny_lm: ActiveLM) -> None:
+    """``sr-rag-linked``: the question's nodes, then the own articles of the names they mention, both before the
+    first token, from the LlamaIndex retriever; the response is the engine's answer and trace."""
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag-linked", max_new_tokens=12, top_k=2)
+    assert engine.rag.follow_links is True
+    response = engine.query(QUESTION)
+    direct = ActiveRAG.from_preset("sr-rag-linked", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()),
+                                   max_new_tokens=12, top_k=2).run(QUESTION)
+    assert [(r.formulator, r.position) for r in direct.retrievals] == [("input", 0), ("linked", 0)]
+    assert str(response) == direct.answer
+    assert response.metadata["retrievals"] == [r.to_dict() for r in direct.retrievals]
+
+
 def test_an_answer_written_again_streams_and_reports_as_the_engines(tiny_lm: ActiveLM, collector: Collector) -> None:
     """``look-again`` (an answer check): ``response_gen`` gives the kept answer, not the draft joined to it; the
     draft and the second answer are one completion each, whose prompts hold exactly the passages they were
