@@ -32,11 +32,11 @@ from typing import Any, Protocol
 from .answer_check import AnswerCheck, make_answer_check
 from .answer_options import check_options_model
 from .answering import AnswerSteps
-from .linked import check_follow_links
 from .context import ContextPolicy, make_context
 from .context_window import fit_passages
 from .entities import is_own_passage
 from .errors import ContextOverflowError, InvalidOptionError
+from .linked import check_follow_links
 from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
 from .profiles import Profile, get_profile
 from .prompt_layout import Layout as _Layout
@@ -154,7 +154,8 @@ class ActiveRAG(AnswerSteps):
         self.reanswer = reanswer
         self.answer_check = make_answer_check(answer_check)
         self.answer_options = bool(answer_options)
-        self.follow_links = check_follow_links(follow_links, self.context, self.trigger.action == "once" or initial_retrieval)
+        retrieves_first = self.trigger.action == "once" or (initial_retrieval and self.trigger.action != "never")
+        self.follow_links = check_follow_links(follow_links, self.context, retrieves_first)
         if self.answer_options:
             check_options_model(model)
         if self.reanswer and self.answer_check is not None:

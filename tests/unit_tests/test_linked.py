@@ -142,6 +142,9 @@ def test_follow_links_needs_a_first_retrieval_and_a_policy_that_keeps_it() -> No
         ActiveRAG(lm, Wiki(), trigger="once", query="input", follow_links=True)
     with pytest.raises(InvalidOptionError, match="trigger='once' or initial_retrieval=True"):
         ActiveRAG(lm, Wiki(), trigger="fixed-sentence", query="last-sentence", context="accumulate", follow_links=True)
+    with pytest.raises(InvalidOptionError, match="trigger='once' or initial_retrieval=True"):  # never retrieves at all
+        ActiveRAG(lm, Wiki(), trigger="never", query="input", context="accumulate", initial_retrieval=True,
+                  follow_links=True)
     # any trigger that retrieves with the question first may follow the links, e.g. FS-RAG
     rag = ActiveRAG(lm, Wiki(), trigger="fixed-sentence", query="last-sentence", context="accumulate",
                     initial_retrieval=True, follow_links=True, top_k=2)
