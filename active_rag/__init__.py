@@ -71,6 +71,8 @@ _EXPORTS: dict[str, str] = {
     'SearchTagQuery': 'queries',
     'make_query': 'queries',
     'BM25Index': 'retrieval',
+    'chunk_passages': 'chunking',
+    'chunk_text': 'chunking',
     'ROUTERS': 'routing',
     'TaAreRouter': 'routing',
     'VanillaRouter': 'routing',
@@ -175,6 +177,7 @@ if TYPE_CHECKING:  # pragma: no cover
         SearchTagQuery,
         make_query,
     )
+    from .chunking import chunk_passages, chunk_text
     from .retrieval import BM25Index
     from .routing import ROUTERS, TaAreRouter, VanillaRouter, make_router
     from .triggers import (

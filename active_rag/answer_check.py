@@ -22,11 +22,11 @@ prefix cache: the look costs one more answer, only when the check fires.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .answer_span import answer_span
 from .errors import InvalidOptionError
 from .text import normalize_answer
 from .types import Passage, TokenStep
@@ -34,13 +34,6 @@ from .types import Passage, TokenStep
 __all__ = ["GROUNDED_RULES", "SELECT_RULES", "AnswerCheck", "AnswerConfidence", "answer_confidence", "answer_span",
            "echoes_question", "grounded_in", "make_answer_check", "passages_text"]
 
-#: "the answer is" as words (also "the final answer is"); the answer is what follows the last one.
-ANSWER_IS_RE = re.compile(r"\bthe\s+(?:final\s+)?answer\s+is\b", re.IGNORECASE)
-_LEADING = " \t:\n\"'“‘"
-_TRAILING = " \t.\"'”’"
-
-#: a sentence end, not after an initial ("So the answer is F. W. Murnau.")
-_SENTENCE_END = re.compile(r"(?<!\b[A-Z])[.!?](?=\s|$)")
 
 #: how the answer check picks between the draft and the second answer (:meth:`AnswerCheck.keep_second`)
 SELECT_RULES = ("grounded", "grounded-second", "mean", "min", "second")
@@ -48,25 +41,6 @@ SELECT_RULES = ("grounded", "grounded-second", "mean", "min", "second")
 GROUNDED_RULES = ("grounded", "grounded-second")
 #: what the second look retrieves with: the question (its next-ranked passages), or the question and the draft
 LOOK_QUERIES = ("question", "draft", "linked")
-
-
-def answer_span(text: str) -> tuple[int, int] | None:
-    """Character span ``[start, end)`` of the answer in ``text``: after the last "the answer is", to the end of
-    its line or sentence, without a leading ":" or quotes and a trailing period; ``None`` without an answer."""
-    matches = list(ANSWER_IS_RE.finditer(text))
-    if not matches:
-        return None
-    start = matches[-1].end()
-    while start < len(text) and text[start] in _LEADING:
-        start += 1
-    end = text.find("\n", start)
-    end = len(text) if end < 0 else end
-    sentence = _SENTENCE_END.search(text[start:end])
-    if sentence is not None and sentence.start() > 0:
-        end = start + sentence.start()
-    while end > start and text[end - 1] in _TRAILING:
-        end -= 1
-    return (start, end) if end > start else None
 
 
 @dataclass

@@ -25,16 +25,34 @@ import torch
 
 __all__ = ["OptionsConstraint", "check_options_model", "question_options"]
 
-#: Words that may sit inside a name without a capital ("Trader Tom of the China Seas", "Joe + Belle").
+#: Words that may sit inside a name without a capital ("Trader Tom of the China Seas", "Joe + Belle", "Mahbub ul Haq").
 _JOINERS = frozenset(
-    "of the a an and in on at to for from with de del la le les des du da di von van der den y el & + - – — : / 's".split()
+    "of the a an and in on at to for from with de del la le les des du da di von van der den y el al ul bin ibn "
+    "& + - – — : / 's".split()
 )
+_ARTICLES = frozenset(("the", "a", "an"))
 #: Capitalised words that open a question rather than a name.
 _QUESTION_WORDS = frozenset(
     "which who whom whose what when where why how was were is are did does do has have had can could will would "
     "in of for between".split()
 )
+#: Question words that ask which of the named things: "Which was founded first, Tesla or Ford?", "Who is older, ...".
+_CHOICE_WORDS = frozenset(("which", "who", "whom", "whose"))
+#: Verbs that open a question whose options sit around "or": "Was David Fennario or Peter Emanuel Falck born first?".
+_AUXILIARIES = frozenset("was were is are did does do has have had can could will would should".split())
+#: Words that may come before the question word ("In which genus ...").
+_PREPOSITIONS = frozenset("in of for at from on by to with between among".split())
+#: What "which ..." asks for when the answer is a time or a quantity, not one of the options ("Which year did ...").
+_NOT_AN_OPTION = frozenset(
+    "year years date day days month months century decade time age number percentage percent amount".split()
+)
+#: Marks that end a question's clause and open its list of options ("..., A or B?", "...: A or B?", "...--A or B?").
+_LIST_MARKS = re.compile(r"\s*(?:,|:|;|--|—)\s*")
 _PHRASE_ENDINGS = ("answer is", "answer is:")
+
+
+def _bare(word: str) -> str:
+    return word.strip(",.;:\"'()[]").lower()
 
 
 def _is_name_word(word: str) -> bool:
@@ -66,30 +84,68 @@ def _name_run(words: list[str], *, backwards: bool) -> list[str]:
     return run
 
 
-def question_options(question: str) -> tuple[str, ...]:
-    """The two options a choice question offers ("..., A or B?"), or ``()`` when it offers none.
+def _is_name(option: str) -> bool:
+    """A capitalised name, after an optional article: "Tesla", "the Seine", "Icehouse pieces"; not "a species"."""
+    words = option.split()
+    while words and words[0].lower() in _ARTICLES:
+        words.pop(0)
+    return bool(words) and _is_name_word(words[0])
 
-    Each side of the only " or " contributes the run of capitalised words next to it (joiners such as "of the"
-    and commas inside: "Angélique, Marquise Des Anges"; a question's opening word is not part of it). Questions
-    with no " or ", several, or a side that is not a name ("a genus or a species?") offer none.
+
+def _asks_to_choose(words: list[str]) -> bool:
+    """Whether a question's opening words ask which of its named options: "Which ...", "Who ...", "In which genus
+    ...", or a verb ("Was ... or ... born first?"); not "How much ...", "When ...", "Where ...", "What ...", nor
+    "Which year ..." (a time or a quantity is asked for)."""
+    bare = [_bare(w) for w in words[:4]]
+    if bare and bare[0] in _PREPOSITIONS:
+        bare = bare[1:]
+    if not bare:
+        return False
+    if bare[0] in _AUXILIARIES:
+        return True
+    return bare[0] in _CHOICE_WORDS and not (len(bare) > 1 and bare[1] in _NOT_AN_OPTION)
+
+
+def _left_option(left_text: str) -> str:
+    """The option before " or ": what follows the clause's list mark when the question has one ("Which river flows
+    through Paris, the Seine" -> "the Seine"; the first mark, so that a name's own comma stays: "Angélique, Marquise
+    Des Anges"), else the run of name words next to it."""
+    marked = _LIST_MARKS.split(left_text, maxsplit=1)
+    if len(marked) == 2 and _is_name(marked[1]):
+        return marked[1].strip(" ,;\"'")
+    return " ".join(_name_run(left_text.split(), backwards=True)).strip(" ,;\"'")
+
+
+def question_options(question: str) -> tuple[str, ...]:
+    """The two options a choice question offers ("Which ..., A or B?"), or ``()`` when it offers none.
+
+    A choice question asks which of two names: it opens with "which", "who", "whom" or "whose" (after a
+    preposition: "In which genus ...", but not "Which year ...": a time or a quantity is not an option) or with a
+    verb ("Was A or B born first?", "Did Franki Valli sing with A or B?"), and its only " or " stands between two
+    names (capitalised, after an optional article). The option before " or " is what follows the question's list mark
+    (", A or B?", ": A or B?", "--A or B?") when it has one, else the run of capitalised words next to " or " (joiners
+    such as "of the" allowed inside); the option after it is the run of capitalised words that follows ("Manon by
+    Massenet" -> "Manon"). Questions that ask how much, when, where or what ("How much does AWS or Azure charge per
+    GB?", "When did the Soviet Union invade Afghanistan or Czechoslovakia?"), with several " or ", or with a side that
+    is not a name ("a genus or a species?") offer none.
 
     >>> question_options("Who is older, Annie Morton or Terry Richardson?")
     ('Annie Morton', 'Terry Richardson')
+    >>> question_options("Which river flows through Paris, the Seine or the Loire?")
+    ('the Seine', 'the Loire')
     >>> question_options("Was David Fennario or Peter Emanuel Falck born first?")
     ('David Fennario', 'Peter Emanuel Falck')
-    >>> question_options("Where was the husband of Octavie Coudreau born?")
+    >>> question_options("How much does AWS or Azure charge per GB?")
     ()
     """
     text = " ".join(question.split()).rstrip("?!. ")
     parts = re.split(r"\s+or\s+", text)
-    if len(parts) != 2:
+    if len(parts) != 2 or not _asks_to_choose(text.split()):
         return ()
     left_text, right_text = parts
-    left_words = _name_run(left_text.split(), backwards=True)
-    right_words = _name_run(right_text.split(), backwards=False)
-    left = " ".join(left_words).strip(" ,;\"'")
-    right = " ".join(right_words).strip(" ,;\"'")
-    if not left or not right or left.lower() == right.lower():
+    left = _left_option(left_text)
+    right = " ".join(_name_run(right_text.split(), backwards=False)).strip(" ,;\"'")
+    if not _is_name(left) or not _is_name(right) or left.lower() == right.lower():
         return ()
     return (left, right)
 

@@ -1,20 +1,29 @@
 """The answer as a stream of text pieces that join to the engine's answer, for the adapters' streaming APIs.
 
-The engine streams a :class:`~active_rag.types.TokenEvent` per accepted token, but two things can change the
-answer after its tokens were streamed: it drops a partial last sentence before forcing its answer phrase
-(DRAGIN App. B; the next token then comes at an earlier ``position``), and an answer check or ``reanswer``
-writes a second answer from the first word. A chunk that was sent cannot be taken back, so
-:class:`AnswerStream` sends only text the engine keeps: with an answer phrase, whole sentences (the engine's own
-cut, :func:`~active_rag.stopping.last_complete_sentence_end`); when the engine may rewrite the answer, nothing
-until the end. :meth:`AnswerStream.finish` gives the rest of the engine's answer, so that the pieces always join
-to ``ActiveRAGResult.answer``.
+The engine streams a :class:`~active_rag.types.TokenEvent` per accepted token, as soon as it is accepted: a token
+nothing checks (wo-RAG, SR-RAG, a sentence written after a retrieval) as soon as it is generated, a checked
+segment's tokens once its check lets them through. A chunk that was sent cannot be taken back, so
+:class:`AnswerStream` holds back exactly the text that a later step of the engine may still cut:
+
+- with an answer phrase to force, the unfinished last sentence while the answer has no phrase yet: an answer that
+  ends there loses it before the phrase is forced (DRAGIN App. B; the next token then comes at an earlier
+  ``position``); once the phrase is written, nothing is cut;
+- with the repetition guard, a sentence that repeats an earlier one, or still may (its words so far begin an
+  earlier sentence): the engine drops a repeated sentence at the end;
+- with a trigger that truncates whole sentences (``dragin-code``), the unfinished last sentence: a later check may
+  drop it from its start;
+- when the engine may write the answer again from its first word (``reanswer``, an answer check), everything
+  until the end.
+
+:meth:`AnswerStream.finish` gives the rest of the engine's answer, so that the pieces always join to
+``ActiveRAGResult.answer``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .stopping import last_complete_sentence_end
+from .stopping import last_complete_sentence_end, may_repeat_start
 from .types import TokenEvent
 
 __all__ = ["AnswerStream"]
@@ -24,22 +33,44 @@ class AnswerStream:
     """Text pieces of one run's answer (see the module docstring).
 
     Args:
-        whole_sentences: send a sentence only once it ends (the engine has an answer phrase to force).
+        answer_phrase: the phrase the engine forces when the answer ends without it (hold the unfinished sentence
+            until the phrase is written).
+        repetition_guard: the engine drops a sentence that repeats an earlier one (hold such a sentence).
+        sentence_truncation: a check may drop the unfinished last sentence from its start (hold it).
         rewrites: send nothing before the end (the engine may write the answer again from its first word).
     """
 
-    def __init__(self, *, whole_sentences: bool = False, rewrites: bool = False) -> None:
-        self.whole_sentences = whole_sentences
+    def __init__(self, *, answer_phrase: str | None = None, repetition_guard: bool = False,
+                 sentence_truncation: bool = False, rewrites: bool = False) -> None:
+        self.answer_phrase = answer_phrase
+        self.repetition_guard = repetition_guard
+        self.sentence_truncation = sentence_truncation
         self.rewrites = rewrites
         self.tokens: list[str] = []
         self.sent = ""
 
     @classmethod
     def for_engine(cls, engine: Any) -> AnswerStream:
-        """The stream for ``engine`` (an :class:`~active_rag.ActiveRAG`): from its answer phrase and
-        ``rewrites_answer``."""
-        return cls(whole_sentences=bool(getattr(engine, "answer_phrase", None)),
-                   rewrites=bool(getattr(engine, "rewrites_answer", False)))
+        """The stream for ``engine`` (an :class:`~active_rag.ActiveRAG`): from its answer phrase, repetition guard,
+        trigger and ``rewrites_answer``."""
+        trigger = getattr(engine, "trigger", None)
+        return cls(
+            answer_phrase=getattr(engine, "answer_phrase", None) or None,
+            repetition_guard=bool(getattr(engine, "repetition_guard", False)),
+            sentence_truncation=getattr(trigger, "action", None) == "truncate" and getattr(trigger, "truncate", "word") == "sentence",
+            rewrites=bool(getattr(engine, "rewrites_answer", False)),
+        )
+
+    def safe_end(self, text: str) -> int:
+        """How much of the output ``text`` no later step of the engine can cut (see the module docstring)."""
+        end = len(text)
+        if self.sentence_truncation or (self.answer_phrase and self.answer_phrase.lower() not in text.lower()):
+            end = last_complete_sentence_end(text)
+        if self.repetition_guard:
+            start = may_repeat_start(text[:end])
+            if start is not None:
+                end = start
+        return end
 
     def push(self, event: TokenEvent) -> str:
         """The new text to send after ``event`` (often ``""``). Leading whitespace is dropped and trailing
@@ -48,10 +79,9 @@ class AnswerStream:
             return ""
         del self.tokens[event.position:]
         self.tokens.append(event.text)
-        body = "".join(self.tokens).strip()
-        if self.whole_sentences:
-            body = body[: last_complete_sentence_end(body)].rstrip()
-        if not body.startswith(self.sent):  # below what was sent: the engine rewinds only a sentence not yet sent
+        text = "".join(self.tokens)
+        body = text[: self.safe_end(text)].strip()
+        if not body.startswith(self.sent):  # below what was sent: the engine rewinds only text not yet sent
             return ""
         delta, self.sent = body[len(self.sent):], body
         return delta

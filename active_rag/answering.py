@@ -19,25 +19,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
+import re
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
 from .answer_options import OptionsConstraint, question_options
 from .constrained import chain
-from .linked import linked_names, linked_sources
+from .linked import follow_links
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
 from .types import Passage, StreamEvent, TokenEvent, TokenStep, TriggerDecision
 
-__all__ = ["AnswerSteps"]
+__all__ = ["ANSWER_PHRASE", "AnswerSteps", "resolve_answer_phrase"]
+
+#: The phrase the DRAGIN and FLARE prompts' exemplars end their answers with ("... So the answer is X.").
+ANSWER_PHRASE = "So the answer is"
 
 
 YES_NO_STANDS = "a yes or no answer stands: no passage can confirm it"
 
+#: The most tokens the model writes after a forced answer phrase (beyond ``max_new_tokens``, with the phrase).
+FORCED_ANSWER_TOKENS = 32
+
+#: a mark that may end a sentence: a segment cut after its first sentence streams no token past one live
+_SENTENCE_MARK = re.compile(r"[.!?\n]")
+
 
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
+
+
+def resolve_answer_phrase(phrase: str | None, answer_check: bool, answer_options: bool) -> str | None:
+    """The engine's ``answer_phrase``: ``"auto"`` is :data:`ANSWER_PHRASE` when an answer check or ``answer_options``
+    reads the answer span after it (without it the check finds no span and looks again every time), else ``None``;
+    anything else as given."""
+    if phrase == "auto":
+        return ANSWER_PHRASE if answer_check or answer_options else None
+    return phrase
+
+
+def _kept_draft_reason(check: AnswerCheck, draft: Any, second: Any) -> str:
+    """Why the check kept the draft after looking again (the record's ``reason``)."""
+    if draft.tokens == 0 and second.tokens == 0:
+        return "neither answer has an answer span (no \"the answer is\"): the draft stands"
+    if second.tokens == 0:
+        return "the second answer has no answer span"
+    return (f"rule {check.select!r} keeps the draft {draft.answer!r} (weakest answer token p={draft.min_prob:.3f}) over "
+            f"{second.answer!r} (p={second.min_prob:.3f})")
 
 
 def _passage_text(run: Any, ids: Sequence[str]) -> str:
@@ -57,6 +86,9 @@ class AnswerSteps:
     max_new_tokens: int
     answer_check: AnswerCheck | None
     answer_options: bool
+    forced_answer_tokens: int = FORCED_ANSWER_TOKENS
+    """The most tokens the model writes after a forced answer phrase (the command line lowers it to fit
+    ``--max-new-tokens``)."""
 
     def _accept(self, run: Any, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:  # pragma: no cover - engine
         raise NotImplementedError
@@ -85,6 +117,32 @@ class AnswerSteps:
             options = question_options(run.question)
             run.options = OptionsConstraint(self.model, options) if options else False
         return chain(base, run.options or None)
+
+    def _generate(
+        self, run: Any, limit: int, *, stop: Callable[[list[TokenStep]], bool] | None, processor: Any,
+        live: bool = True, by_sentence: bool = False,
+    ) -> Generator[TokenEvent, None, list[TokenStep]]:
+        """Generate up to ``limit`` tokens in the open session and return them. ``live``: no check will see them (the
+        caller accepts them as they are), so each token streams as soon as it is generated, a :class:`TokenEvent`
+        at the position it takes in the answer; with ``by_sentence`` (a segment cut after its first sentence) only
+        until a sentence-end mark, the rest when accepted, after the cut. ``run.streamed`` counts those streamed
+        (:meth:`_accept` streams the others)."""
+        assert run.session is not None
+        run.answer_passages = list(run.session_passages)
+        ids = list(run.answer_passages)
+        steps: list[TokenStep] = []
+        run.streamed = 0
+        text = ""
+        for step in run.session.generate(limit, stop=stop, logits_processor=processor):
+            steps.append(step)
+            text += step.text
+            if not live or (by_sentence and _SENTENCE_MARK.search(text)):
+                live = False
+                continue
+            run.streamed += 1
+            yield TokenEvent(text=step.text, token_id=step.id, logprob=step.logprob, entropy=step.entropy,
+                             position=len(run.output) + len(steps) - 1, passage_ids=ids, attempt=run.attempt)
+        return steps
 
     def _extend(self, run: Any, text: str) -> Iterator[TokenEvent]:
         """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""
@@ -122,8 +180,7 @@ class AnswerSteps:
                 return False
             return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
 
-        steps = list(run.session.generate(32, stop=stop, logits_processor=self._processor(run)))
-        run.answer_passages = list(run.session_passages)
+        steps = yield from self._generate(run, self.forced_answer_tokens, stop=stop, processor=self._processor(run))  # nothing cuts it
         run.generated += len(steps)
         yield from self._accept(run, steps)
 
@@ -134,9 +191,8 @@ class AnswerSteps:
         run.attempt += 1
         self._open_session(run, False)
         assert run.session is not None
-        steps = list(run.session.generate(self.max_new_tokens, stop=lambda s: self._stopped(_text(s)),
-                                          logits_processor=self._processor(run)))
-        run.answer_passages = list(run.session_passages)
+        steps = yield from self._generate(run, self.max_new_tokens, stop=lambda s: self._stopped(_text(s)),
+                                          processor=self._processor(run))
         run.generated += len(steps)
         yield from self._accept(run, steps)
         self._trim_repetition(run)
@@ -188,6 +244,7 @@ class AnswerSteps:
             record["kept"] = "second"
             return record
         record["second_text"] = "".join(step.text for step in run.output)  # what the model wrote, kept
+        record["reason"] = _kept_draft_reason(check, draft, second)
         run.output[:] = draft_steps  # the draft is surer: it is the answer again, streamed again from position 0
         run.answer_passages = draft_passages
         for n, s in enumerate(draft_steps):
@@ -196,18 +253,18 @@ class AnswerSteps:
         return record
 
     def _linked_retrieval(self, run: Any, read: Sequence[Passage], *, position: int, decision: TriggerDecision) -> Any:
-        """Retrieve the own articles of the names ``read`` mentions and the question does not, then the question's
-        next passages (:func:`active_rag.linked.linked_sources`). The trace records the names asked (``details
-        ["names"]``, and the query) and which passage is whose article (``details["articles"]``)."""
-        names = linked_names(read, run.question)
-        details: dict[str, Any] = {"names": names}
+        """Add the own articles of the names worth following that ``read`` mentions, looked up in the retriever's
+        name index, then the question's next passages (:func:`active_rag.linked.follow_links`). The trace records
+        the names followed, best first (``details["names"]``, a list), and which passage is whose article
+        (``details["articles"]``); the query is the question, the only one the retriever may be asked."""
+        details: dict[str, Any] = {}
 
         def fetch(held: set[str]) -> list[Passage]:
-            sources = linked_sources(self.retriever, read, run.question, self.top_k, held)
-            details["articles"] = {p.id: name for p, name in sources if name is not None}  # the rest: question's
-            return [p for p, _ in sources]
+            links = follow_links(self.retriever, read, run.question, self.top_k, held)
+            details.update(names=links.names, articles=links.articles)  # articles: the rest are the question's
+            return links.passages
 
-        return self._retrieve(run, [*names, run.question], position=position, decision=decision, details=details,
+        return self._retrieve(run, [run.question], position=position, decision=decision, details=details,
                               formulator="linked", fetch=fetch)
 
     def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:

@@ -15,9 +15,10 @@ written. On small models evidence in the prompt decides the answer (both gold pa
 - :class:`KeepNewestContext` (``keep-newest``): the newest retrieval's passages stay in the prompt for the rest
   of the answer (active-rag's behaviour for DRAGIN before issue 28).
 - :class:`AccumulateContext` (``accumulate``): a bounded buffer of distinct passages across retrievals,
-  deduplicated by id, at most ``max_passages``; in the prompt in retrieval order (the first retrieval's
-  passages first, each retrieval's in its rank order, so the newest sit nearest the question); beyond the
-  bound, or when the model's context is full, the oldest leave first.
+  deduplicated by id, at most ``max_passages`` (by default twice the engine's ``top_k``: the question's passages
+  and as many more, 6 at ``top_k`` 3); in the prompt in retrieval order (the first retrieval's passages first, each
+  retrieval's in its rank order, so the newest sit nearest the question); beyond the bound, or when the model's
+  context is full, the oldest leave first.
 - :class:`RerankContext` (``rerank``, after SeaKR, Yao et al. 2024, THU-KEG/SeaKR): the candidates are the
   held passages and the new ones; each is scored by the same model's uncertainty about the next sentence with
   that passage alone in the prompt (the mean entropy, DRAGIN Eq. 1, of the first ``probe_tokens`` greedy
@@ -26,16 +27,19 @@ written. On small models evidence in the prompt decides the answer (both gold pa
 With ``accumulate`` and ``rerank`` a retrieval asks for passages the prompt does not already hold
 (:attr:`ContextPolicy.skip_held`): the retriever is asked for more and the held ones are skipped, so every
 retrieval can add evidence. ``replace`` and ``keep-newest`` take the retriever's ranking as it is.
+
+Every passage that leaves the prompt is in the trace: a new one the policy does not keep in its retrieval's
+``dropped``, one the prompt held before in its ``evicted_ids`` (:func:`record_held`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from .errors import InvalidOptionError, UnknownNameError
-from .types import Passage
+from .types import Passage, Retrieval
 from .validation import check_int
 
 Scorer = Callable[[Sequence[Passage]], float]
@@ -59,6 +63,11 @@ class ContextPolicy:
         """The prompt's passages once the sentence generated right after a truncating retrieval is accepted
         (``trigger``: the method's). Default: unchanged."""
         return list(held)
+
+    def for_top_k(self, top_k: int) -> ContextPolicy:
+        """This policy with its settings that follow the engine's ``top_k`` resolved (a copy when any changes).
+        Default: itself."""
+        return self
 
     def describe(self) -> str:
         settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -99,20 +108,32 @@ def _distinct(passages: Sequence[Passage]) -> list[Passage]:
     return out
 
 
+#: ``accumulate``'s bound outside an engine, where no ``top_k`` sets it: twice the engine's default ``top_k``.
+DEFAULT_MAX_PASSAGES = 6
+
+
 @dataclass
 class AccumulateContext(ContextPolicy):
-    """Distinct passages of every retrieval so far, oldest first, at most ``max_passages`` (the oldest leave)."""
+    """Distinct passages of every retrieval so far, oldest first, at most ``max_passages`` (the oldest leave).
+
+    ``max_passages=None`` (the default) is twice the engine's ``top_k`` (:meth:`for_top_k`): the question's own
+    passages and as many more, so that ``top_k`` 5 with the linked articles keeps the five passages the links came
+    from (a fixed 6 kept the fifth only)."""
 
     name: ClassVar[str] = "accumulate"
     skip_held: ClassVar[bool] = True
-    max_passages: int = 6
+    max_passages: int | None = None
 
     def __post_init__(self) -> None:
-        check_int("max_passages", self.max_passages, minimum=1, hint="It bounds the passages the prompt keeps across retrievals")
+        if self.max_passages is not None:
+            check_int("max_passages", self.max_passages, minimum=1, hint="It bounds the passages the prompt keeps across retrievals")
+
+    def for_top_k(self, top_k: int) -> AccumulateContext:
+        return self if self.max_passages is not None else replace(self, max_passages=2 * top_k)
 
     def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
         kept = _distinct([*held, *new])
-        return kept[-self.max_passages :]
+        return kept[-(self.max_passages or DEFAULT_MAX_PASSAGES):]
 
 
 @dataclass
@@ -147,12 +168,13 @@ CONTEXT_POLICIES: dict[str, type[ContextPolicy]] = {
 }
 
 
-def make_context(spec: str | ContextPolicy | None, **kwargs: Any) -> ContextPolicy:
+def make_context(spec: str | ContextPolicy | None, *, top_k: int | None = None, **kwargs: Any) -> ContextPolicy:
     """A context policy from its name (``replace``, ``keep-newest``, ``accumulate``, ``rerank``) or an instance;
     ``None`` is ``replace``. A name may carry integer settings after a colon, as the CLI writes them:
-    ``"rerank:keep=4"``, ``"accumulate:max_passages=9"``."""
+    ``"rerank:keep=4"``, ``"accumulate:max_passages=9"``. With the engine's ``top_k`` the settings that follow it
+    are resolved (:meth:`ContextPolicy.for_top_k`; an instance given is copied, not changed)."""
     if isinstance(spec, ContextPolicy):
-        return spec
+        return spec if top_k is None else spec.for_top_k(top_k)
     key, _, options = ("replace" if spec is None else str(spec).strip().lower()).partition(":")
     if key not in CONTEXT_POLICIES:
         raise UnknownNameError("context policy", str(spec), CONTEXT_POLICIES)
@@ -168,7 +190,18 @@ def make_context(spec: str | ContextPolicy | None, **kwargs: Any) -> ContextPoli
             kwargs[name] = int(value)
         except ValueError:
             raise InvalidOptionError(f"Context policy {key!r}: {name} must be an integer, got {value!r}.") from None
-    return cls(**kwargs)
+    policy = cls(**kwargs)
+    return policy if top_k is None else policy.for_top_k(top_k)
+
+
+def record_held(retrieval: Retrieval, before: Sequence[Passage], held: Sequence[Passage]) -> None:
+    """Write into ``retrieval`` what the prompt holds after it (``held_ids``), which of its passages are new there
+    (``new_ids``) and which passages the prompt held ``before`` it that left (``evicted_ids``: the context policy's
+    bound, the context window), in the order they were held."""
+    was = [p.id for p in before]
+    retrieval.held_ids = [p.id for p in held]
+    retrieval.new_ids = [p.id for p in retrieval.passages if p.id not in was]
+    retrieval.evicted_ids = [i for i in was if i not in retrieval.held_ids]
 
 
 __all__ = [
@@ -180,4 +213,5 @@ __all__ = [
     "RerankContext",
     "Scorer",
     "make_context",
+    "record_held",
 ]

@@ -16,7 +16,10 @@ import unicodedata
 from .text import is_content_word, split_sentences
 from .types import Passage
 
-__all__ = ["content_words", "entities_of", "generated_entities", "is_article_of", "is_own_passage", "same_entity"]
+__all__ = [
+    "capitalised_phrases", "content_words", "entities_of", "generated_entities", "is_article_of", "is_own_passage",
+    "same_entity",
+]
 
 _WORD = re.compile(r"[^\W_][\w'\-.]*")
 _CONNECTORS = frozenset({"of", "de", "von", "the"})
@@ -36,10 +39,16 @@ def content_words(text: str) -> list[str]:
 
 
 def _capitalised_phrases(sentence: str) -> list[str]:
+    """The phrases of :func:`capitalised_phrases`, without where they start."""
+    return [phrase for phrase, _ in capitalised_phrases(sentence)]
+
+
+def capitalised_phrases(sentence: str) -> list[tuple[str, int]]:
     """Runs of capitalised words and numbers ("Ögedei Khan", "6 May 1859"), joined by "of", "de", "von" or "the"
-    ("Wonjong of Goryeo", "Cup of the Nations"), as they stand in ``sentence``; punctuation ends a run."""
+    ("Wonjong of Goryeo", "Cup of the Nations"), as they stand in ``sentence``, each with the character offset it
+    starts at; punctuation ends a run."""
     words = list(_WORD.finditer(sentence))
-    phrases: list[str] = []
+    phrases: list[tuple[str, int]] = []
     i = 0
     while i < len(words):
         if not _capitalised(words[i].group(0)):
@@ -53,7 +62,7 @@ def _capitalised_phrases(sentence: str) -> list[str]:
             elif words[j].group(0) not in _CONNECTORS:
                 break
             j += 1
-        phrases.append(sentence[words[first].start():words[last].end()])
+        phrases.append((sentence[words[first].start():words[last].end()], words[first].start()))
         i = last + 1
     return phrases
 

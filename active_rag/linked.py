@@ -6,75 +6,225 @@ film starring then 17-year-old Shirley Temple" leads to the article titled "Shir
 post is. The question's words rank the bridge's article low (it shares one name with the question, if any), so
 retrieving the question's next passages rarely finds it; the name in the passage does.
 
-:func:`linked_articles` is the second look's query ``"linked"`` (:class:`~active_rag.answer_check.AnswerCheck`):
-the names the prompt's passages mention and the question does not (:func:`~active_rag.entities.entities_of`,
-names only, in passage then text order) are each asked of the retriever alone, and of what comes back only the
-name's own article is kept (:func:`~active_rag.entities.is_article_of`: a one-word name's article is titled with it
-alone, so "American" does not bring "American Scary"); the articles are ranked by how many of
-the question's content words they share (the order of their names breaks ties), and the question's own
-next-ranked passages fill what is left of ``k``. It needs no index of titles or links: any retriever that returns
-passages with titles will do.
+:func:`follow_links` is the second look's query ``"linked"`` (:class:`~active_rag.answer_check.AnswerCheck`) and
+``ActiveRAG(follow_links=True)`` (the ``sr-rag-linked`` preset):
 
-Why, measured with BM25 top-3 as the first retrieval (no model; ``python -m active_rag.evaluation.linked_recall``):
-three more passages give every gold paragraph to 54.0% of the 150 HotpotQA dev questions when they are the
-question's next-ranked ones (SR-RAG with six) and to 76.0% when they are these; 2WikiMultihopQA 31.3% and 82.0%.
-Of the linked articles, 0.79 a question (HotpotQA) hold no gold paragraph: the one-word rule keeps that noise
-down. What it buys depends on the reader: the 0.5B model's F1 stays that of ``look-again-grounded``, the 1.5B
-model's rises to 51.4 on HotpotQA 150 against SR-RAG's 42.8 (+8.6 [+3.3, +13.8]; docs/context.md, "Follow the
-passages' links").
+1. the names the prompt's passages mention (:func:`mentioned_names`): capitalised phrases that the question does
+   not name, without a word that is only capitalised because it opens a sentence ("Despite", "Overall") and
+   without the names of the passages the prompt holds (their titles, or the names their texts open with);
+2. each name's own passages, looked up in the retriever's name index (:mod:`active_rag.name_index`: a passage is
+   about a name when its title is the name, or when its text opens with it, so a corpus of files titled
+   ``products.md`` has links too) without asking the retriever. With the index the question's own names
+   (:func:`question_names`) are looked up too: an article of theirs that the first retrieval missed (the second
+   person of "Who is older, Annie Morton or Terry Richardson?") costs nothing. A retriever without an index
+   (:func:`~active_rag.name_index.name_index_of`) is asked once per name instead, for at most :data:`MAX_NAMES`
+   names, with a warning;
+3. the names worth following, at most :data:`MAX_NAMES`: those with a passage the prompt does not hold, ranked
+   by how many of the question's content words that passage shares, then by where the name is first mentioned;
+4. the best passage of each followed name (of a name's chunks, the one sharing most of the question's words),
+   then the question's next-ranked passages fill what is left of ``k`` (one retriever call, only when needed).
+
+So a linked look costs at most one retriever call, not one per name. Evidence recall with BM25 top-3 as the
+first retrieval and 3 passages added, without the model (``python -m active_rag.evaluation.linked_recall``,
+``results/linked-recall/``): HotpotQA 150 dev questions 80.0% of prompts hold every gold paragraph (the look
+that asked once per name: 76.0%, 24.1 retriever calls a question), 72.0% with the titles hidden (48.0%);
+2WikiMultihopQA 83.3% (82.0%), 70.0% hidden (30.0%); 1.6 retriever calls a question, at most 2.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from .entities import content_words, entities_of, is_article_of
+from .entities import capitalised_phrases, content_words, is_article_of
 from .errors import InvalidOptionError
+from .name_index import NameIndex, is_file_name, name_index_of, name_key, opens_sentence, text_subjects
 from .rankings import fetch_rankings
 from .text import split_sentences
 from .types import Passage
 
-__all__ = ["check_follow_links", "linked_articles", "linked_names", "linked_sources"]
+__all__ = [
+    "Links",
+    "MAX_NAMES",
+    "check_follow_links",
+    "follow_links",
+    "linked_articles",
+    "linked_names",
+    "linked_sources",
+    "mentioned_names",
+    "question_names",
+]
 
-#: passages asked for per name: the name's own article is almost always first when the corpus has it
+#: the names a linked look follows at most: the best-ranked ones
+MAX_NAMES = 8
+#: passages asked for per name from a retriever without a name index: the name's own article is almost always first
 PER_NAME = 3
 
+_LOWER = re.compile(r"(?<![\w'’-])[a-z]+(?![\w'’-])")
+_MONTHS = frozenset("january february march april may june july august september october november december".split())
 
-def linked_names(passages: Sequence[Passage], question: str) -> list[str]:
-    """The names ``passages`` mention that ``question`` does not, in passage then text order, each once."""
-    names: list[str] = []
+
+@dataclass
+class Links:
+    """What a linked look found: the names it followed, best first (at most :data:`MAX_NAMES`), the passages it adds
+    each with the name it is the article of (``None``: the question's next passage), and the retriever calls it
+    made."""
+
+    names: list[str] = field(default_factory=list)
+    sources: list[tuple[Passage, str | None]] = field(default_factory=list)
+    retriever_calls: int = 0
+
+    @property
+    def passages(self) -> list[Passage]:
+        return [p for p, _ in self.sources]
+
+    @property
+    def articles(self) -> dict[str, str]:
+        """Passage id -> the name whose article it is (the question's next passages are left out)."""
+        return {p.id: name for p, name in self.sources if name is not None}
+
+
+def _is_first(sentence: str, start: int) -> bool:
+    """Whether the phrase at ``start`` is the first word of ``sentence`` (after quotes or a parenthesis)."""
+    return not sentence[:start].strip(" \t\"'“‘(#*>•-")
+
+
+def mentioned_names(passages: Sequence[Passage], question: str) -> list[str]:
+    """The names ``passages`` mention that ``question`` does not, in passage then text order, each once: capitalised
+    phrases (:func:`~active_rag.entities.capitalised_phrases`) of words the question lacks, no numbers, dates or
+    one-letter words, and no word capitalised only because it opens a sentence
+    (:func:`~active_rag.name_index.opens_sentence`: "Despite", "Overall", "Furthermore", or alone a stop word or a
+    word the passages also write in lower case): "Despite the run ..." names nothing, "Despite Smith's run ..."
+    names Smith."""
+    asked = set(content_words(question))
+    lower_words = {w for p in passages for w in _LOWER.findall(p.text)}
+    found: list[str] = []
+    keys: set[str] = set()
     for p in passages:
         for sentence in split_sentences(p.text):  # a sentence's end also ends a name ("... Dimsdale. It")
-            for name in entities_of(sentence, question, names_only=True):
-                if name not in names:
-                    names.append(name)
-    return names
+            for phrase, start in capitalised_phrases(sentence):
+                parts = phrase.strip(" .,'").split()
+                if parts and _is_first(sentence, start) and opens_sentence(parts[0], len(parts) == 1, lower_words):
+                    parts = parts[1:]  # the sentence's first word, not a name's
+                name = " ".join(parts).strip(" .,'")
+                if name.endswith("'s"):
+                    name = name[:-2]
+                words = content_words(name)
+                if not words or all(w in asked for w in words):
+                    continue
+                if all(w.isdigit() or w in _MONTHS for w in words) or max(map(len, words)) < 2:
+                    continue
+                key = name_key(name)
+                if key not in keys:
+                    keys.add(key)
+                    found.append(name)
+    return found
+
+
+def question_names(question: str) -> list[str]:
+    """The names ``question`` itself mentions ("Who is older, Annie Morton or Terry Richardson?": Annie Morton,
+    Terry Richardson), by the rules of :func:`mentioned_names`."""
+    return mentioned_names([Passage(id="question", text=question)], "")
+
+
+def _own_names(passages: Sequence[Passage]) -> set[str]:
+    """The name keys of what ``passages`` are about: their titles (a file name is not one) and the names their texts
+    open with (:func:`~active_rag.name_index.text_subjects`): names the prompt already holds."""
+    keys = {name_key(p.title) for p in passages if p.title and not is_file_name(p.title)}
+    return keys | {name_key(s) for p in passages for s in text_subjects(p.text)}
+
+
+def _overlap(asked: set[str], passage: Passage) -> int:
+    return len(asked & set(content_words(passage.text)))
+
+
+def _warn_no_index(retriever: Any) -> None:
+    """Say that ``retriever`` is asked once per name (Python shows a warning once per place by default)."""
+    kind = type(getattr(retriever, "retriever", retriever)).__name__  # an adapter's: the retriever it wraps
+    warnings.warn(
+        f"follow_links: the retriever {kind} has no name index, so each name its passages mention is asked of it "
+        f"alone (at most {MAX_NAMES} calls a look). Give it one with active_rag.name_index.attach_name_index("
+        "retriever, passages) (BM25Index and the LangChain and LlamaIndex retrievers over held documents have one).",
+        stacklevel=3,
+    )
+
+
+def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
+                 held: set[str] | frozenset[str] = frozenset()) -> Links:
+    """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
+    that ``passages`` mention, then the question's next-ranked ones (see the module's docstring)."""
+    links = Links()
+    if k < 1:
+        return links
+    asked = set(content_words(question))
+    index = name_index_of(retriever)
+    held_ids = set(held) | {p.id for p in passages}
+    own = _own_names(passages)
+    candidates = [n for n in mentioned_names(passages, question) if name_key(n) not in own]
+    if index is None:
+        _warn_no_index(retriever)
+        candidates = candidates[:MAX_NAMES]
+        rankings = fetch_rankings(retriever, candidates, PER_NAME, held)
+        links.retriever_calls += len(candidates)
+        found = {n: _articles_in(r, n) for n, r in zip(candidates, rankings)}
+    else:  # the question's own names first: an article of theirs the first retrieval missed costs nothing here
+        asked_names = [n for n in question_names(question) if name_key(n) not in own]
+        candidates = asked_names + [n for n in candidates if n not in asked_names]
+        found = {n: index.articles(n) for n in candidates}
+    ranked: list[tuple[int, int, str, Passage]] = []
+    for order, name in enumerate(candidates):
+        articles = found[name]
+        if not articles or any(a.id in held_ids for a in articles):  # nothing to read, or the prompt holds it
+            continue
+        best = max(articles, key=lambda a: _overlap(asked, a))  # max keeps the first of equals: corpus order
+        ranked.append((-_overlap(asked, best), order, name, best))
+    ranked.sort(key=lambda r: r[:2])
+    for *_, name, best in ranked[:MAX_NAMES]:
+        links.names.append(name)
+        if all(best.id != f.id for f, _ in links.sources):
+            links.sources.append((best, name))
+    links.sources = links.sources[:k]
+    if len(links.sources) < k:
+        links.retriever_calls += 1
+        for p in fetch_rankings(retriever, [question], k, held)[0]:
+            if all(p.id != f.id for f, _ in links.sources):
+                links.sources.append((p, None))
+    links.sources = links.sources[:k]
+    return links
+
+
+def _articles_in(ranking: Sequence[Passage], name: str) -> list[Passage]:
+    """The passages of ``ranking`` about ``name``: titled with it (:func:`~active_rag.entities.is_article_of`), or
+    opening with it (:mod:`active_rag.name_index`); the first only, as its retriever ranked them."""
+    titled = [p for p in ranking if p.title and not is_file_name(p.title) and is_article_of(p, name)]
+    if titled:
+        return titled[:1]
+    return NameIndex.from_passages(ranking).articles(name)[:1]
+
+
+def linked_names(passages: Sequence[Passage], question: str, retriever: Any = None,
+                 held: set[str] | frozenset[str] = frozenset(), k: int = MAX_NAMES) -> list[str]:
+    """The names a linked look follows (:func:`follow_links`), best first; without a ``retriever`` (no index to
+    rank them by) the first :data:`MAX_NAMES` of :func:`mentioned_names` that are not the passages' own."""
+    if retriever is None:
+        own = _own_names(passages)
+        return [n for n in mentioned_names(passages, question) if name_key(n) not in own][:MAX_NAMES]
+    return follow_links(retriever, passages, question, k, held).names
 
 
 def linked_sources(retriever: Any, passages: Sequence[Passage], question: str, k: int,
                    held: set[str] | frozenset[str] = frozenset()) -> list[tuple[Passage, str | None]]:
-    """At most ``k`` passages the prompt does not hold (``held``), each with where it came from: the own articles
-    of the names ``passages`` mention (:func:`linked_names`), paired with that name and those sharing more of the
-    question's content words first, then the question's next-ranked passages, paired with ``None``."""
-    names = linked_names(passages, question)
-    found: list[tuple[Passage, str | None]] = []
-    for name, ranking in zip(names, fetch_rankings(retriever, names, PER_NAME, held)):
-        own = next((p for p in ranking if is_article_of(p, name)), None)
-        if own is not None and all(own.id != f.id for f, _ in found):
-            found.append((own, name))
-    asked = set(content_words(question))
-    found.sort(key=lambda pair: -len(asked & set(content_words(pair[0].text))))  # stable: name order breaks ties
-    for p in fetch_rankings(retriever, [question], k, held)[0]:
-        if all(p.id != f.id for f, _ in found):
-            found.append((p, None))
-    return found[:k]
+    """The passages of :func:`follow_links`, each with the name whose article it is (``None``: the question's)."""
+    return follow_links(retriever, passages, question, k, held).sources
 
 
 def linked_articles(retriever: Any, passages: Sequence[Passage], question: str, k: int,
                     held: set[str] | frozenset[str] = frozenset()) -> list[Passage]:
-    """The passages of :func:`linked_sources`, without where they came from."""
-    return [p for p, _ in linked_sources(retriever, passages, question, k, held)]
+    """The passages of :func:`follow_links`, without where they came from."""
+    return follow_links(retriever, passages, question, k, held).passages
 
 
 def check_follow_links(follow_links: bool, context: Any, retrieves_first: bool) -> bool:

@@ -31,10 +31,9 @@ from typing import Any, Protocol
 
 from .answer_check import AnswerCheck, make_answer_check
 from .answer_options import check_options_model
-from .answering import AnswerSteps
+from .answering import resolve_answer_phrase
 from .context import ContextPolicy, make_context
 from .context_window import fit_passages
-from .entities import is_own_passage
 from .errors import ContextOverflowError, InvalidOptionError
 from .linked import check_follow_links
 from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
@@ -43,7 +42,7 @@ from .prompt_layout import Layout as _Layout
 from .prompt_layout import build_layout, resolve_prompt_mode
 from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
 from .queries import InputQuery, QueryContext, QueryFormulator, make_query
-from .rankings import fetch_rankings, merge_rankings
+from .retrieving import RetrievalSteps
 from .stopping import has_completed_answer, last_complete_sentence_end, repeated_sentence_start
 from .text import first_sentence_end
 from .text import tokens_within as _tokens_within
@@ -86,6 +85,7 @@ class _Run:
     followed: list[str] = field(default_factory=list)  # bridge entities the answer went on from (``follow``)
     usage: PromptUsage = field(default_factory=PromptUsage)  # prompt tokens from the prefix cache / prefilled
     options: Any = None  # the answer-options constraint (built on first use; False: the question offers none)
+    streamed: int = 0  # leading tokens of the generation not yet accepted that were streamed live (unchecked)
 
     @property
     def output_ids(self) -> list[int]:
@@ -96,12 +96,16 @@ class _Run:
         return "".join(s.text for s in self.output)
 
 
-class ActiveRAG(AnswerSteps):
+class ActiveRAG(RetrievalSteps):
     """Active retrieval-augmented generation with a local model that exposes logits and attentions.
 
     >>> rag = ActiveRAG.from_preset("dragin", ActiveLM.load(), BM25Index.demo())  # doctest: +SKIP
     >>> result = rag.run("Were Scott Derrickson and Ed Wood of the same nationality?")  # doctest: +SKIP
-    >>> result.answer, [r.query for r in result.retrievals]  # doctest: +SKIP
+    >>> result.answer, result.short_answer, [r.query for r in result.retrievals]  # doctest: +SKIP
+
+    ``answer_phrase``: the phrase forced after the last complete sentence when the answer ends without it (DRAGIN
+    App. B); ``"auto"`` (the default): ``"So the answer is"`` when an answer check or ``answer_options`` reads the
+    answer span after it, else none (the answer as the model wrote it, streamed at once); ``None``: never.
     """
 
     def __init__(
@@ -118,7 +122,7 @@ class ActiveRAG(AnswerSteps):
         initial_retrieval: bool = False,
         router: Router | None = None,
         stop: Callable[[str], bool] | None = None,
-        answer_phrase: str | None = None,
+        answer_phrase: str | None = "auto",
         keep_attention: bool = False,
         method: str | None = None,
         prompt_mode: str = "auto",
@@ -137,9 +141,9 @@ class ActiveRAG(AnswerSteps):
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "variant", None) or getattr(model, "name", "")), self.profile, self.prompt_mode)
         self.query = make_query(query)
-        self.context = make_context(context)  # None: replace, the papers'
         self.prompt = PROMPTS[prompt] if isinstance(prompt, str) else prompt
         self.top_k = check_int("top_k", top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
+        self.context = make_context(context, top_k=self.top_k)  # None: replace, the papers'; accumulate: 2 x top_k
         self.max_retrievals = (  # None: no cap (the generated-token guard still stops runaways)
             None if max_retrievals is None else check_int("max_retrievals", max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
         )
@@ -147,13 +151,13 @@ class ActiveRAG(AnswerSteps):
         self.initial_retrieval = initial_retrieval
         self.router = router
         self.stop = stop
-        self.answer_phrase = answer_phrase
         self.keep_attention = keep_attention
         self.repetition_guard = repetition_guard
         self.stop_when_answered = stop_when_answered
         self.reanswer = reanswer
         self.answer_check = make_answer_check(answer_check)
         self.answer_options = bool(answer_options)
+        self.answer_phrase = resolve_answer_phrase(answer_phrase, self.answer_check is not None, self.answer_options)
         retrieves_first = self.trigger.action == "once" or (initial_retrieval and self.trigger.action != "never")
         self.follow_links = check_follow_links(follow_links, self.context, retrieves_first)
         if self.answer_options:
@@ -272,7 +276,9 @@ class ActiveRAG(AnswerSteps):
                 # pre-retrieval "first")
                 lookahead = trigger.action == "regenerate" and bool(run.output)
                 self._open_session(run, capture, with_docs=not lookahead)
-            steps = self._segment(run, processor, one_sentence=run.after_retrieval)
+            # a segment that no check will see is accepted as it is generated: its tokens stream at once
+            will_check = self._will_check(run, max_generated)
+            steps = yield from self._segment(run, processor, one_sentence=run.after_retrieval, live=not will_check)
             run.generated += len(steps)
             first_after_retrieval = run.after_retrieval
             assert run.session is not None
@@ -281,13 +287,7 @@ class ActiveRAG(AnswerSteps):
                 or self._stopped(run.output_text + _text(steps))
                 or len(run.output) + len(steps) >= self.max_new_tokens
             )
-            checkable = (
-                not run.skip_check
-                and trigger.action in ("continue", "regenerate", "truncate", "follow")
-                and (self.max_retrievals is None or len(run.retrievals) < self.max_retrievals)
-                and run.generated <= max_generated
-                and bool(steps)
-            )
+            checkable = will_check and run.generated <= max_generated and bool(steps)
             run.skip_check = run.after_retrieval = False
             decision = None
             if checkable:
@@ -338,7 +338,7 @@ class ActiveRAG(AnswerSteps):
                                  formulator=self.query.name)
             if trigger.action == "regenerate":
                 self._open_session(run, capture, with_docs=True)
-                regenerated = self._segment(run, processor)
+                regenerated = yield from self._segment(run, processor, live=True)  # accepted unchecked
                 run.generated += len(regenerated)
                 yield from self._accept(run, regenerated)
                 assert run.session is not None
@@ -469,9 +469,21 @@ class ActiveRAG(AnswerSteps):
         with count_prompt_tokens(run.usage):
             run.session = self.model.session(layout.ids, capture_attention=capture)
 
-    def _segment(self, run: _Run, processor: Any, one_sentence: bool = False) -> list[TokenStep]:
+    def _will_check(self, run: _Run, max_generated: int) -> bool:
+        """Whether the trigger will check the next segment (before it is generated: the budgets as they stand)."""
+        return (
+            not run.skip_check
+            and run.trigger.action in ("continue", "regenerate", "truncate", "follow")
+            and (self.max_retrievals is None or len(run.retrievals) < self.max_retrievals)
+            and run.generated <= max_generated
+        )
+
+    def _segment(
+        self, run: _Run, processor: Any, one_sentence: bool = False, live: bool = False
+    ) -> Generator[TokenEvent, None, list[TokenStep]]:
         """Generate one segment: the trigger's unit (a sentence, up to ``max_tokens``, or the whole answer), or
-        with ``one_sentence`` the first sentence of a continuation after a truncating retrieval."""
+        with ``one_sentence`` the first sentence of a continuation after a truncating retrieval. ``live``: the
+        segment is accepted unchecked, so its tokens stream as they are generated (:meth:`_generate`)."""
         trigger = run.trigger
         session = run.session
         assert session is not None
@@ -486,8 +498,7 @@ class ActiveRAG(AnswerSteps):
                 return True
             return trigger.segment_done(text) or self._stopped(prefix + text)
 
-        steps = list(session.generate(limit, stop=stop, logits_processor=processor))
-        run.answer_passages = list(run.session_passages)
+        steps = yield from self._generate(run, limit, stop=stop, processor=processor, live=live, by_sentence=by_sentence)
         if by_sentence and steps:
             cut = first_sentence_end(_text(steps))
             if cut is not None:
@@ -501,96 +512,18 @@ class ActiveRAG(AnswerSteps):
         return steps
 
     def _accept(self, run: _Run, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:
+        """Append ``steps`` to the answer and stream those not streamed live while they were generated."""
         if run.session is not None and not self.keep_attention:
             run.session.commit()
         ids = list(run.answer_passages)
-        for s in steps:
+        streamed, run.streamed = run.streamed, 0
+        for n, s in enumerate(steps):
             if not self.keep_attention:
                 s.attention = None
             run.output.append(s)
-            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy,
-                             position=len(run.output) - 1, passage_ids=ids, attempt=run.attempt)
-
-    def _follow(
-        self, run: _Run, queries: Sequence[str], position: int, decision: TriggerDecision, details: dict[str, Any],
-        capture: bool,
-    ) -> Generator[StreamEvent, None, bool]:
-        """The ``follow`` action: retrieve with the bridge entities, keep only their own articles, and start the
-        next sentence with the last entity whose article the prompt holds (``seed``); none held: no seed."""
-        names = list(decision.entities or [decision.token or ""])
-        yield self._retrieve(run, queries, position=position, decision=decision, details=details,
-                             formulator=self.query.name, keep=lambda p: any(is_own_passage(p, e) for e in names))
-        target = next((e for e in reversed(names) if any(is_own_passage(p, e) for p in run.docs)), None)
-        if target is None:
-            return False
-        decision.token = target
-        run.followed.append(target)
-        if getattr(run.trigger, "seed", True):
-            self._open_session(run, capture)
-            assert run.session is not None
-            yield from self._extend(run, (" " if run.output_text and not run.output_text.endswith((" ", "\n")) else "") + target)
-        return True
-
-    def _retrieve(
-        self, run: _Run, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any],
-        formulator: str | None = None, keep: Callable[[Passage], bool] | None = None,
-        fetch: Callable[[set[str]], list[Passage]] | None = None,
-    ) -> Retrieval:
-        queries = [q.strip() for q in queries if q and q.strip()]
-        reason = decision.reason
-        if not queries:
-            queries = [run.question]
-            reason = (reason + "; " if reason else "") + f"{self.query.name} produced an empty query, used the question"
-        assert self.retriever is not None
-        held = {p.id for p in run.docs} if self.context.skip_held else set()
-        passages = fetch(held) if fetch else merge_rankings(fetch_rankings(self.retriever, queries, self.top_k, held), self.top_k)
-        returned = len(passages)
-        not_own = [p for p in passages if keep is not None and not keep(p)]
-        passages = [p for p in passages if p not in not_own]
-        retrieval = Retrieval(
-            position=position,
-            query=" | ".join(queries),
-            passages=passages,
-            trigger=decision.trigger,
-            token=decision.token,
-            score=decision.score,
-            threshold=decision.threshold,
-            threshold_source=decision.threshold_source,
-            reason=reason,
-            details=details,
-            top_k=self.top_k,
-            returned=returned,
-        )
-        kept = self.context.after_retrieval(run.docs, passages, self._scorer(run) if self.context.needs_scorer else None)
-        left_out = [p for p in passages if p.id not in {k.id for k in kept}]
-        if left_out:
-            retrieval.passages = [p for p in passages if p not in left_out]
-            retrieval.dropped = left_out
-            retrieval.dropped_reason = f"context policy {self.context.name}: not kept"
-        if not_own:
-            retrieval.dropped = not_own + list(retrieval.dropped)
-            retrieval.dropped_reason = "; ".join(filter(None, ["not the bridge entity's own article", retrieval.dropped_reason]))
-        before = {p.id for p in run.docs}
-        run.docs = self._fit_passages(run, kept, retrieval)
-        retrieval.held_ids = [p.id for p in run.docs]
-        retrieval.new_ids = [p.id for p in retrieval.passages if p.id not in before]
-        retrieval.formulator = formulator
-        run.retrievals.append(retrieval)
-        return retrieval
-
-    def _scorer(self, run: _Run) -> Callable[[Sequence[Passage]], float]:
-        """The model's uncertainty about the next sentence with given passages in the prompt: the mean entropy
-        of its first few greedy tokens (the rerank policy's score; prefills reuse the prefix cache)."""
-        probe = int(getattr(self.context, "probe_tokens", 4))
-
-        def score(passages: Sequence[Passage]) -> float:
-            layout = self._layout(run, passages)
-            with count_prompt_tokens(run.usage):
-                session = self.model.session(layout.ids)
-            steps = list(session.generate(probe))  # scoring, not answer tokens: not counted as generated
-            return sum(s.entropy for s in steps) / len(steps) if steps else 0.0
-
-        return score
+            if n >= streamed:
+                yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy,
+                                 position=len(run.output) - 1, passage_ids=ids, attempt=run.attempt)
 
 
 def _text(steps: Sequence[TokenStep]) -> str:

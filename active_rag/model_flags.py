@@ -101,7 +101,8 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
                         help="use the model behind this OpenAI-compatible server (llama.cpp, vLLM, Ollama), e.g. "
                         "http://127.0.0.1:8080/v1, instead of a local one; --model then names the served model's "
                         "tokenizer (registry name or folder; no weights load). API key: $OPENAI_API_KEY. Methods "
-                        "that read attention (dragin, the rind trigger, the attention/qfs queries) need a local model")
+                        "that read attention (dragin, the rind trigger, the attention/qfs queries) need a local model, "
+                        "and so does answering a choice question with one of its options (--answer-options)")
     parser.add_argument("--endpoint-model", default=None, metavar="NAME",
                         help="with --endpoint: the model name the server knows (default: the first of GET /models)")
     parser.add_argument("--endpoint-api", default="completions", choices=("completions", "chat"),

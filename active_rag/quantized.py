@@ -1,4 +1,4 @@
-"""Weight-only int8 and int4 linear layers for decoding on the CPU (issue 24).
+"""Weight-only int8 and int4 linear layers for decoding on the CPU.
 
 Decoding one token on a CPU is memory-bound: every linear layer reads all its weights once per forward
 pass, whatever the batch. Storing weights in 8 or 4 bits reads 4 or 8 times fewer bytes than float32.
@@ -8,18 +8,18 @@ with float32 activations they fall back to a scalar loop, so the layers here rou
 bfloat16 for the kernel and return the model's dtype.
 
 - :class:`Int8Linear`: per-output-channel symmetric int8 (``w ~ q * s``, ``q`` in [-127, 127]).
-- :class:`Int4Linear`: per-group asymmetric int4 (groups of :data:`INT4_GROUP` inputs,
-  ``w ~ (q - 8) * s + z``, ``q`` in [0, 15]), torch's ``scales_and_zeros`` convention.
+- :class:`Int4Linear`: per-group affine int4 (groups of :data:`INT4_GROUP` inputs, ``w ~ low + step * q``,
+  ``q`` in [0, 15]); a layer whose weights already lie on such a grid (read from a 4-bit GGUF tensor, e.g.
+  Q4_K) keeps it exactly (:func:`grid_quantize`), so ``weights="mixed"`` stores those layers in 4 bits with no
+  new rounding and the others in 8.
 
-Which kernel runs depends on the shape: an int8 forward of at most :attr:`Int8Linear.packed_max_rows` rows
-(every decode step, batched or not, and the output head, which prefill computes for one position) runs the
-packed kernel; a longer int8 prefill, which is compute-bound and where that kernel is slower than float32's
-matmul, dequantises the layer's weights for that call and runs float32's dense matmul on the same inputs
-(rounded to bfloat16, as the kernel sees them) and rounds the output to bfloat16 as the kernel does. Both
-paths therefore compute the same numbers up to float32 summation order, so how a prompt is split into
-forwards (a prefix-cache hit, a batch) changes its tokens no more than it does with float32 weights. The
-int4 kernel keeps float32's prefill speed at every length (``active-rag bench --suite weights``), and
-unpacking int4 for a dense matmul costs more than it saves, so int4 always runs its kernel.
+Which path runs depends on the shape. A forward of at most :data:`PACKED_MAX_ROWS` rows (every decode step,
+batched or not, and the output head, which prefill computes for one position) runs the packed kernel. A longer
+one (a prompt's prefill: compute-bound, where the kernels are far slower than a dense matrix product) runs a
+dense product in :func:`prefill_dtype`: bfloat16 where the CPU multiplies it natively (AMX, AVX512-BF16: four
+to five times float32's speed), float32 elsewhere. int8 multiplies its integers (exact in either dtype) and
+scales the product's columns; int4 dequantises into a per-thread scratch buffer. Both paths read the input
+rounded to bfloat16 and round the output to bfloat16, as the kernels do.
 
 The quantised tensors are plain integers and scales, independent of the CPU; the int4 kernel's packed
 layout depends on the CPU's instruction set, so it is built at load from the stored nibbles
@@ -28,6 +28,7 @@ layout depends on the CPU's instruction set, so it is built at load from the sto
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 PACKED_MAX_ROWS = 64
-"""int8 forwards with at most this many rows use the packed kernel; longer ones dequantise for a dense matmul."""
+"""Forwards with at most this many rows use the packed kernel; longer ones run a dense product (prefill)."""
 
 INT4_GROUP = 32
 """Inputs per int4 quantisation group (GGUF's Q4 blocks have 32 too)."""
@@ -46,25 +47,59 @@ KERNEL_DTYPE = torch.bfloat16
 
 _SCRATCH = threading.local()
 
+PREFILL_DTYPE_VARIABLE = "ACTIVE_RAG_PREFILL_DTYPE"
+"""Environment variable that forces the dense prefill's dtype: ``bfloat16`` or ``float32``."""
 
-def _scratch(numel: int) -> torch.Tensor:
-    """A float32 buffer of this thread, reused by every dequantised prefill: a fresh allocation of a layer's
+
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16 or AMX-BF16) and torch is allowed
+    to use AVX-512 (``ATEN_CPU_CAPABILITY=avx2`` forces the AVX2 code paths, as on a CPU without AVX-512, where
+    bfloat16 is emulated and slower than float32)."""
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX512",):
+        return False
+    cpu = torch.cpu
+    return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)() or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+
+
+def prefill_dtype() -> torch.dtype:
+    """The dtype of a packed layer's dense prefill: bfloat16 where the CPU multiplies it natively (several
+    times float32's speed), float32 elsewhere; :data:`PREFILL_DTYPE_VARIABLE` overrides."""
+    forced = os.environ.get(PREFILL_DTYPE_VARIABLE, "").strip().lower()
+    if forced in ("bfloat16", "bf16"):
+        return torch.bfloat16
+    if forced in ("float32", "fp32"):
+        return torch.float32
+    return torch.bfloat16 if native_bfloat16() else torch.float32
+
+
+def _scratch(numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """A buffer of this thread per dtype, reused by every dequantised prefill: a fresh allocation of a layer's
     size (55 MB for the 1.5B model's MLP) would page-fault on first touch at every call, which cost int8 prefill
     about a quarter of its time."""
-    buffer = getattr(_SCRATCH, "buffer", None)
+    buffers = getattr(_SCRATCH, "buffers", None)
+    if buffers is None:
+        buffers = _SCRATCH.buffers = {}
+    buffer = buffers.get(dtype)
     if buffer is None or buffer.numel() < numel:
         with torch.inference_mode(False):  # a normal tensor: writable in and out of inference mode
-            buffer = torch.empty(numel, dtype=torch.float32, device="cpu")  # packed weights are CPU-only
-        _SCRATCH.buffer = buffer
+            buffer = torch.empty(numel, dtype=dtype, device="cpu")  # packed weights are CPU-only
+        buffers[dtype] = buffer
     return buffer[:numel]
 
 
 class PackedLinear(nn.Module):
-    """Base of the weight-only layers: shape handling, bias and the packed/dense dispatch."""
+    """Base of the weight-only layers: shape handling, bias and the packed/dense dispatch.
+
+    A forward of at most :attr:`packed_max_rows` rows (every decode step, batched or not, and the output head,
+    which prefill computes for one position) runs the packed kernel on bfloat16 inputs. A longer one (a prompt's
+    prefill, compute-bound) dequantises the layer into a scratch buffer and runs a dense matrix product in
+    :func:`prefill_dtype`: bfloat16 where the CPU has native bfloat16 (AMX, AVX512-BF16), float32 elsewhere. Both
+    paths read the input rounded to bfloat16 and round the output to bfloat16, as the kernel does.
+    """
 
     kind = "packed"
     packed_max_rows: int | None = PACKED_MAX_ROWS
-    """Forwards with more rows dequantise for float32's dense matmul; ``None``: always the packed kernel."""
+    """Forwards with more rows dequantise for a dense matmul; ``None``: always the packed kernel."""
 
     def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -84,26 +119,30 @@ class PackedLinear(nn.Module):
             self.packed_calls += 1
             # the kernels read their input as a dense row-major matrix: a strided view (a transposed attention
             # output) must be copied first, and .to() keeps a view's strides
-            out = self._packed(rows.to(KERNEL_DTYPE).contiguous())
+            out = self._kernel(rows.to(KERNEL_DTYPE).contiguous())
         else:
             self.dense_calls += 1
-            dense = F.linear(rows.to(KERNEL_DTYPE).float(), self._dense_weight())
-            out = dense.to(KERNEL_DTYPE)  # the kernel's output dtype: the same rounding on both paths
-        out = out.to(x.dtype)
+            dtype = prefill_dtype()
+            out = self._dense(rows.to(KERNEL_DTYPE).to(dtype), dtype)
+        out = out.to(KERNEL_DTYPE).to(x.dtype)  # the kernel's output rounding, on both paths
         if self.bias is not None:
             out = out + self.bias.to(x.dtype)
         return out.reshape(*shape[:-1], self.out_features)
 
-    def _packed(self, rows: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+    def _kernel(self, rows: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:  # pragma: no cover - abstract
         """The ``[out, in]`` weight the quantised values stand for."""
         raise NotImplementedError
 
-    def _dense_weight(self) -> torch.Tensor:
-        """The float32 weight for a dense prefill (valid until this thread's next one)."""
-        return self.dequantize(torch.float32)
+    def _dense(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The dense product of ``rows`` (already in ``dtype``) with the layer's weight."""
+        return F.linear(rows, self._dense_weight(dtype))
+
+    def _dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
+        """The weight in ``dtype`` for a dense prefill (valid until this thread's next one)."""
+        return self.dequantize(dtype)
 
     def state(self) -> dict[str, torch.Tensor]:  # pragma: no cover - abstract
         """The CPU-independent tensors that rebuild this layer (saved by :mod:`active_rag.weights`)."""
@@ -148,16 +187,20 @@ class Int8Linear(PackedLinear):
     def from_state(cls, state: dict[str, torch.Tensor], bias: torch.Tensor | None = None) -> Int8Linear:
         return cls(state["qweight"], state["scales"], bias)
 
-    def _packed(self, rows: torch.Tensor) -> torch.Tensor:
+    def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return self.qweight.to(dtype) * self.scales.to(dtype)[:, None]
 
-    def _dense_weight(self) -> torch.Tensor:
-        weight = _scratch(self.qweight.numel()).view(self.out_features, self.in_features)
-        weight.copy_(self.qweight)  # int8 -> float32, exact
-        return weight.mul_(self.scales.float()[:, None])
+    def _dense(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        # x W^T = (x Q^T) * s per output channel: the integers are exact in bfloat16 as in float32, so the product
+        # runs on them (one conversion pass, no weight rounding) and the scales multiply the [rows, out] result
+        return F.linear(rows, self._dense_weight(dtype)).float().mul_(self.scales.float())
+
+    def _dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
+        """The integers as ``dtype`` (exact), in this thread's scratch buffer."""
+        return _scratch(self.qweight.numel(), dtype).view(self.out_features, self.in_features).copy_(self.qweight)
 
     def state(self) -> dict[str, torch.Tensor]:
         return {"qweight": self.qweight, "scales": self.scales.float()}
@@ -178,44 +221,94 @@ def _unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([packed >> 4, packed & 0x0F], dim=-1).reshape(packed.shape[0], -1)
 
 
+def _rounded(values: torch.Tensor) -> torch.Tensor:
+    """``values`` rounded to the kernel's dtype, as float32."""
+    return values.to(KERNEL_DTYPE).float()
+
+
+GRID_TOLERANCE = 1e-3
+"""How far (in grid steps) a weight may lie from a grid point and still count as on it: the float32 weights
+of a dequantised GGUF file lie on their block's grid up to float32 rounding (about 1e-6 of a step)."""
+
+
+def grid_quantize(weight: torch.Tensor, bits: int, group_size: int = INT4_GROUP) -> dict[str, torch.Tensor]:
+    """Affine quantisation of ``weight`` ``[out, in]`` in groups of ``group_size`` inputs, ``w ~ low + step * q``
+    with ``q`` in ``[0, 2**bits - 1]``, that keeps an existing grid.
+
+    Weights read from a quantised file (GGUF's Q4_K, Q5_0, Q8_0, ...) already lie on a grid per block:
+    ``w = low + step * j`` for integers ``j``. Min/max quantisation (``step = (max - min) / (2**bits - 1)``)
+    would put a new grid over it whenever a block leaves its top or bottom level unused, and move every weight
+    by up to half a step. Here each group's step is found from its values: the smallest gap between two of its
+    distinct values is a multiple of the step, and when every value lies on the grid of that gap (or of half or
+    a third of it) within :data:`GRID_TOLERANCE`, and the grid has at most ``2**bits`` levels, the group is
+    stored exactly. Any other group gets min/max quantisation. ``exact`` says which groups were exact.
+
+    Returns ``{"codes": uint8 [out, in], "low": float32 [out, groups], "step": float32 [out, groups],
+    "exact": bool [out, groups]}``.
+    """
+    w = weight.detach().float()
+    out_features, in_features = w.shape
+    groups = w.reshape(out_features, in_features // group_size, group_size)
+    low = groups.amin(dim=-1)
+    span = groups.amax(dim=-1) - low
+    levels = 2**bits - 1
+    ordered = groups.sort(dim=-1).values
+    gaps = ordered.diff(dim=-1)
+    tiny = (span * GRID_TOLERANCE)[..., None]
+    gap = torch.where(gaps > tiny, gaps, torch.full_like(gaps, float("inf"))).amin(dim=-1)
+    step = span / levels  # min/max, the fallback
+    exact = span == 0
+    for divisor in (1, 2, 3):
+        candidate = gap / divisor
+        count = torch.round(span / candidate)
+        fits = torch.isfinite(candidate) & (count <= levels) & (count >= 1) & ~exact
+        if not bool(fits.any()):
+            continue
+        grid_step = torch.where(fits, span / count.clamp(min=1), step)
+        position = (groups - low[..., None]) / grid_step[..., None]
+        on_grid = ((position - torch.round(position)).abs().amax(dim=-1) <= GRID_TOLERANCE) & fits
+        step = torch.where(on_grid, grid_step, step)
+        exact = exact | on_grid
+    # the kernel multiplies by the step rounded to its dtype: the codes are the nearest for that step (on an
+    # exact grid of at most 16 levels they stay the grid's own: the rounding moves a weight by at most 15 / 512
+    # of a step)
+    step = step.clamp(min=1e-12).to(KERNEL_DTYPE).float()
+    codes = torch.round((groups - low[..., None]) / step[..., None]).clamp_(0, levels).to(torch.uint8)
+    return {"codes": codes.reshape(out_features, in_features), "low": low, "step": step, "exact": exact}
+
+
 class Int4Linear(PackedLinear):
-    """``y = x W^T + b`` with ``W`` stored as int4 in groups of :data:`INT4_GROUP` inputs, each group with a
-    scale and a zero point (``w ~ (q - 8) * s + z``). Needs ``in_features`` divisible by the group size."""
+    """``y = x W^T + b`` with ``W`` stored in 4 bits per weight in groups of :data:`INT4_GROUP` inputs,
+    ``w = low + step * q`` per group (:func:`grid_quantize`: a layer read from a 4-bit GGUF tensor keeps its
+    grid), run by torch's packed int4 kernel, which computes ``(q - 8) * scale + zero`` with the scale and zero
+    rounded to its dtype. Needs ``in_features`` divisible by the group size.
+    """
 
     kind = "int4"
-    packed_max_rows = None
 
-    def __init__(self, nibbles: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor, bias: torch.Tensor | None = None,
+    def __init__(self, codes: torch.Tensor, low: torch.Tensor, step: torch.Tensor, bias: torch.Tensor | None = None,
                  group_size: int = INT4_GROUP) -> None:
-        out_features, half = nibbles.shape
-        super().__init__(2 * half, out_features, bias)
+        out_features, in_features = codes.shape
+        super().__init__(in_features, out_features, bias)
         self.group_size = group_size
-        # the stored values (CPU-independent, for the dense path and for saving) ...
-        self.register_buffer("nibbles", nibbles.to(torch.uint8).clone(memory_format=torch.contiguous_format))
-        # ... and the kernel's layout, built for this CPU
-        q = _unpack_nibbles(self.nibbles).to(torch.int32)
-        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
-        # [in / group, out, 2]: the kernel's scales_and_zeros
-        self.register_buffer("scales_and_zeros", torch.stack([scales.t(), zeros.t()], dim=-1).to(KERNEL_DTYPE).contiguous())
+        # the stored values (CPU-independent: what is saved, and what the dense prefill dequantises) ...
+        self.register_buffer("codes", codes.to(torch.uint8).clone(memory_format=torch.contiguous_format))
+        self.register_buffer("low", low.float().contiguous())
+        self.register_buffer("step", step.float().contiguous())
+        # ... and the kernel's layout, built for this CPU, with its [in / group, out, 2] scales_and_zeros
+        zero = _rounded(self.low + 8.0 * self.step)  # step is in the kernel's dtype already (grid_quantize)
+        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(self.codes.to(torch.int32), 1))
+        self.register_buffer("scales_and_zeros", torch.stack([self.step.t(), zero.t()], dim=-1).to(KERNEL_DTYPE).contiguous())
+        # the dense prefill's dequantisation in one pass, w = q * step + offset, with the kernel's constants
+        self.register_buffer("dense_offset", (zero - 8.0 * self.step).contiguous())
 
     @staticmethod
     def supports(linear: nn.Linear, group_size: int = INT4_GROUP) -> bool:
-        return linear.in_features % group_size == 0 and linear.in_features % 2 == 0
+        return linear.in_features % group_size == 0 and linear.out_features % 16 == 0  # the kernel packs 16 rows
 
     @staticmethod
     def quantize(weight: torch.Tensor, group_size: int = INT4_GROUP) -> dict[str, torch.Tensor]:
-        """``{"nibbles": uint8 [out, in / 2], "scales": float32 [out, groups], "zeros": float32 [out, groups]}``,
-        min/max affine per group; scales and zeros are rounded to the kernel's dtype before the integers
-        are chosen."""
-        w = weight.detach().float()
-        out_features, in_features = w.shape
-        groups = w.reshape(out_features, in_features // group_size, group_size)
-        low = groups.amin(dim=-1)
-        high = groups.amax(dim=-1)
-        scales = ((high - low) / 15.0).clamp(min=1e-8).to(KERNEL_DTYPE).float()
-        zeros = (low + 8.0 * scales).to(KERNEL_DTYPE).float()
-        q = torch.round((groups - zeros[..., None]) / scales[..., None] + 8.0).clamp_(0, 15)
-        return {"nibbles": _pack_nibbles(q.reshape(out_features, in_features)), "scales": scales, "zeros": zeros}
+        return grid_quantize(weight, 4, group_size)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int = INT4_GROUP) -> Int4Linear:
@@ -223,30 +316,33 @@ class Int4Linear(PackedLinear):
 
     @classmethod
     def from_state(cls, state: dict[str, torch.Tensor], bias: torch.Tensor | None = None, group_size: int = INT4_GROUP) -> Int4Linear:
-        return cls(state["nibbles"], state["scales"], state["zeros"], bias, group_size)
+        codes = state["codes"] if "codes" in state else _unpack_nibbles(state["nibbles"])
+        return cls(codes, state["low"], state["step"], bias, group_size)
 
-    def _packed(self, rows: torch.Tensor) -> torch.Tensor:
+    def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group_size, self.scales_and_zeros)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        q = _unpack_nibbles(self.nibbles).to(dtype).reshape(self.out_features, -1, self.group_size)
-        scales = self.scales_and_zeros[..., 0].t().to(dtype)[..., None]
-        zeros = self.scales_and_zeros[..., 1].t().to(dtype)[..., None]
-        return ((q - 8) * scales + zeros).reshape(self.out_features, self.in_features)
+        """The weight the kernel multiplies by: ``q * step + offset`` with its rounded constants."""
+        q = self.codes.float().reshape(self.out_features, -1, self.group_size)
+        return (q * self.step[..., None] + self.dense_offset[..., None]).reshape(self.out_features, self.in_features).to(dtype)
+
+    def _dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
+        numel = self.codes.numel()
+        weight = _scratch(numel, torch.float32).view(self.out_features, -1, self.group_size)
+        weight.copy_(self.codes.view(weight.shape))  # uint8 -> float32, exact
+        weight.mul_(self.step[..., None]).add_(self.dense_offset[..., None])
+        weight = weight.view(self.out_features, self.in_features)
+        if dtype == torch.float32:
+            return weight
+        return _scratch(numel, dtype).view(self.out_features, self.in_features).copy_(weight)
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {
-            "nibbles": self.nibbles,
-            "scales": self.scales_and_zeros[..., 0].t().float().contiguous(),
-            "zeros": self.scales_and_zeros[..., 1].t().float().contiguous(),
-        }
+        return {"nibbles": _pack_nibbles(self.codes), "low": self.low, "step": self.step}
 
     @property
     def weight_bytes(self) -> int:
-        return self.packed.numel() + 2 * self.scales_and_zeros.numel()
-
-
-LAYERS: dict[str, type[PackedLinear]] = {"int8": Int8Linear, "int4": Int4Linear}
+        return self.packed.numel() * self.packed.element_size() + 2 * self.scales_and_zeros.numel()
 
 
 def linear_layers(model: nn.Module) -> Iterator[tuple[str, nn.Linear]]:
@@ -270,14 +366,28 @@ def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
 
 def quantize_linear(linear: nn.Linear, kind: str) -> PackedLinear | None:
     """The packed layer of ``kind`` for ``linear``, or ``None`` when its shape does not fit the kernel
-    (it then stays dense)."""
+    (it then stays dense).
+
+    - ``int4``: 4 bits in groups (:class:`Int4Linear`);
+    - ``int8``: 8 bits per output channel (:class:`Int8Linear`);
+    - ``mixed``: 4 bits where every group of the layer lies on a grid of at most 16 levels (a layer read from
+      a 4-bit GGUF tensor such as Q4_K: stored exactly), 8 bits elsewhere (Q5_0, Q6_K, Q8_0 tensors).
+    """
+    grouped = Int4Linear.supports(linear)
     if kind == "int4":
-        return Int4Linear.from_linear(linear) if Int4Linear.supports(linear) else None
+        return Int4Linear.from_linear(linear) if grouped else None
+    if kind == "mixed" and grouped:
+        state = Int4Linear.quantize(linear.weight)
+        if bool(state["exact"].all()):
+            return Int4Linear.from_state(state, linear.bias)
     return Int8Linear.from_linear(linear)
 
 
-def layer_from_state(kind: str, state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> PackedLinear:
-    return LAYERS[kind].from_state(state, bias)
+def layer_from_state(state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> PackedLinear:
+    """The layer that :meth:`PackedLinear.state` saved (its class is told by its tensors)."""
+    if "qweight" in state:
+        return Int8Linear.from_state(state, bias)
+    return Int4Linear.from_state(state, bias)
 
 
 def model_weight_bytes(model: nn.Module) -> int:
@@ -300,6 +410,9 @@ __all__ = [
     "PACKED_MAX_ROWS",
     "Int4Linear",
     "Int8Linear",
+    "grid_quantize",
+    "native_bfloat16",
+    "prefill_dtype",
     "PackedLinear",
     "layer_from_state",
     "linear_layers",

@@ -265,7 +265,7 @@ class AttentionQuery(QueryFormulator):
 
 @dataclass
 class GeneratedAttentionQuery(AttentionQuery):
-    """QFS restricted to generated tokens, after the question (issue 28): DRAGIN's QFS over the question and the
+    """QFS restricted to generated tokens, after the question (beyond the papers): DRAGIN's QFS over the question and the
     output mostly picks the question's own words again, which the first retrieval already searched with; here
     the ``top_n`` most attended tokens are chosen among the generated ones only (the whole question context when
     nothing was generated yet), and the query is the question followed by those words."""
@@ -281,7 +281,7 @@ class GeneratedAttentionQuery(AttentionQuery):
 
 @dataclass
 class QuestionEntityQuery(QueryFormulator):
-    """The question plus the entities the model just generated (issue 28): in a multi-hop answer the next hop is
+    """The question plus the entities the model just generated (beyond the papers): in a multi-hop answer the next hop is
     usually named in the latest generated sentence (a bridge entity such as "Peter Schmeichel"), and the question's
     own words keep the query on topic. Entities: capitalised phrases and numbers that the question does not name,
     from the latest sentence before the retrieval point that has any (:func:`generated_entities`)."""
@@ -297,7 +297,7 @@ class QuestionEntityQuery(QueryFormulator):
 
 @dataclass
 class NextHopQuery(QueryFormulator):
-    """Two queries whose rankings the engine merges round-robin (issue 28): the generated entities alone, which
+    """Two queries whose rankings the engine merges round-robin (beyond the papers): the generated entities alone, which
     find the bridge entity's own passage (a question's many words outweigh one name in BM25), then the question,
     whose next-ranked passages the prompt does not hold yet (with ``accumulate``/``rerank`` a retrieval skips
     held passages). When the model names no new entity only the question is asked. The question query hedges a
@@ -315,7 +315,7 @@ class NextHopQuery(QueryFormulator):
 
 @dataclass
 class EntityQuery(QueryFormulator):
-    """The bridge entities alone, one query each (issue 28): those the ``bridge`` trigger found in the sentence
+    """The bridge entities alone, one query each (beyond the papers): those the ``bridge`` trigger found in the sentence
     it checked, else those of the latest generated sentence that names any (:func:`generated_entities`). One
     name is what finds its own article in BM25; the question's words would outweigh it. Falls back to the
     question when the model named nothing new."""

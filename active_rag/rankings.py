@@ -1,13 +1,55 @@
 """Retrievers' rankings as the engine takes them: checked (a list of :class:`~active_rag.types.Passage`) and, when a
-query formulator wrote several queries, merged round-robin into one list of distinct passages."""
+query formulator wrote several queries, merged round-robin into one list of distinct passages.
+
+:func:`fetch_rankings` is where the engine calls a retriever, so the calls are counted there: every call made inside
+:func:`count_retriever_calls` (this thread or task) adds one to its counter, and :func:`fetch_passages` returns a
+retrieval's passages with the calls they took (:attr:`Retrieval.retriever_calls
+<active_rag.types.Retrieval.retriever_calls>`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import RetrieverError
 from .types import Passage
+
+
+@dataclass
+class RetrieverCalls:
+    """Calls of a retriever counted by :func:`count_retriever_calls` (``outer``: the enclosing block's counter,
+    which counts them too)."""
+
+    n: int = 0
+    outer: RetrieverCalls | None = None
+
+
+_CALLS: contextvars.ContextVar[RetrieverCalls | None] = contextvars.ContextVar("active_rag_retriever_calls", default=None)
+
+
+@contextlib.contextmanager
+def count_retriever_calls() -> Iterator[RetrieverCalls]:
+    """Count the retriever calls :func:`fetch_rankings` makes in this block (this thread or task; blocks nest)."""
+    calls = RetrieverCalls(outer=_CALLS.get())
+    token = _CALLS.set(calls)
+    try:
+        yield calls
+    finally:
+        _CALLS.reset(token)
+
+
+def fetch_passages(
+    retriever: Any, queries: Sequence[str], k: int, held: set[str] | frozenset[str] = frozenset(),
+    fetch: Callable[[set[str]], list[Passage]] | None = None,
+) -> tuple[list[Passage], int]:
+    """One retrieval's passages and the retriever calls they took: ``fetch(held)`` when given (e.g. the linked
+    articles), else the merged rankings of ``queries`` (at most ``k``, without the ``held`` passages)."""
+    with count_retriever_calls() as calls:
+        passages = fetch(set(held)) if fetch else merge_rankings(fetch_rankings(retriever, queries, k, held), k)
+    return passages, calls.n
 
 
 def merge_rankings(rankings: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
@@ -29,6 +71,10 @@ def fetch_rankings(retriever: Any, queries: Sequence[str], k: int, held: set[str
     is a :class:`RetrieverError` naming the query and its cause."""
     rankings = []
     for q in queries:
+        counter = _CALLS.get()
+        while counter is not None:
+            counter.n += 1
+            counter = counter.outer
         try:
             ranking = retriever.retrieve(q, k + len(held))
         except Exception as exc:  # surfaced with its cause
@@ -60,4 +106,4 @@ def check_ranking(retriever: Any, query: str, ranking: Any) -> None:
         )
 
 
-__all__ = ["check_ranking", "merge_rankings"]
+__all__ = ["RetrieverCalls", "check_ranking", "count_retriever_calls", "fetch_passages", "fetch_rankings", "merge_rankings"]

@@ -1,5 +1,5 @@
 """``RemoteLM``: a model behind an OpenAI-compatible endpoint (llama.cpp's server, llama-cpp-python, vLLM, Ollama)
-with the engine-facing interface of :class:`~active_rag.model.ActiveLM` (issue 26).
+with the engine-facing interface of :class:`~active_rag.model.ActiveLM`.
 
 The engine (:class:`~active_rag.loop.ActiveRAG`) opens a session on prompt ids, generates a segment token by
 token, stops it with its own rule (a sentence end, a ``[Search(...)]`` tag, the answer-complete guard), crops,
@@ -35,7 +35,7 @@ from ._aio import check_cancelled
 from .errors import EndpointError, EndpointHTTPError, NeedsLocalModelError
 from .model import StopCondition, _USAGE
 from .remote_http import EndpointClient
-from .remote_parse import Piece, parse_choice
+from .remote_parse import Piece, parse_choice, utf8_decoder
 from .remote_vocab import PieceVocab, TokenizerVocab
 from .types import TokenStep
 
@@ -381,12 +381,13 @@ class RemoteLM:
         path, body = self._body(ids, max_tokens, bias, temperature)
         where = f"{self.base_url}/{path}"
         events = self.client.post_stream(path, body) if self.stream_replies else iter([self.client.post_json(path, body)])
+        decoder = utf8_decoder() if self.stream_replies else None  # one for the whole stream: no character cut
         try:
             for event in events:
                 choices = event.get("choices") if isinstance(event, dict) else None
                 if not choices:
                     continue
-                pieces, finish = parse_choice(choices[0], where)
+                pieces, finish = parse_choice(choices[0], where, decoder)
                 yield from pieces
                 if finish:
                     yield _Finish(finish)

@@ -1,4 +1,4 @@
-"""A :class:`~active_rag.remote.RemoteLM` from a framework's OpenAI-compatible client object (issue 26), read by
+"""A :class:`~active_rag.remote.RemoteLM` from a framework's OpenAI-compatible client object, read by
 duck typing so that this module imports neither framework:
 
 - LangChain: ``ChatOpenAI(base_url=..., model=..., logprobs=True)`` (chat API; ``logprobs=True`` is required, as
@@ -32,6 +32,12 @@ def _secret(value: Any) -> str | None:
     return str(getter()) if callable(getter) else str(value)
 
 
+def _retries(client: Any) -> int:
+    """The client's ``max_retries`` (0 included: no retry), 2 when it sets none."""
+    value = getattr(client, "max_retries", None)
+    return 2 if value is None else int(value)
+
+
 def _settings(client: Any) -> dict[str, Any] | None:
     """RemoteLM keyword arguments from a client object, ``None`` when it is not one this module knows."""
     cls = type(client).__name__
@@ -45,7 +51,7 @@ def _settings(client: Any) -> dict[str, Any] | None:
         options: dict[str, Any] = {
             "base_url": client.openai_api_base, "model": client.model_name, "api": "chat" if chat else "completions",
             "api_key": _secret(getattr(client, "openai_api_key", None)),
-            "retries": int(getattr(client, "max_retries", None) or 2),
+            "retries": _retries(client),
         }
         if isinstance(timeout, (int, float)) and timeout > 0:
             options["timeout"] = float(timeout)
@@ -60,7 +66,7 @@ def _settings(client: Any) -> dict[str, Any] | None:
         options = {
             "base_url": client.api_base, "model": client.model, "api": "chat" if client.is_chat_model else "completions",
             "api_key": _secret(getattr(client, "api_key", None)),
-            "retries": int(getattr(client, "max_retries", None) or 2),
+            "retries": _retries(client),
         }
         timeout = getattr(client, "timeout", None)
         if isinstance(timeout, (int, float)) and timeout > 0:

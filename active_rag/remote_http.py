@@ -7,12 +7,14 @@ and the environment variables of the OpenAI clients (``OPENAI_BASE_URL``, ``OPEN
 library is used (``urllib``), so the engine needs no HTTP package.
 
 Retried: a refused or reset connection, a timeout, HTTP 429 and 5xx (``retries`` more tries, waiting ``backoff``,
-``2 * backoff``, ... seconds). Not retried: other 4xx (a wrong model name or key does not get better), and a
-stream that has already delivered tokens.
+``2 * backoff``, ... seconds). Not retried: other 4xx (a wrong model name or key does not get better), a server that
+does not speak HTTP, a reply cut short, and a stream that has already delivered tokens. Every failure is an
+:class:`~active_rag.errors.EndpointError` with a one-line message.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -40,13 +42,18 @@ def resolve_base_url(base_url: str | None) -> str:
     if url is None or not str(url).strip():
         raise InvalidOptionError(f"No endpoint given: {_FIX_URL}.")
     url = str(url).strip()
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:  # e.g. "http://[::1": Invalid IPv6 URL
+        raise InvalidOptionError(f"The endpoint {url!r} is not a valid URL ({exc}): {_FIX_URL}.") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InvalidOptionError(f"The endpoint {url!r} is not an http(s) URL: {_FIX_URL}.")
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
         raise InvalidOptionError(f"The endpoint {url!r} has an invalid port: {_FIX_URL}.") from None
+    if not parts.hostname:
+        raise InvalidOptionError(f"The endpoint {url!r} names no host: {_FIX_URL}.")
     url = url.rstrip("/")
     if parts.path in ("", "/"):
         url += "/v1"
@@ -142,15 +149,30 @@ class EndpointClient:
                 last = EndpointUnreachableError(
                     f"Cannot reach the endpoint {url} ({reason}) on {tries} tries: start the server (e.g. `python -m "
                     "llama_cpp.server --model FILE.gguf`) or fix the URL (--endpoint, OPENAI_BASE_URL).")
+            except http.client.HTTPException as exc:  # not HTTP (BadStatusLine, LineTooLong): not retried
+                raise self._read_error(url, exc) from None
         assert last is not None
         raise last
 
     def _read_error(self, path: str, exc: BaseException) -> EndpointError:
-        url = f"{self.base_url}/{path.lstrip('/')}"
+        """The one-line error of a reply that failed: a timeout, a broken connection, a reply that is not HTTP
+        (:class:`http.client.BadStatusLine`), or one cut short (:class:`http.client.IncompleteRead`: fewer bytes than
+        its Content-Length, a broken chunked stream)."""
+        url = path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
         if isinstance(exc, (TimeoutError, socket.timeout)):
             return EndpointTimeoutError(
                 f"The endpoint {url} stopped answering for {self.timeout:g} s in the middle of a reply: raise the "
                 "timeout (timeout=..., --endpoint-timeout) or check the server.")
+        if isinstance(exc, http.client.IncompleteRead):
+            return EndpointError(
+                f"The endpoint {url} cut its reply short ({len(exc.partial)} bytes read"
+                + (f", {exc.expected} more expected" if exc.expected is not None else "")
+                + "): check the server's log, or a proxy between it and you, and try again.")
+        if isinstance(exc, http.client.HTTPException) and not isinstance(exc, ConnectionError):
+            detail = " ".join(str(exc).split())[:120] or type(exc).__name__
+            return EndpointError(
+                f"The endpoint {url} did not answer HTTP ({type(exc).__name__}: {detail}): check that the URL's host "
+                "and port are those of the OpenAI-compatible server (--endpoint, OPENAI_BASE_URL).")
         return EndpointUnreachableError(f"The connection to the endpoint {url} broke in the middle of a reply ({exc}): check the server.")
 
     def get_json(self, path: str) -> Any:
@@ -166,7 +188,7 @@ class EndpointClient:
         try:
             with response:
                 raw = response.read()
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, http.client.HTTPException) as exc:
             raise self._read_error(path, exc) from None
         try:
             return json.loads(raw)
@@ -209,5 +231,5 @@ class EndpointClient:
                             f"The endpoint {self.base_url}/{path.lstrip('/')} reported an error in its reply: "
                             f"{_detail(payload)}; check the server's log.", 500)
                     yield event
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, http.client.HTTPException) as exc:
                 raise self._read_error(path, exc) from None

@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import NoLogprobsError
 
-__all__ = ["Piece", "parse_choice", "topk_entropy"]
+__all__ = ["Piece", "parse_choice", "topk_entropy", "utf8_decoder"]
 
 
 @dataclass
@@ -88,31 +88,43 @@ def _legacy(lp: Mapping[str, Any], text: str) -> list[Piece]:
     return pieces
 
 
-def _chat(content: Sequence[Any], text: str) -> list[Piece]:
+def utf8_decoder() -> codecs.IncrementalDecoder:
+    """The decoder of the token bytes of one reply: a streamed reply keeps one over all its events, so that a
+    character whose bytes are split over two tokens (in two events) is decoded whole."""
+    return codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+
+def _chat(content: Sequence[Any], text: str, decoder: codecs.IncrementalDecoder | None, final: bool) -> list[Piece]:
     items = [c for c in content if isinstance(c, Mapping) and "token" in c]
     if not items:
         return []
     with_bytes = all(isinstance(c.get("bytes"), list) for c in items)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    if decoder is None:  # a whole reply: its own decoder, flushed at its last token
+        decoder, final = utf8_decoder(), True
     pieces = []
     for k, c in enumerate(items):
         token = str(c["token"])
         if with_bytes:
-            piece = decoder.decode(bytes(int(b) & 0xFF for b in c["bytes"]), final=k == len(items) - 1)
+            piece = decoder.decode(bytes(int(b) & 0xFF for b in c["bytes"]), final=final and k == len(items) - 1)
         else:
             piece = token
         top = {str(t.get("token")): _finite(t.get("logprob")) for t in c.get("top_logprobs") or [] if isinstance(t, Mapping)}
         pieces.append(Piece(piece, _finite(c.get("logprob")), top, token))
-    if "".join(p.text for p in pieces) != text and len(pieces) == 1 and text:
+    pending = with_bytes and bool(decoder.getstate()[0])  # the bytes of a character that the next event completes
+    if "".join(p.text for p in pieces) != text and len(pieces) == 1 and text and not pending:
         pieces[0].text = text
     return pieces
 
 
-def parse_choice(choice: Mapping[str, Any], where: str) -> tuple[list[Piece], str | None]:
+def parse_choice(
+    choice: Mapping[str, Any], where: str, decoder: codecs.IncrementalDecoder | None = None
+) -> tuple[list[Piece], str | None]:
     """The generated tokens of one reply choice (a whole reply or one streamed event) and its finish reason.
 
-    Raises :class:`~active_rag.errors.NoLogprobsError` (one line naming ``where``, the server's URL) when the choice
-    holds text but no token log-probabilities."""
+    ``decoder``: for the events of one streamed reply, the same :func:`utf8_decoder` for all of them (a character
+    split over two events' token bytes is decoded whole; it is flushed at the event with a finish reason); ``None``:
+    the choice is a whole reply. Raises :class:`~active_rag.errors.NoLogprobsError` (one line naming ``where``, the
+    server's URL) when the choice holds text but no token log-probabilities."""
     if "text" in choice:
         text = str(choice.get("text") or "")
     else:
@@ -123,7 +135,7 @@ def parse_choice(choice: Mapping[str, Any], where: str) -> tuple[list[Piece], st
     pieces: list[Piece] = []
     if isinstance(lp, Mapping):
         if isinstance(lp.get("content"), Sequence):
-            pieces = _chat(lp["content"], text)
+            pieces = _chat(lp["content"], text, decoder, final=bool(finish))
         elif lp.get("tokens") is not None:
             pieces = _legacy(lp, text)
     if text and not pieces:

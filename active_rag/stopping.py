@@ -8,6 +8,8 @@ Stop rules, plain text functions of the output so far (:class:`~active_rag.loop.
 - :func:`repeated_sentence_start`: a sentence repeats an earlier one. Small models loop ("The father of Kasper
   Schmeichel is Peter Schmeichel." four times until the token cap); the papers' models rarely do.
 - :func:`last_complete_sentence_end`: where to cut an unfinished sentence before the answer phrase is forced.
+- :func:`may_repeat_start`: where the text a streamed answer may send ends, before a sentence that the
+  repetition guard may still cut (:class:`~active_rag.answer_stream.AnswerStream`).
 
 Stop sequences: :class:`StopFilter` cuts streamed output before the first stop string and never releases text
 that may turn out to be the start of one. Used by the framework LLM wrappers
@@ -27,6 +29,7 @@ __all__ = [
     "StopFilter",
     "has_completed_answer",
     "last_complete_sentence_end",
+    "may_repeat_start",
     "repeated_sentence_start",
 ]
 
@@ -80,6 +83,26 @@ def repeated_sentence_start(text: str) -> int | None:
         if key in seen:
             return start
         seen.add(key)
+    return None
+
+
+def may_repeat_start(text: str) -> int | None:
+    """Character offset of the first sentence of ``text`` that repeats an earlier one or, unfinished, may still
+    repeat one (its words so far begin an earlier complete sentence), or ``None``: text before it is safe from
+    the repetition guard's cut (:func:`repeated_sentence_start` judges the finished output)."""
+    seen: list[str] = []
+    spans = sentence_spans(text)
+    for n, (start, end) in enumerate(spans):
+        sentence = text[start:end]
+        complete = n + 1 < len(spans) or _SENTENCE_END.search(sentence.rstrip()) is not None
+        key = _norm(sentence)
+        if complete:
+            if key and key in seen:
+                return start
+            if key:
+                seen.append(key)
+        elif any(earlier.startswith(key) for earlier in seen):
+            return start
     return None
 
 

@@ -160,7 +160,7 @@ class FixedSentenceTrigger(Trigger):
 
 @dataclass
 class BridgeTrigger(Trigger):
-    """Follow the bridge (issue 28, beyond the papers): after each sentence, fire when it names an entity that
+    """Follow the bridge (beyond the papers): after each sentence, fire when it names an entity that
     the question does not (:func:`~active_rag.entities.entities_of`, names only) and the answer has not followed
     yet; at most ``max_follows`` times an answer. The loop then retrieves with the entities (the ``entity``
     query), keeps only a passage that is the entity's own article (its title names it), and, when the prompt

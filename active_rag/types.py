@@ -116,6 +116,12 @@ class Retrieval:
     """Ids of this retrieval's passages that the prompt did not hold just before it (new evidence)."""
     formulator: str | None = None
     """The query formulator that wrote the query (``input`` for a retrieval with the question)."""
+    evicted_ids: list[str] = field(default_factory=list)
+    """Ids of the passages the prompt held before this retrieval and no longer holds after it (the context policy's
+    bound, the context window), in the order they were held."""
+    retriever_calls: int | None = None
+    """Calls of the retriever this retrieval made: one per query (the linked look: one per name, one for the
+    question); ``None`` for a record made outside the engine."""
 
     @property
     def passage_ids(self) -> list[str]:
@@ -140,6 +146,8 @@ class Retrieval:
             "held_ids": list(self.passage_ids if self.held_ids is None else self.held_ids),
             "new_ids": list(self.passage_ids if self.new_ids is None else self.new_ids),
             "formulator": self.formulator,
+            "evicted_ids": list(self.evicted_ids),
+            "retriever_calls": self.retriever_calls,
         }
         if "articles" in self.details:  # the linked look: which passage is the own article of which name
             out["linked_articles"] = dict(self.details["articles"])
@@ -161,7 +169,9 @@ class RouteDecision:
 
 @dataclass
 class TokenEvent:
-    """A streamed output token, emitted once the engine has accepted it into the answer.
+    """A streamed output token, emitted once the engine has accepted it into the answer: a token that no check reads
+    (wo-RAG, SR-RAG, the sentence after a retrieval) as soon as it is generated, a checked segment's tokens once the
+    check let them through.
 
     ``passage_ids`` are the ids of the passages in the prompt that wrote the token. ``attempt`` counts the
     answers written from the first word: 0 the first, 1 the answer written again (``reanswer``, an answer
@@ -183,7 +193,12 @@ class TokenEvent:
 
 @dataclass
 class ActiveRAGResult:
-    """The outcome of one question: the answer, every retrieval with its trace, and the passages used."""
+    """The outcome of one question: the answer, every retrieval with its trace, and the passages used.
+
+    ``answer`` is the full text the model wrote (its reasoning, then "So the answer is X." when the prompt asks for
+    it); :attr:`short_answer` is the answer itself, X. Every interface gives both: the CLI (``Answer:`` and
+    ``Short answer:``, ``--json``), LangChain (``answer`` and ``short_answer``) and LlamaIndex (the response text
+    and ``metadata["short_answer"]``)."""
 
     question: str
     answer: str
@@ -209,6 +224,27 @@ class ActiveRAGResult:
     """With ``answer_options``: the question's options the answer span was chosen among (``None``: none offered)."""
 
     @property
+    def short_answer(self) -> str:
+        """The answer span: what follows the last "the answer is" (also "the final answer is"), to the end of its
+        sentence or line, without a leading ":" or quotes and a trailing period
+        (:func:`active_rag.answer_span.answer_span`, what an answer check and ``answer_options`` read); the whole
+        ``answer`` when it has no such span."""
+        from .answer_span import answer_span  # plain text: imports nothing of the package
+
+        span = answer_span(self.answer)
+        return self.answer if span is None else self.answer[span[0]:span[1]]
+
+    @property
+    def retriever_calls(self) -> int:
+        """Calls of the retriever over all of this question's retrievals: its retrieval cost."""
+        return sum(r.retriever_calls or 0 for r in self.retrievals)
+
+    @property
+    def prompt_tokens_read(self) -> int:
+        """Prompt tokens the model read for this question, from the prefix cache and prefilled: its reading cost."""
+        return self.cached_prompt_tokens + self.prefilled_prompt_tokens
+
+    @property
     def passages(self) -> list[Passage]:
         """Every passage that was put in the prompt, first retrieval first, without duplicates (passages
         dropped to fit the context window are in each retrieval's ``dropped``, not here)."""
@@ -225,13 +261,16 @@ class ActiveRAGResult:
         return {
             "question": self.question,
             "answer": self.answer,
+            "short_answer": self.short_answer,
             "method": self.method,
             "retrievals": [r.to_dict() for r in self.retrievals],
             "passages": [p.to_dict() for p in self.passages],
             "route": self.route.to_dict() if self.route else None,
             "warnings": list(self.warnings),
             "generated_tokens": self.generated_tokens,
-            "prompt_tokens": {"cached": self.cached_prompt_tokens, "prefilled": self.prefilled_prompt_tokens},
+            "retriever_calls": self.retriever_calls,
+            "prompt_tokens": {"cached": self.cached_prompt_tokens, "prefilled": self.prefilled_prompt_tokens,
+                              "read": self.prompt_tokens_read},
             "final_passage_ids": list(self.final_passage_ids),
             **({"draft": self.draft} if self.draft is not None else {}),
             **({"answer_check": self.answer_check} if self.answer_check is not None else {}),

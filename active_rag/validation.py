@@ -20,6 +20,7 @@ __all__ = [
     "MAX_TOP_K",
     "TOP_K_HINT",
     "check_date",
+    "check_fields",
     "check_int",
     "check_number",
     "check_question",
@@ -99,21 +100,25 @@ def check_question(question: Any) -> str:
     return question.strip()
 
 
-# Trigger fields and their ranges: thresholds are finite and non-negative (a negative RIND threshold or
-# probability threshold fires at the very first token); FLARE's theta is a probability.
+# Field ranges: thresholds are finite and non-negative (a negative RIND threshold or probability threshold fires at
+# the very first token); FLARE's theta is a probability.
 _PROBABILITY_THRESHOLDS = {"low-confidence"}
 
 
-def check_trigger(trigger: Any) -> None:
-    """Validate the numeric fields of a trigger dataclass (``theta``, ``max_tokens``, ``bias``, ...)."""
-    if not dataclasses.is_dataclass(trigger):
+def check_fields(component: Any, *, counts_from: int) -> None:
+    """Validate the numeric fields of a trigger or query formulator dataclass: ``theta`` is a threshold, finite and
+    at least 0 (a probability, at most 1, for ``low-confidence``), ``beta`` a probability threshold in [0, 1] (FLARE's
+    masking), ``max_tokens`` at least 1, every other integer at least ``counts_from`` and every other float finite.
+    Fields whose name starts with ``_`` are not checked; a component that is not a dataclass is not checked."""
+    if not dataclasses.is_dataclass(component):
         return
-    owner = getattr(trigger, "name", type(trigger).__name__)
-    for f in dataclasses.fields(trigger):
+    owner = getattr(component, "name", type(component).__name__)
+    for f in dataclasses.fields(component):
         if f.name.startswith("_"):
             continue
-        value = getattr(trigger, f.name)
+        value = getattr(component, f.name)
         label = f"{owner} {f.name}"
+        kind = str(f.type)
         if f.name == "theta":
             maximum = 1.0 if owner in _PROBABILITY_THRESHOLDS else None
             hint = (
@@ -121,32 +126,26 @@ def check_trigger(trigger: Any) -> None:
                 else "It is a RIND threshold (DRAGIN uses 1.2)"
             )
             check_number(label, value, minimum=0.0, maximum=maximum, hint=hint)
+        elif f.name == "beta":
+            check_number(label, value, minimum=0.0, maximum=1.0, hint="It masks tokens whose probability is below it (FLARE uses 0.4)")
         elif f.name == "max_tokens":
             check_int(label, value, minimum=1, hint="It is the longest segment generated between two checks")
-        elif str(f.type) in ("int", "<class 'int'>"):
-            check_int(label, value, minimum=0)
-        elif str(f.type) in ("float", "<class 'float'>"):
+        elif kind in ("int", "<class 'int'>"):
+            check_int(label, value, minimum=counts_from)
+        elif kind in ("float", "<class 'float'>"):
             check_number(label, value)
+
+
+def check_trigger(trigger: Any) -> None:
+    """:func:`check_fields` for a trigger: its counts (``max_follows``, ``forbid_tokens``) may be 0."""
+    check_fields(trigger, counts_from=0)
+
+
+def check_query(formulator: Any) -> None:
+    """:func:`check_fields` for a query formulator: its counts (``n``, ``top_n``, ``max_questions``,
+    ``max_new_tokens``) are at least 1."""
+    check_fields(formulator, counts_from=1)
 
 
 def _hint(hint: str) -> str:
     return f". {hint}." if hint else "."
-
-
-def check_query(formulator: Any) -> None:
-    """Validate the numeric fields of a query formulator dataclass: ``beta`` is a probability threshold in
-    [0, 1] (FLARE's masking), counts (``n``, ``top_n``, ``max_questions``, ``max_new_tokens``) are at least 1."""
-    if not dataclasses.is_dataclass(formulator):
-        return
-    owner = getattr(formulator, "name", type(formulator).__name__)
-    for f in dataclasses.fields(formulator):
-        if f.name.startswith("_"):
-            continue
-        value = getattr(formulator, f.name)
-        label = f"{owner} {f.name}"
-        if f.name == "beta":
-            check_number(label, value, minimum=0.0, maximum=1.0, hint="It masks tokens whose probability is below it (FLARE uses 0.4)")
-        elif str(f.type) in ("int", "<class 'int'>"):
-            check_int(label, value, minimum=1)
-        elif str(f.type) in ("float", "<class 'float'>"):
-            check_number(label, value)

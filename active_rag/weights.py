@@ -44,14 +44,14 @@ from .quantized import (
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS = ("auto", "float32", "int8", "int4")
+WEIGHTS = ("auto", "float32", "int8", "int4", "mixed")
 """The accepted values of ``weights`` / ``--weights``."""
 
 DEFAULT_CPU_WEIGHTS = "int8"
 """What ``weights="auto"`` means on the CPU: int8 decodes several times faster than float32 and its answers
 agree with float32's on the agreement check (README, "Speed"); int4 is faster still but flips more answers."""
 
-FORMAT = 1
+FORMAT = 2
 """Version of the saved quantisation format; a file of another version is quantised again."""
 
 PACKED_PREFIX = "packed-"
@@ -85,10 +85,10 @@ def resolve_weights(weights: str | None, device: torch.device | str) -> str:
 
 def model_weights(model: nn.Module) -> str:
     """``int8``/``int4`` when the model's linear layers are packed, else ``float32``."""
-    for module in model.modules():
-        if isinstance(module, PackedLinear):
-            return module.kind
-    return "float32"
+    kinds = {module.kind for module in model.modules() if isinstance(module, PackedLinear)}
+    if not kinds:
+        return "float32"
+    return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 # ------------------------------------------------------------------------------------------------ quantise
@@ -122,7 +122,7 @@ def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None,
     else:
         for name, linear in linear_layers(model):
             if name in states:
-                _swap(model, name, linear, layer_from_state(weights, states[name], linear.bias))
+                _swap(model, name, linear, layer_from_state(states[name], linear.bias))
     logger.info("%s the linear layers as %s in %.1f s.", "Loaded" if loaded else "Quantised", weights, time.monotonic() - started)
     return model
 

@@ -13,7 +13,7 @@ Everything delegates to the framework-neutral engine :mod:`active_rag`:
 """
 
 from .adapter import RetrieverAdapter
-from .chain import ActiveRAG, ActiveRAGInput, paired_query
+from .chain import ActiveRAG, ActiveRAGInput, ActiveRAGOutput, paired_query
 from .chat_models import ChatActiveHF
 from .components import QueryRunnable, TriggerRunnable
 from .embeddings import MiniLMEmbeddings
@@ -24,6 +24,7 @@ from .router import TaAreRouter
 __all__ = [
     "ActiveRAG",
     "ActiveRAGInput",
+    "ActiveRAGOutput",
     "BM25sRetriever",
     "ChatActiveHF",
     "MiniLMEmbeddings",

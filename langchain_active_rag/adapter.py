@@ -11,6 +11,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 
 from active_rag import Passage
+from active_rag.name_index import NameIndex, name_index_for
 
 from ._convert import document_id, document_to_passage
 
@@ -52,6 +53,13 @@ class RetrieverAdapter:
                 break
         return passages
 
+    @property
+    def name_index(self) -> NameIndex | None:
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.linked`): the engine
+        index's (``BM25sRetriever``), else one built once from the Documents the retriever holds (``docs``, an
+        ``InMemoryVectorStore``'s), with the ids and titles this adapter gives them; ``None`` for one that lists none."""
+        return name_index_for(self.retriever, lambda: [document_to_passage(d) for d in _held_documents(self.retriever)])
+
     def document(self, passage_id: str) -> Document | None:
         """The original Document behind a passage id, if this adapter returned it."""
         with self._lock:
@@ -66,6 +74,19 @@ class RetrieverAdapter:
             doc = self.document(p.id)
             out.append(doc if doc is not None else passage_to_document(p))
         return out
+
+
+def _held_documents(retriever: BaseRetriever) -> list[Document]:
+    """The Documents a retriever searches, where it lists them: ``docs`` (langchain-community's BM25, TF-IDF and
+    kNN retrievers) or the ``store`` of an ``InMemoryVectorStore``."""
+    docs = getattr(retriever, "docs", None)
+    if isinstance(docs, list) and all(isinstance(d, Document) for d in docs):
+        return docs
+    store = getattr(getattr(retriever, "vectorstore", None), "store", None)
+    if isinstance(store, dict):
+        return [Document(id=key, page_content=row["text"], metadata=row.get("metadata") or {})
+                for key, row in store.items() if isinstance(row, dict) and isinstance(row.get("text"), str)]
+    return []
 
 
 @functools.lru_cache(maxsize=256)

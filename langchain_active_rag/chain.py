@@ -1,8 +1,10 @@
 """``ActiveRAG``: the engine's active retrieval loop as a LangChain ``Runnable``.
 
-Input: a question string or ``{"question": "..."}``. Output::
+Input: a question string or ``{"question": "..."}`` (:class:`ActiveRAGInput`). Output
+(:class:`ActiveRAGOutput`; ``rag.input_schema`` and ``rag.output_schema`` name these fields)::
 
-    {"answer": str,
+    {"answer": str,                  # the full text the model wrote
+     "short_answer": str,            # the answer span ("So the answer is X." -> "X"; ActiveRAGResult.short_answer)
      "documents": [Document, ...],   # the retriever's own Documents the engine put in context
      "trace": [Retrieval.to_dict(), ...],
      "route": {...}}                 # only with router=
@@ -10,16 +12,18 @@ Input: a question string or ``{"question": "..."}``. Output::
 ``stream``/``astream`` yield :class:`~langchain_core.runnables.AddableDict` chunks that add up to that
 output (``sum`` them with ``+``, as LCEL does): ``{"route": {...}}`` (with a router), then, as they
 happen, ``{"documents": [new Documents], "trace": [Retrieval.to_dict()]}`` per retrieval and
-``{"answer": text}`` per accepted token (:class:`~active_rag.answer_stream.AnswerStream`: leading and trailing
-whitespace held back, so that the texts join to the engine's answer; with an ``answer_phrase``, whole sentences,
-since the engine drops a partial last sentence before forcing the phrase). So ``rag.pick("answer").stream(q)``
-streams plain text. A method that may write
-the answer again (``reanswer``, an ``answer_check`` such as ``look-again``) cannot take back the chunks of a
-draft, so it yields its ``answer`` once, when the kept answer is known; its tokens still stream live, each
-attempt from position 0, as ``active_rag.token`` events. Tokens come as the
-engine accepts them: a segment's tokens follow the trigger's check of that segment, so a retrieval
-that fires after a segment (e.g. FL-RAG's every 16 tokens; its ``position`` says where) is streamed
-before the segment's tokens.
+``{"answer": text}`` per accepted token, and last ``{"short_answer": ...}``. So ``rag.pick("answer").stream(q)``
+streams plain text. Tokens come as the engine accepts them: at once where no check reads them (wo-RAG, SR-RAG,
+``sr-rag-linked``), else once the trigger's check of their segment lets them through, so a retrieval that fires
+after a segment (e.g. FL-RAG's every 16 tokens; its ``position`` says where) is streamed before the segment's
+tokens. The ``answer`` chunks hold back only what the engine may still cut
+(:class:`~active_rag.answer_stream.AnswerStream`, docs/api.md "Streaming"): a method that may write the answer
+again (``reanswer``, an ``answer_check`` such as ``look-again``) yields its ``answer`` once, when the kept answer
+is known; its tokens still stream live, each attempt from position 0, as ``active_rag.token`` events.
+
+Run-time settings: ``rag.with_config(configurable={"preset": "flare", "top_k": 6})`` switches the fields named in
+``CONFIGURABLE`` for that call, as ``rag.as_configurable()`` does (which also lists them in ``config_specs``);
+per-call keyword arguments (``rag.invoke(q, top_k=2)``) come first.
 
 Per-token and per-decision detail travels as custom events (``astream_events`` ``on_custom_event``,
 callback handlers' ``on_custom_event``): ``active_rag.token`` (text, token_id, position, logprob,
@@ -39,9 +43,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import AddableDict, ConfigurableField, RunnableConfig, RunnableSerializable
-from pydantic import ConfigDict, InstanceOf, field_validator
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
 from typing_extensions import TypedDict
 
 import active_rag
@@ -73,6 +78,21 @@ class ActiveRAGInput(TypedDict):
     """The mapping form of the input."""
 
     question: str
+
+
+class ActiveRAGOutput(BaseModel):
+    """The fields of the dict ``invoke`` returns (``stream`` chunks add up to it): ``rag.output_schema``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    answer: str = Field(description="The full text the model wrote (ActiveRAGResult.answer).")
+    short_answer: str = Field(description='The answer span: what follows "the answer is" (ActiveRAGResult.short_answer), '
+                                          "else the whole answer.")
+    documents: list[Document] = Field(description="The retriever's own Documents of the passages the engine put in the "
+                                                  "prompt, first retrieval first.")
+    trace: list[dict[str, Any]] = Field(description="One active_rag.Retrieval.to_dict() per retrieval: where, why "
+                                                    "(trigger, token, score, threshold), the query, the passages.")
+    route: dict[str, Any] | None = Field(default=None, description="The router's verdict (only with router=).")
 
 
 #: Per-call keyword overrides accepted by ``invoke``/``stream``/... (``rag.invoke(q, top_k=2)``).
@@ -149,7 +169,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     guard (4 x ``max_new_tokens``) stops runaways."""
     initial_retrieval: bool | None = None
     router: Any = None
-    answer_phrase: str | None = None
+    answer_phrase: str | None = "auto"
+    """Forced when the answer ends without it (DRAGIN App. B); ``"auto"``: "So the answer is" for the methods that
+    read the answer span (an answer check, ``answer_options``), else none; ``None``: never (the engine's)."""
     stop: Callable[[str], bool] | None = None
     engine_options: dict[str, Any] = {}
     pass_k: bool = True
@@ -165,10 +187,39 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
-    def __init__(self, model: Any = None, retriever: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any = None,
+        retriever: BaseRetriever | active_rag.BM25Index | None = None,
+        *,
+        preset: str | None = None,
+        trigger: str | Trigger | None = None,
+        query: str | QueryFormulator | None = None,
+        context: str | ContextPolicy | None = None,
+        prompt: str | PromptTemplate | None = None,
+        top_k: int | None = None,
+        max_new_tokens: int = 256,
+        max_retrievals: int | None = None,
+        initial_retrieval: bool | None = None,
+        router: Any = None,
+        answer_phrase: str | None = "auto",
+        stop: Callable[[str], bool] | None = None,
+        engine_options: dict[str, Any] | None = None,
+        pass_k: bool = True,
+        weights: str = "auto",
+        tokenizer: Any = None,
+        name: str | None = None,
+    ) -> None:
+        """See the class docstring and the fields' own; ``model`` and ``retriever`` may be given by position,
+        ``name`` is the Runnable's name in traces."""
         if model is None:
             raise TypeError("ActiveRAG needs a model: an active_rag.ActiveLM, a ChatActiveHF or a model name.")
-        super().__init__(model=model, retriever=retriever, **kwargs)
+        super().__init__(
+            model=model, retriever=retriever, preset=preset, trigger=trigger, query=query, context=context, prompt=prompt,
+            top_k=top_k, max_new_tokens=max_new_tokens, max_retrievals=max_retrievals,
+            initial_retrieval=initial_retrieval, router=router, answer_phrase=answer_phrase, stop=stop,
+            engine_options=dict(engine_options or {}), pass_k=pass_k, weights=weights, tokenizer=tokenizer, name=name,
+        )
 
     @field_validator("retriever", mode="before")
     @classmethod
@@ -189,13 +240,14 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
 
     @property
     def OutputType(self) -> Any:  # noqa: N802
-        return dict[str, Any]
+        return ActiveRAGOutput
 
     # -- configuration ------------------------------------------------------------------------------
     def as_configurable(self, *fields: str, prefix: str = "") -> Any:
-        """This runnable with ``fields`` (default: preset, trigger, query, top_k, max_new_tokens,
-        max_retrievals) switchable at run time, e.g.
-        ``rag.as_configurable().with_config(configurable={"trigger": "flare"})``.
+        """This runnable with ``fields`` (default: preset, trigger, query, context, top_k, max_new_tokens,
+        max_retrievals) switchable at run time and listed in ``config_specs`` / ``config_schema()``, e.g.
+        ``rag.as_configurable().with_config(configurable={"trigger": "flare"})``. (``rag.with_config(...)`` switches
+        the default ones as well; this also lists them, takes other fields, and a ``prefix``.)
 
         Config keys are ``prefix + field``; this is ``configurable_fields`` with one
         :class:`~langchain_core.runnables.ConfigurableField` per field."""
@@ -210,11 +262,15 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
             }
         )
 
-    def _settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
+    def _settings(self, overrides: dict[str, Any], config: RunnableConfig | None = None) -> dict[str, Any]:
+        """This runnable's settings for one call: its fields, then the ``CONFIGURABLE`` keys of ``config``'s
+        ``configurable`` (``with_config``), then the per-call ``overrides``."""
         unknown = sorted(set(overrides) - set(OVERRIDABLE))
         if unknown:
             raise TypeError(f"ActiveRAG got unexpected keyword argument(s) {unknown}; per-call overrides: {list(OVERRIDABLE)}.")
-        return {**{name: getattr(self, name) for name in OVERRIDABLE}, **overrides}
+        configurable = (config or {}).get("configurable") or {}
+        switched = {name: configurable[name] for name in CONFIGURABLE if name in configurable}
+        return {**{name: getattr(self, name) for name in OVERRIDABLE}, **switched, **overrides}
 
     def build_engine(
         self, retriever: Any = None, config: RunnableConfig | None = None, **overrides: Any
@@ -222,8 +278,9 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         """The :class:`active_rag.ActiveRAG` this runnable runs.
 
         ``retriever`` is an engine retriever; by default a :class:`RetrieverAdapter` over this runnable's
-        LangChain retriever whose calls run with ``config``."""
-        s = self._settings(overrides)
+        LangChain retriever whose calls run with ``config``, whose ``configurable`` may switch the
+        ``CONFIGURABLE`` settings."""
+        s = self._settings(overrides, config)
         if retriever is None and self.retriever is not None:
             retriever = adapt(self.retriever, config, pass_k=self.pass_k)
         lm = resolve_lm(self.model, self.weights, self.tokenizer)
@@ -235,9 +292,10 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                 query = paired_query(trigger)
         if query is not None:
             kwargs["query"] = query
-        for name in ("prompt", "initial_retrieval", "answer_phrase", "context"):
+        for name in ("prompt", "initial_retrieval", "context"):
             if s[name] is not None:
                 kwargs[name] = s[name]
+        kwargs["answer_phrase"] = s["answer_phrase"]
         router = s["router"]
         if isinstance(router, str):
             router = make_router(router, lm)
@@ -256,7 +314,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                 final: dict[str, Any] | None = None) -> Iterator[AddableDict]:
         """Run the engine for one question; yield the output as AddableDict chunks (see the module docs)."""
         adapter = adapt(self.retriever, config, pass_k=self.pass_k) if self.retriever is not None else None
-        engine = self.build_engine(adapter, **overrides)
+        engine = self.build_engine(adapter, config, **overrides)
         tracer = GenerationTracer(
             config, engine.model, engine.prompt, question.strip() if isinstance(question, str) else "",
             max_new_tokens=engine.max_new_tokens, prompt_mode=getattr(engine, "prompt_mode", "single"),
@@ -296,7 +354,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                         keys.add("answer")
                         yield AddableDict(answer=rest)
                     empty = {"answer": "", "documents": [], "trace": []}
-                    chunk = AddableDict({k: v for k, v in empty.items() if k not in keys}) or None
+                    chunk = AddableDict({**{k: v for k, v in empty.items() if k not in keys},
+                                         "short_answer": event.short_answer})
                 if chunk is not None:
                     keys.update(chunk)
                     yield chunk
@@ -311,7 +370,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
             total = total + chunk
         if "answer" in final:
             total["answer"] = final["answer"]  # the chunks join to it; the engine's own string all the same
-        return {k: total[k] for k in ("answer", "documents", "trace", "route") if k in total}
+        return {k: total[k] for k in ("answer", "short_answer", "documents", "trace", "route") if k in total}
 
     # -- Runnable interface -------------------------------------------------------------------------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -355,4 +414,4 @@ async def _aiter(values: list[Any]) -> AsyncIterator[Any]:
         yield v
 
 
-__all__ = ["ActiveRAG", "ActiveRAGInput", "paired_query", "OVERRIDABLE", "CONFIGURABLE"]
+__all__ = ["ActiveRAG", "ActiveRAGInput", "ActiveRAGOutput", "paired_query", "OVERRIDABLE", "CONFIGURABLE"]

@@ -59,6 +59,8 @@ class EngineCall:
     result: ActiveRAGResult | None = None
     accepted: int = 0  # output tokens accepted so far (the position of a non-firing decision)
     trace: GenerationTrace | None = None  # LLM instrumentation events (None: not reported)
+    _stream: Iterator[CallEvent] | None = field(default=None, repr=False)  # the engine run, once started
+    _primed: list[CallEvent] = field(default_factory=list, repr=False)  # events run ahead by prime(), not yet read
 
     @classmethod
     def start(
@@ -88,13 +90,32 @@ class EngineCall:
     def method(self) -> str:
         return self.rag.method
 
+    def prime(self) -> None:
+        """Run the engine up to its first answer token (or its end): the route and every retrieval before the first
+        token are done, so :meth:`source_nodes` and :meth:`metadata` hold them; :meth:`events` gives these events
+        first, then goes on."""
+        if self._stream is None:
+            self._stream = self._run()
+        for event in self._stream:
+            self._primed.append(event)
+            if isinstance(event, (TokenEvent, ActiveRAGResult)):
+                break
+
     def events(self) -> Iterator[CallEvent]:
-        """The engine's stream events, plus each non-firing :class:`TriggerDecision`, in order.
+        """The engine's stream events, plus each non-firing :class:`TriggerDecision`, in order (those that
+        :meth:`prime` ran ahead first).
 
         Dispatches an :class:`ActiveRetrievalEvent` per decision, an :class:`ActiveRouteEvent` per route and
         the LLM completion events (when :attr:`trace` is set).
         Raises the engine's errors (``EmptyQuestionError``, ``RetrieverError``, ...) unchanged.
         """
+        if self._stream is None:
+            self._stream = self._run()
+        while self._primed:
+            yield self._primed.pop(0)
+        yield from self._stream
+
+    def _run(self) -> Iterator[CallEvent]:
         for event in self.rag.stream(self.question):
             if isinstance(event, TriggerDecision):
                 if not event.fire:  # a fired decision is reported by the Retrieval that follows it
@@ -151,4 +172,5 @@ class EngineCall:
             meta["warnings"] = list(self.result.warnings)
             meta["generated_tokens"] = self.result.generated_tokens
             meta["decisions"] = len(self.result.decisions)
+            meta["short_answer"] = self.result.short_answer
         return meta

@@ -16,24 +16,25 @@ from typing import Any
 
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
+from pydantic import BaseModel
 
 from active_rag.types import Retrieval, RouteDecision, TriggerDecision
 
-__all__ = ["ActiveRetrievalEvent", "ActiveRouteEvent", "dispatcher"]
+__all__ = ["ActiveRetrievalEvent", "ActiveRouteEvent", "DecisionFields", "dispatcher"]
 
 dispatcher = get_dispatcher(__name__)
 
 
-class ActiveRetrievalEvent(BaseEvent):
-    """A trigger decision of the active retrieval loop ("retrieve now?").
+class DecisionFields(BaseModel):
+    """The fields of one trigger decision ("retrieve now?"), shared by the instrumentation event
+    (:class:`ActiveRetrievalEvent`) and the workflow's stream event
+    (:class:`~llamaindex_active_rag.workflow.RetrievalDecisionEvent`).
 
-    ``position`` counts the output tokens before the decision point (the engine's
-    ``Retrieval.position`` when fired; the start of the checked segment otherwise). ``query`` and
-    ``node_ids`` are set only when the trigger fired.
+    ``position`` counts the output tokens before the decision point (the engine's ``Retrieval.position`` when
+    fired; the start of the checked segment otherwise). ``query`` and ``node_ids`` are set only when the trigger
+    fired (:func:`retrieval_fields`, :func:`decision_fields`).
     """
 
-    question: str
-    method: str
     fired: bool
     trigger: str
     position: int
@@ -43,6 +44,13 @@ class ActiveRetrievalEvent(BaseEvent):
     reason: str = ""
     query: str | None = None
     node_ids: list[str] = []
+
+
+class ActiveRetrievalEvent(DecisionFields, BaseEvent):
+    """A trigger decision of the active retrieval loop (:class:`DecisionFields`), for the question and method."""
+
+    question: str
+    method: str
 
     @classmethod
     def class_name(cls) -> str:

@@ -80,8 +80,9 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
     Args:
         lm: the engine's local model (``ActiveLM.load(...)`` or ``ActiveLM(hf_model, tokenizer)``), or an
             :class:`~llamaindex_active_rag.ActiveHFLLM`.
-        retriever: a LlamaIndex ``BaseRetriever``, used as built (its ``similarity_top_k`` is never changed;
-            a warning says so when it returns fewer nodes than ``top_k``), or a factory ``k -> BaseRetriever``
+        retriever: a LlamaIndex ``BaseRetriever`` (never changed: when the engine asks for more nodes than its
+            ``similarity_top_k``, a copy with ``similarity_top_k=k`` answers; one without that setting gives what it
+            gives, and a warning says so when that is fewer than ``top_k``), or a factory ``k -> BaseRetriever``
             (e.g. ``lambda k: BM25Retriever.from_defaults(index=..., similarity_top_k=k)``), or an engine
             retriever with ``retrieve(query, k)``; ``None`` only for methods that never retrieve (``preset="wo-rag"``).
         llm: an :class:`~llamaindex_active_rag.ActiveHFLLM` instead of ``lm`` (its model generates; the LLM
@@ -95,17 +96,22 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
             ``"accumulate"``, ``"rerank"`` or an ``active_rag.ContextPolicy``), ``top_k``, ``max_new_tokens``,
             ``max_retrievals``, ``prompt``, ``initial_retrieval``, ``stop``, ``answer_phrase``, ``method``...
 
-    Responses: ``response.source_nodes`` are the original ``NodeWithScore`` s of the passages the engine
-    retrieved (ids equal the trace's ``passage_ids``; first retrieval first, no duplicates) and
-    ``response.metadata`` holds ``method``, ``retrievals`` (``Retrieval.to_dict()`` each), ``route``,
-    ``warnings``, ``generated_tokens``, ``decisions`` (count) and ``complete``.
+    Responses: ``str(response)`` is the full text the model wrote; ``response.source_nodes`` are the original
+    ``NodeWithScore`` s of the passages the engine retrieved (ids equal the trace's ``passage_ids``; first
+    retrieval first, no duplicates) and ``response.metadata`` holds ``method``, ``retrievals``
+    (``Retrieval.to_dict()`` each), ``route``, ``warnings``, ``generated_tokens``, ``decisions`` (count),
+    ``short_answer`` (the answer span, ``ActiveRAGResult.short_answer``) and ``complete``.
 
-    Streaming: ``response_gen`` yields each answer token as the engine accepts it (a method that may write the
-    answer again, ``reanswer`` or an answer check such as ``look-again``, yields the kept answer once, when
-    known). ``source_nodes`` and ``metadata`` are the same list/dict objects throughout; they grow as retrievals happen and are
-    final once ``response_gen`` is exhausted (``metadata["complete"]`` is then ``True``). Generation and
-    retrieval run while ``response_gen`` is consumed, so their retriever spans open under whatever
-    instrumentation span is active then, not under the (already closed) ``query`` span.
+    Streaming: ``query`` runs the engine up to its first answer token, so ``source_nodes`` already hold the
+    passages retrieved before it (SR-RAG's, FLARE's first retrieval) when the response comes back; then
+    ``response_gen`` yields each answer token as the engine accepts it: at once where no check reads it, else
+    once its segment's check let it through; only what the engine may still cut is held back
+    (:class:`~active_rag.answer_stream.AnswerStream`; a method that may write the answer again, ``reanswer`` or an
+    answer check such as ``look-again``, yields the kept answer once, when known). ``source_nodes`` and
+    ``metadata`` are the same list/dict objects throughout; they grow as retrievals happen and are final once
+    ``response_gen`` is exhausted (``metadata["complete"]`` is then ``True``). The generation after the first
+    token runs while ``response_gen`` is consumed, so its retriever spans open under whatever instrumentation
+    span is active then, not under the (already closed) ``query`` span.
 
     Instrumentation: ``query``/``aquery`` open a span (``BaseQueryEngine``); every retrieval is a call of
     the retriever's own ``retrieve`` (its span and ``RetrievalStart/EndEvent``); every trigger
@@ -247,14 +253,15 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         call = self.start_call(query_bundle.query_str)
         if self._streaming:
+            call.prime()  # the retrievals before the first token: source_nodes are known when the response is
             return self._streaming_response(call)
-        for _ in call.events():
-            pass
+        _drain(call)
         return self._response(call)
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         call = self.start_call(query_bundle.query_str)
         if self._streaming:
+            await run_in_thread(call.prime)
             return self._async_streaming_response(call)
         await run_in_thread(_drain, call)
         return self._response(call)
@@ -267,45 +274,45 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
 
     @staticmethod
     def _streaming_response(call: EngineCall) -> StreamingResponse:
-        nodes: list[Any] = []
-        metadata: dict[str, Any] = call.metadata()
+        pieces = _AnswerPieces(call)
 
         def tokens() -> Generator[str, None, None]:
-            answer = AnswerStream.for_engine(call.rag)  # the pieces join to the engine's answer
             for event in call.events():
-                piece = ""
-                if isinstance(event, TokenEvent):
-                    piece = answer.push(event)
-                else:
-                    nodes[:] = call.source_nodes()
-                    metadata.update(call.metadata())
-                    if isinstance(event, ActiveRAGResult):
-                        piece = answer.finish(event.answer)
-                if piece:
+                if piece := pieces.push(event):
                     yield piece
 
-        return StreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
+        return StreamingResponse(response_gen=tokens(), source_nodes=pieces.nodes, metadata=pieces.metadata)
 
     @staticmethod
     def _async_streaming_response(call: EngineCall) -> AsyncStreamingResponse:
-        nodes: list[Any] = []
-        metadata: dict[str, Any] = call.metadata()
+        pieces = _AnswerPieces(call)
 
         async def tokens() -> AsyncGenerator[str, None]:
-            answer = AnswerStream.for_engine(call.rag)  # the pieces join to the engine's answer
             async for event in aiter_in_thread(call.events):
-                piece = ""
-                if isinstance(event, TokenEvent):
-                    piece = answer.push(event)
-                else:
-                    nodes[:] = call.source_nodes()
-                    metadata.update(call.metadata())
-                    if isinstance(event, ActiveRAGResult):
-                        piece = answer.finish(event.answer)
-                if piece:
+                if piece := pieces.push(event):
                     yield piece
 
-        return AsyncStreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
+        return AsyncStreamingResponse(response_gen=tokens(), source_nodes=pieces.nodes, metadata=pieces.metadata)
+
+
+class _AnswerPieces:
+    """A streaming response's answer text, one piece per engine event (:class:`AnswerStream`: the pieces join to
+    the engine's answer), with the response's ``source_nodes`` and ``metadata`` kept up to date as retrievals
+    happen (the same list and dict objects throughout)."""
+
+    def __init__(self, call: EngineCall) -> None:
+        self.call = call
+        self.answer = AnswerStream.for_engine(call.rag)
+        self.nodes: list[Any] = call.source_nodes()
+        self.metadata: dict[str, Any] = call.metadata()
+
+    def push(self, event: Any) -> str:
+        """The text to send after ``event`` (often ``""``)."""
+        if isinstance(event, TokenEvent):
+            return self.answer.push(event)
+        self.nodes[:] = self.call.source_nodes()
+        self.metadata.update(self.call.metadata())
+        return self.answer.finish(event.answer) if isinstance(event, ActiveRAGResult) else ""
 
 
 def _drain(call: EngineCall) -> None:

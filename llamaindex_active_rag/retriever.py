@@ -6,10 +6,11 @@ through the retriever's own ``retrieve`` (so LlamaIndex instrumentation records 
 its start/end events), and the adapter remembers the :class:`NodeWithScore` behind every passage id, so
 the query engine can hand back the original nodes as ``Response.source_nodes``.
 
-The retriever is used as it was built: its ``similarity_top_k`` is never changed (a retriever may be
-shared by other engines and threads). To let the engine choose how many nodes a retriever returns,
-pass a *factory* instead: a callable ``k -> BaseRetriever``, called once per ``k`` (the engine's
-``top_k``), e.g. ``lambda k: BM25Retriever.from_defaults(index=index, similarity_top_k=k)``.
+The retriever given is never changed (it may be shared by other engines and threads). When the engine asks for
+more nodes than its ``similarity_top_k`` (``top_k`` above it, or a look that skips the passages the prompt holds
+and asks for the next ones), a shallow copy with ``similarity_top_k=k`` answers: it shares the index, so the
+engine gets the top ``k`` nodes it asked for. A factory ``k -> BaseRetriever`` may be passed instead, called once
+per ``k``, e.g. ``lambda k: BM25Retriever.from_defaults(index=index, similarity_top_k=k)``.
 
 The adapter also accepts a plain engine retriever (``active_rag.BM25Index``, any object with
 ``retrieve(query, k)``); its passages are then turned into :class:`TextNode` s.
@@ -17,6 +18,7 @@ The adapter also accepts a plain engine retriever (``active_rag.BM25Index``, any
 
 from __future__ import annotations
 
+import copy
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -26,6 +28,7 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
+from active_rag.name_index import NameIndex, name_index_for, name_index_of
 from active_rag.types import Passage, Retriever
 
 __all__ = [
@@ -81,9 +84,10 @@ class LlamaIndexRetrieverAdapter:
 
     ``retriever`` is one of:
 
-    - a LlamaIndex ``BaseRetriever``, called as it was built; its result is cut to ``k`` nodes. One that
-      returns fewer than ``k`` (``similarity_top_k`` below the engine's ``top_k``) gives the engine fewer
-      passages (:meth:`check_top_k` warns about it);
+    - a LlamaIndex ``BaseRetriever``, never changed; its result is cut to ``k`` nodes. When ``k`` is above its
+      ``similarity_top_k``, a shallow copy with ``similarity_top_k=k`` answers (built once per ``k``); one without
+      a settable ``similarity_top_k`` gives what it gives (:meth:`check_top_k` warns when that is below
+      ``top_k``);
     - a factory ``k -> BaseRetriever``, called once per distinct ``k`` (thread-safe; the retriever is
       kept for later calls);
     - an engine retriever (``retrieve(query, k) -> list[Passage]``).
@@ -125,26 +129,32 @@ class LlamaIndexRetrieverAdapter:
         return not isinstance(r, BaseRetriever) and not callable(getattr(r, "retrieve", None)) and callable(r)
 
     def llamaindex_retriever(self, k: int) -> BaseRetriever:
-        """The LlamaIndex retriever used for ``k`` nodes (the one given, or the factory's for ``k``)."""
+        """The LlamaIndex retriever used for ``k`` nodes: the one given (a copy with ``similarity_top_k=k`` when
+        ``k`` is above its own), or the factory's for ``k``."""
         if not self.is_factory:
-            return self.retriever  # type: ignore[return-value]
+            top = getattr(self.retriever, "similarity_top_k", None)
+            if not isinstance(top, int) or top >= k:
+                return self.retriever  # type: ignore[return-value]
         with self._lock:
             built = self._built.get(k)
             if built is None:
-                built = self.retriever(k)  # type: ignore[operator]
+                built = self.retriever(k) if self.is_factory else _with_top_k(self.retriever, k)  # type: ignore[operator,arg-type]
                 if not isinstance(built, BaseRetriever):
                     raise TypeError(f"The retriever factory returned {type(built).__name__} for k={k}; it must return a LlamaIndex BaseRetriever.")
                 self._built[k] = built
         return built
 
     def check_top_k(self, k: int) -> None:
-        """Warn when a retriever given as built returns fewer than ``k`` nodes per query (``similarity_top_k``)."""
+        """Warn when the retriever returns fewer than ``k`` nodes per query (``similarity_top_k``) and no copy of
+        it can be asked for ``k``."""
         top = getattr(self.retriever, "similarity_top_k", None) if isinstance(self.retriever, BaseRetriever) else None
-        if isinstance(top, int) and top < k:
+        if not isinstance(top, int) or top >= k:
+            return
+        if self.llamaindex_retriever(k) is self.retriever:
             warnings.warn(
                 f"{type(self.retriever).__name__} returns {top} nodes per query (similarity_top_k={top}) but the engine asks "
-                f"for top_k={k}: each retrieval gets {top} passages. Build the retriever with similarity_top_k={k}, or "
-                f"pass a factory (lambda k: ...similarity_top_k=k) to let the engine choose.",
+                f"for top_k={k}, and a copy of it cannot be set to {k}: each retrieval gets {top} passages. Build the "
+                f"retriever with similarity_top_k={k}, or pass a factory (lambda k: ...similarity_top_k=k).",
                 stacklevel=3,
             )
 
@@ -173,5 +183,47 @@ class LlamaIndexRetrieverAdapter:
         """The remembered nodes for ``passage_ids``, in that order (ids never retrieved are skipped)."""
         return [self.nodes[i] for i in passage_ids if i in self.nodes]
 
+    @property
+    def name_index(self) -> NameIndex | None:
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.linked`): an engine
+        retriever's own, else one built once from the nodes the LlamaIndex retriever holds (a ``BM25Retriever``'s
+        corpus, a vector index retriever's docstore), as :func:`passage_from_node` sees them; ``None`` for one that
+        lists none (a factory's retrievers are not listed)."""
+        if not self.is_llamaindex:
+            return name_index_of(self.retriever)
+        if self.is_factory:
+            return None
+        return name_index_for(self.retriever, lambda: [passage_from_node(NodeWithScore(node=n))
+                                                       for n in _held_nodes(self.retriever)])  # type: ignore[arg-type]
+
     def __repr__(self) -> str:
         return f"LlamaIndexRetrieverAdapter({type(self.retriever).__name__})"
+
+
+def _held_nodes(retriever: BaseRetriever) -> list[Any]:
+    """The nodes a LlamaIndex retriever searches, where it lists them: a ``BM25Retriever``'s ``corpus`` (node
+    metadata dicts) or the docstore of a vector index retriever's index."""
+    from llama_index.core.schema import BaseNode
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+    corpus = getattr(retriever, "corpus", None)
+    if isinstance(corpus, list) and corpus and all(isinstance(row, dict) and "_node_content" in row for row in corpus):
+        return [metadata_dict_to_node(row) for row in corpus]
+    docs = getattr(getattr(getattr(retriever, "_index", None), "docstore", None), "docs", None)
+    if isinstance(docs, dict):
+        return [n for n in docs.values() if isinstance(n, BaseNode)]
+    return []
+
+
+def _with_top_k(retriever: BaseRetriever, k: int) -> BaseRetriever:
+    """A shallow copy of ``retriever`` (sharing its index, docstore and callbacks) that returns ``k`` nodes (a BM25
+    retriever: at most its corpus size, which bm25s requires, as ``BM25Retriever`` itself caps it); ``retriever``
+    itself when its ``similarity_top_k`` cannot be set."""
+    clone = copy.copy(retriever)
+    scores = getattr(getattr(retriever, "bm25", None), "scores", None)
+    size = scores.get("num_docs") if isinstance(scores, dict) else None
+    try:
+        clone.similarity_top_k = min(k, int(size)) if isinstance(size, int | float) else k  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):  # a read-only setting: the retriever as it was built
+        return retriever
+    return clone

@@ -42,7 +42,7 @@ from active_rag.types import Passage, Retrieval, RouteDecision, TriggerDecision
 from active_rag.types import TokenEvent as EngineTokenEvent
 
 from .engine_call import FixedRouter
-from .events import decision_fields, retrieval_fields
+from .events import DecisionFields, decision_fields, retrieval_fields
 from .query_engine import ActiveRAGQueryEngine
 from .retriever import LlamaIndexRetrieverAdapter
 
@@ -93,18 +93,8 @@ class TokenEvent(Event):
     attempt: int = 0
 
 
-class RetrievalDecisionEvent(Event):
-    """Streamed by ``generate``: one trigger decision (see :class:`~llamaindex_active_rag.ActiveRetrievalEvent`)."""
-
-    fired: bool
-    trigger: str
-    position: int
-    token: str | None = None
-    score: float | None = None
-    threshold: float | None = None
-    reason: str = ""
-    query: str | None = None
-    node_ids: list[str] = []
+class RetrievalDecisionEvent(DecisionFields, Event):
+    """Streamed by ``generate``: one trigger decision (:class:`~llamaindex_active_rag.events.DecisionFields`)."""
 
 
 class RetrieveEvent(Event):

@@ -123,3 +123,21 @@ class FakeRetriever:
 @pytest.fixture
 def fake_retriever() -> FakeRetriever:
     return FakeRetriever()
+
+
+@pytest.fixture
+def generated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """``generated[0]`` counts the tokens every decoding session has generated so far: tests of when output streams
+    read it when a piece arrives."""
+    from active_rag.model import DecodingSession
+
+    count = [0]
+    original = DecodingSession.generate
+
+    def generate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        for step in original(self, *args, **kwargs):
+            count[0] += 1
+            yield step
+
+    monkeypatch.setattr(DecodingSession, "generate", generate)
+    return count

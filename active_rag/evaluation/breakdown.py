@@ -4,7 +4,9 @@ The slices label their questions: 2WikiMultihopQA by reasoning type (Ho et al. 2
 *comparison*, *inference*, *bridge_comparison*), RetrievalQA by source (Zhang et al. 2024, §3: *freshqa*,
 *realtimeqa*, *toolqa*, *popqa*, *triviaqa*). StrategyQA has no type; its questions are grouped by the gold
 answer instead, which shows a method that scores by answering "no" (Geva et al. 2021 report the classes'
-imbalance). ``active-rag eval`` appends the table to ``results.md`` and writes it to ``summary.json``
+imbalance). The HotpotQA slices (IRCoT's format) drop HotpotQA's own *bridge*/*comparison* label; their questions
+are grouped by form: *yes/no* (a yes or no gold answer: comparisons), *A or B* (the question offers two options,
+:func:`~active_rag.answer_options.question_options`: comparisons) and *other* (nearly all bridge questions). ``active-rag eval`` appends the table to ``results.md`` and writes it to ``summary.json``
 (``by_type``) whenever the questions fall into two groups or more.
 """
 
@@ -41,7 +43,8 @@ class TypeScore:
 
 def question_type(example: Example) -> str | None:
     """The type an example is grouped under: its record's ``type`` (2WikiMultihopQA; HotpotQA in its original
-    format), RetrievalQA's ``data_source``, StrategyQA's gold answer (``"answer yes"``/``"answer no"``), else None."""
+    format), RetrievalQA's ``data_source``, StrategyQA's gold answer (``"answer yes"``/``"answer no"``), else, for a
+    question answered with a span, its form: ``"yes/no"``, ``"A or B"`` or ``"other"``."""
     kind = example.raw.get("type")
     if isinstance(kind, str) and kind:
         return kind
@@ -49,6 +52,13 @@ def question_type(example: Example) -> str | None:
         return example.data_source
     if example.kind == "bool":
         return f"answer {example.answers[0]}"
+    if example.kind == "qa":
+        from active_rag.answer_options import question_options
+        from active_rag.text import normalize_answer
+
+        if normalize_answer(example.answers[0]) in ("yes", "no"):
+            return "yes/no"
+        return "A or B" if question_options(example.question) else "other"
     return None
 
 

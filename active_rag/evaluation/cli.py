@@ -60,7 +60,13 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "question set; write per-question JSONL (resumable), results.md, summary.json and PNG plots.",
     )
     p.add_argument("--dataset", required=True, choices=DATASETS)
-    p.add_argument("--data-dir", type=Path, default=None, help="data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
+    p.add_argument("--data-dir", type=Path, default=None, help="data folder (default: $ACTIVE_RAG_DATA or ../shared/data); any "
+                   "folder in that layout, e.g. a union corpus of shared/tools/build_union_corpus.py")
+    p.add_argument("--split", default="dev", help="question file: dev (default) or, for hotpotqa, dev-b (mostly comparison "
+                   "questions; rows under OUT/hotpotqa-dev-b/)")
+    p.add_argument("--hide-titles", action="store_true",
+                   help="index and show every passage with the title doc-<n>.txt instead of its own (gold passages are "
+                   "still found by their real titles)")
     p.add_argument("--methods", type=_csv, default=None,
                    help="comma-separated presets (default: all; wo-rag,sr-rag for retrievalqa)")
     p.add_argument("--trigger", type=_csv, default=[], help="ablation: trigger name(s), comma-separated")
@@ -146,13 +152,15 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice; 1 is steadier on a shared machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--suite", choices=("overhead", "batch", "prefix", "weights", "endpoint"), default="overhead",
+    p.add_argument("--suite", choices=("overhead", "batch", "prefix", "weights", "endpoint", "llamacpp"), default="overhead",
                    help="overhead: (a)-(c) above (default); batch: tokens/s per batch size vs model.generate; "
                    "prefix: seconds and prefilled tokens per question with and without the prefix cache; "
-                   "weights: float32 vs int8 vs int4 decode, prefill, memory limit and agreement")
+                   "weights: float32 vs int8 vs int4 decode, prefill, memory limit and agreement; "
+                   "llamacpp: the engine against llama.cpp on the same GGUF, prompt and threads (prefill, decode, memory limit)")
     p.add_argument("--models", type=_csv, default=None,
-                   help="weights suite: models (default qwen2.5-coder-0.5b,qwen2.5-coder-1.5b)")
-    p.add_argument("--prefill-tokens", type=int, default=512, help="weights suite: prompt length of the prefill timing (default 512)")
+                   help="weights and llamacpp suites: models (default qwen2.5-coder-0.5b,qwen2.5-coder-1.5b)")
+    p.add_argument("--prefill-tokens", type=int, default=None,
+                   help="weights and llamacpp suites: prompt length of the prefill timing (default 512; llamacpp: 939, six demo passages)")
     p.add_argument("--eval-dir", type=Path, default=Path("results/eval"),
                    help="weights suite: where `active-rag eval --weights ...` wrote the rows compared for agreement (default results/eval)")
     p.add_argument("--agreement-questions", type=int, default=20, help="weights suite: questions compared for identical answers (default 20)")
@@ -264,7 +272,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         config = EvalConfig(
             dataset=args.dataset, data_dir=args.data_dir, methods=args.methods, triggers=args.trigger,
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
-            context=args.context, answer_options=args.answer_options,
+            context=args.context, answer_options=args.answer_options, split=args.split, hide_titles=args.hide_titles,
             model=args.model, limit=args.limit,
             out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
@@ -299,8 +307,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _endpoint(args: argparse.Namespace, config: Any) -> Any:
-    """``eval --endpoint URL``: the methods checked (none reads attention), then the :class:`~active_rag.remote.RemoteLM`
-    with the tokenizer of ``--model``; ``None`` without ``--endpoint``."""
+    """``eval --endpoint URL``: the methods checked (none reads attention or masks the logits: without ``--methods``,
+    the presets that do are left out), then the :class:`~active_rag.remote.RemoteLM` with the tokenizer of
+    ``--model``; ``None`` without ``--endpoint``."""
     from active_rag.errors import ActiveRAGError
     from active_rag.evaluation.config import build_methods
     from active_rag.model_flags import endpoint_options, given, load_endpoint
@@ -314,22 +323,36 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
                          "drop --ray (use --batch-size for questions in flight).")
     from active_rag.presets import PRESETS
 
+    from active_rag.errors import NeedsLocalModelError
+
     def parts(spec: Any) -> tuple[str, str]:
         preset = PRESETS[spec.preset] if spec.preset else None
         return (preset.trigger if preset else str(spec.trigger)), (preset.query if preset else str(spec.query))
 
+    def check(spec: Any) -> None:
+        """NeedsLocalModelError when the method reads attention or answers a choice question with one of its options
+        (a logits mask at every answer token): what an endpoint cannot do."""
+        check_remote_method(*parts(spec), spec.name)
+        if spec.answer_options or (spec.preset and PRESETS[spec.preset].answer_options):
+            raise NeedsLocalModelError(
+                f"Method {spec.name!r} answers a choice question with one of its options, which masks the model's logits "
+                "at every answer token: an endpoint cannot. Run it without --endpoint, or leave it out of --methods.")
+
+    if config.answer_options:
+        raise NeedsLocalModelError("--answer-options masks the model's logits at every answer token, which an endpoint "
+                                   "cannot: drop --answer-options or --endpoint.")
     if config.methods is None:  # the default methods: those an endpoint can run
         keep = []
         for spec in build_methods(config):
             try:
-                check_remote_method(*parts(spec))
+                check(spec)
             except ActiveRAGError:
                 continue
             if spec.preset and spec.preset not in keep:
                 keep.append(spec.preset)
         config.methods = keep
     for spec in build_methods(config):
-        check_remote_method(*parts(spec), spec.name)
+        check(spec)  # a method named in --methods that an endpoint cannot run: refused before any question
     return load_endpoint(given(args.model), **options)
 
 
@@ -353,6 +376,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return cmd_bench_endpoint(args)
         if args.suite == "weights":
             return _cmd_weights(args)
+        if args.suite == "llamacpp":
+            return _cmd_llamacpp(args)
         if args.suite != "overhead":
             return _cmd_throughput(args)
         config = BenchConfig(
@@ -371,6 +396,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_llamacpp(args: argparse.Namespace) -> int:
+    """``bench --suite llamacpp`` (see :mod:`active_rag.evaluation.bench_llamacpp`): the engine with ``--weights``
+    (default auto) against llama.cpp on the same GGUF, prompt and CPU threads."""
+    from active_rag.evaluation.bench_llamacpp import DEFAULT_MODELS, LlamaCppBenchConfig, run_llamacpp_bench
+    from active_rag.validation import check_int
+
+    if args.device not in ("auto", "cpu"):
+        raise ValueError("The llamacpp suite compares CPU decoding: drop --device or pass --device cpu.")
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as error:
+        raise ValueError("The llamacpp suite needs llama-cpp-python: pip install 'active-rag[endpoint]' (make setup builds it).") from error
+    out = args.out if args.out != Path("runs/bench") else Path("results/bench/llamacpp")
+    config = LlamaCppBenchConfig(
+        models=args.models or list(DEFAULT_MODELS), weights=args.weights, batch_sizes=args.batch_sizes or [1, 8],
+        tokens=(args.tokens or [48])[0], prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens or 939, minimum=2),
+        repeats=args.repeats or 3, threads=args.threads or 2, out_dir=out,
+    )
+    result = run_llamacpp_bench(config, progress=not args.no_progress)
+    print(result["table"])
+    print(f"Results in {config.out_dir / 'bench-llamacpp.json'}")
+    return 0
+
+
 def _cmd_weights(args: argparse.Namespace) -> int:
     """``bench --suite weights`` (see :mod:`active_rag.evaluation.bench_weights`): ``--weights`` names the options
     compared with float32 (comma-separated; default int8,int4)."""
@@ -386,7 +435,7 @@ def _cmd_weights(args: argparse.Namespace) -> int:
     config = WeightsBenchConfig(
         models=args.models or list(DEFAULT_MODELS), weights=["float32", *options],
         batch_sizes=args.batch_sizes or [1, 8], tokens=(args.tokens or [32])[0],
-        prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens, minimum=2), repeats=args.repeats or 3,
+        prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens or 512, minimum=2), repeats=args.repeats or 3,
         out_dir=args.out, eval_dir=args.eval_dir, dataset=args.dataset,
         agreement_questions=check_int("--agreement-questions", args.agreement_questions, minimum=1),
         f1_questions=check_int("--f1-questions", args.f1_questions, minimum=1),

@@ -87,12 +87,12 @@ def _num(value: Any, scale: float = 1.0, digits: int = 1) -> str:
 def format_comparison(summary: Mapping[str, Mapping[str, Any]], diffs: Sequence[PairedDifference],
                       baselines: Sequence[str], dataset: str) -> str:
     """One markdown row per file: score, the difference against each baseline with its 95% paired interval, and
-    retrievals, passages and evidence at answer time, the score on the questions whose final prompt held every gold
+    retrievals, the cost per question (retriever calls, prompt tokens read), passages and evidence at answer time, the score on the questions whose final prompt held every gold
     passage (what the reader makes of complete evidence), new-evidence rate of the method's own queries, s/q."""
     metric = "f1" if "f1" in PRIMARY_METRICS[dataset] else PRIMARY_METRICS[dataset][0]
     head = ["Method", "n", metric.upper() if metric == "f1" else metric.capitalize()]
     head += [f"vs {b} [95% CI]" for b in baselines]
-    head += ["Ret/q", "Passages@answer", "All gold@answer %", f"{head[2]} when all gold", "New ev. % (own query)", "s/q"]
+    head += ["Ret/q", "Calls/q", "Prompt tok/q", "Passages@answer", "All gold@answer %", f"{head[2]} when all gold", "New ev. % (own query)", "s/q"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "|".join("---:" for _ in head[1:]) + "|"]
     by_pair = {(d.method, d.baseline): d for d in diffs}
     for label, m in summary.items():
@@ -104,7 +104,8 @@ def format_comparison(summary: Mapping[str, Mapping[str, Any]], diffs: Sequence[
             else:
                 ci = f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]" if d.low is not None and d.high is not None else ""
                 cells.append(f"{100 * d.difference:+.1f}{ci} (n={d.n})")
-        cells += [_num(m.get("retrievals_per_question"), digits=2), _num(m.get("final_passages")),
+        cells += [_num(m.get("retrievals_per_question"), digits=2), _num(m.get("retriever_calls_per_question"), digits=2),
+                  _num(m.get("prompt_tokens_per_question"), digits=0), _num(m.get("final_passages")),
                   _num(m.get("evidence_recall"), 100), _num(m.get("score_all_gold"), 100),
                   _num(m.get("active_new_evidence_rate"), 100),
                   _num(m.get("seconds_per_question"))]

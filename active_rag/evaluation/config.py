@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from active_rag.errors import UnknownNameError
-from active_rag.evaluation.datasets import DATASETS
+from active_rag.evaluation.datasets import DATASETS, DEFAULT_SPLIT, check_split
 from active_rag.evaluation.prompts import (
     CONTEXT_FOOTER,
     EXEMPLARS,
@@ -124,10 +124,15 @@ class EvalConfig:
     for RetrievalQA, ``none`` otherwise), applied to every method that retrieves. ``sweep``: a trigger field
     (e.g. ``theta``) and its values; each method whose trigger has that field runs once per value (FLARE Fig. 5,
     DRAGIN Table 5). ``index_cache``: folder for built BM25 indexes (default :func:`default_index_cache`).
+    ``split``: the question file (``dev``, or HotpotQA's ``dev-b``: rows go to ``<out>/hotpotqa-dev-b/<model>``).
+    ``hide_titles``: every passage is indexed and shown with the title ``doc-<n>.txt`` (its position in the corpus
+    file, from 0) instead of its own; gold passages are still found by their real titles.
     """
 
     dataset: str
     data_dir: Path | None = None
+    split: str = DEFAULT_SPLIT
+    hide_titles: bool = False
     methods: list[str] | None = None
     triggers: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
@@ -185,6 +190,10 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
             raise UnknownNameError("dataset", self.dataset, DATASETS)
+        check_split(self.dataset, self.split)
+        if self.hide_titles and self.dataset == "retrievalqa":
+            raise ValueError("--hide-titles hides the titles of a corpus, but retrievalqa reads each question's own "
+                             "contexts: drop --hide-titles or pick another dataset.")
         from active_rag.validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_number
 
         # the engine checks these too, but only once the model has loaded: fail before
@@ -232,6 +241,11 @@ class EvalConfig:
             return self.max_new_tokens
         profile = self.profile_obj
         return profile.generate_length if profile is not None else 128
+
+    @property
+    def data_name(self) -> str:
+        """The dataset and its split as the output folder names them: ``hotpotqa``, ``hotpotqa-dev-b``."""
+        return self.dataset if self.split == DEFAULT_SPLIT else f"{self.dataset}-{self.split}"
 
     @property
     def router_name(self) -> str:

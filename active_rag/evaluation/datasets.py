@@ -3,6 +3,7 @@
 Expected layout under the data directory (see ``shared/data/README.md`` of the project)::
 
     hotpotqa/questions_dev.jsonl           hotpotqa/corpus.jsonl
+    hotpotqa/questions_dev_b.jsonl         (split ``dev-b``: more dev questions, mostly comparisons)
     2wikimultihopqa/questions_dev.jsonl    2wikimultihopqa/corpus.jsonl
     strategyqa/strategyqa_dev_229.json     strategyqa/corpus_facts.jsonl
     retrievalqa/questions_dev.jsonl        retrievalqa/corpus.jsonl
@@ -35,14 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from active_rag.errors import CorpusError, UnknownNameError
+from active_rag.errors import CorpusError, InvalidOptionError, UnknownNameError
 from active_rag.types import Passage
 
 __all__ = [
     "DATASETS",
     "DATA_ENV_VAR",
+    "DEFAULT_SPLIT",
+    "SPLITS",
     "Example",
     "ExampleKind",
+    "check_split",
     "corpus_path",
     "default_data_dir",
     "load_dataset",
@@ -63,6 +67,11 @@ _QUESTIONS_FILES = {
     "strategyqa": "strategyqa/strategyqa_dev_229.json",
     "retrievalqa": "retrievalqa/questions_dev.jsonl",
 }
+#: The question files of each dataset's splits; ``dev`` (:data:`DEFAULT_SPLIT`) is every dataset's. HotpotQA's
+#: ``dev-b`` holds 125 more dev questions, mostly comparisons (yes/no and "A or B"), over the same corpus.
+SPLITS: dict[str, dict[str, str]] = {name: {"dev": path} for name, path in _QUESTIONS_FILES.items()}
+SPLITS["hotpotqa"]["dev-b"] = "hotpotqa/questions_dev_b.jsonl"
+DEFAULT_SPLIT = "dev"
 _CORPUS_FILES = {
     "hotpotqa": "hotpotqa/corpus.jsonl",
     "2wikimultihopqa": "2wikimultihopqa/corpus.jsonl",
@@ -111,6 +120,14 @@ def _check_name(name: str) -> str:
     return name
 
 
+def check_split(name: str, split: str) -> str:
+    """``split`` when dataset ``name`` has it (:data:`SPLITS`); :class:`InvalidOptionError` naming the valid ones."""
+    valid = SPLITS[_check_name(name)]
+    if split not in valid:
+        raise InvalidOptionError(f"{name} has no split {split!r}: use one of {', '.join(valid)} (e.g. --split dev).")
+    return split
+
+
 def default_data_dir() -> Path | None:
     """The evaluation data directory: the first existing of ``$ACTIVE_RAG_DATA``, ``../shared/data`` relative to
     the current working directory, and ``shared/data`` next to the repository checkout; None when none exists."""
@@ -138,9 +155,9 @@ def _resolve_dir(data_dir: str | os.PathLike[str] | None) -> Path:
     return found
 
 
-def questions_path(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Path of a dataset's question file under ``data_dir`` (default :func:`default_data_dir`); not checked."""
-    return _resolve_dir(data_dir) / _QUESTIONS_FILES[_check_name(name)]
+def questions_path(name: str, data_dir: str | os.PathLike[str] | None = None, split: str = DEFAULT_SPLIT) -> Path:
+    """Path of a dataset split's question file under ``data_dir`` (default :func:`default_data_dir`); not checked."""
+    return _resolve_dir(data_dir) / SPLITS[name][check_split(name, split)]
 
 
 def corpus_path(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -423,11 +440,12 @@ def load_dataset(
     limit: int | None = None,
     *,
     resolve_gold_ids: bool = True,
+    split: str = DEFAULT_SPLIT,
 ) -> list[Example]:
     """Load a question set as :class:`Example` objects, in file order.
 
     ``name`` is one of :data:`DATASETS`; ``data_dir`` defaults to :func:`default_data_dir`; ``limit`` keeps the
-    first N questions. With ``resolve_gold_ids`` (default) the dataset's corpus (:func:`corpus_path`) is read
+    first N questions; ``split`` names the question file (:data:`SPLITS`: ``dev``, or HotpotQA's ``dev-b``). With ``resolve_gold_ids`` (default) the dataset's corpus (:func:`corpus_path`) is read
     to turn gold titles/facts into corpus passage ids (not needed, and not read, for RetrievalQA); pass False
     to skip that and leave ``gold_passage_ids`` empty.
 
@@ -440,8 +458,8 @@ def load_dataset(
     if limit is not None and (not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be None or a non-negative integer, got {limit!r}.")
     root = _resolve_dir(data_dir)
-    qpath = root / _QUESTIONS_FILES[name]
-    _require_file(qpath, f"The {name} question file")
+    qpath = root / SPLITS[name][check_split(name, split)]
+    _require_file(qpath, f"The {name} question file" + ("" if split == DEFAULT_SPLIT else f" of split {split}"))
     index: _CorpusIndex | None = None
     cpath = root / _CORPUS_FILES[name]
     if resolve_gold_ids and name != "retrievalqa":

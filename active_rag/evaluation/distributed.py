@@ -211,7 +211,7 @@ def run_eval_ray(
     handles: dict[str, Any] = {}
     try:
         if config.dataset != "retrievalqa" and any(_retrieves(s) for s in specs):
-            load_corpus_index(config.dataset, data_dir, config.index_cache)  # built once here, loaded by every actor
+            load_corpus_index(config.dataset, data_dir, config.index_cache, config.hide_titles)  # built once here, loaded by every actor
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))
         n = num_workers or gpus or max(1, int(resources.get("CPU", 1)))

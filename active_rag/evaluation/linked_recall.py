@@ -1,73 +1,188 @@
-"""Evidence recall of a second retrieval, without the model (issue 28, ``look-again-linked``).
+"""Evidence recall of a second retrieval, without the model (``look-again-linked``, ``sr-rag-linked``).
 
 After a first retrieval with the question (BM25, ``--top-k`` passages), what share of questions would have every
 gold passage in the prompt once ``--more`` passages are added, by each way of choosing them:
 
 - ``question``: the question's next-ranked passages (SR-RAG with ``top-k + more`` passages);
-- ``linked``: the own articles of the names the first passages mention (:func:`active_rag.linked.linked_articles`,
-  the second look of ``look-again-linked``), then the question's next passages.
+- ``per-name``: every name the first passages mention asked of the retriever alone, a name's article kept when its
+  title is the name (:func:`active_rag.entities.is_article_of`), then the question's next passages: the linked
+  look as it was before the name index, kept here to compare with;
+- ``linked``: :func:`active_rag.linked.follow_links`: the names worth following looked up in the index's name index
+  (:mod:`active_rag.name_index`), then the question's next passages.
 
-It also prints the new-evidence rate (the share of questions whose added passages bring a gold passage the first
-ones lacked), how many of the added passages are linked articles that the question's next-ranked ones do not
-include, and how many of those hold no gold passage (the noise a reader has to skip)::
+It prints the new-evidence rate (the share of questions whose added passages bring a gold passage the first ones
+lacked), how many of the added passages are linked articles that the question's next-ranked ones do not include,
+how many of those hold no gold passage (the noise a reader has to skip), and the retriever calls a question makes,
+the first retrieval included. ``--hide-titles`` titles every passage ``doc-<n>.txt`` (a user's files), so that
+links can only come from the passages' text; the gold passages are still the same passages. It also reports how
+often the name index, built over the corpus, finds each gold passage by its real title (``name_index``)::
 
-    python -m active_rag.evaluation.linked_recall --dataset hotpotqa --limit 150
+    python -m active_rag.evaluation.linked_recall --dataset hotpotqa --limit 150 [--hide-titles] [--out FILE.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from active_rag.entities import entities_of, is_article_of
 from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example, load_dataset
 from active_rag.evaluation.method_engines import load_corpus_index
-from active_rag.linked import linked_articles
+from active_rag.linked import follow_links
+from active_rag.name_index import NameIndex, name_index_of
 from active_rag.rankings import fetch_rankings
+from active_rag.text import split_sentences
+from active_rag.types import Passage
 
-WAYS = ("question", "linked")
+WAYS = ("question", "per-name", "linked")
 
 
-def added_passages(index: Any, example: Example, top_k: int, more: int) -> tuple[list[str], dict[str, list[str]]]:
-    """The first retrieval's passage ids and, per way (:data:`WAYS`), the ids of the ``more`` passages it adds."""
-    first = index.retrieve(example.question, top_k)
+class CountingRetriever:
+    """A retriever that counts the calls made to the one it wraps, with ``name_index`` (default: the wrapped one's)
+    as its name index."""
+
+    def __init__(self, index: Any, name_index: NameIndex | None = None) -> None:
+        self.index = index
+        self.name_index = name_index if name_index is not None else name_index_of(index)
+        self.calls = 0
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.calls += 1
+        return self.index.retrieve(query, k)
+
+
+def per_name_articles(retriever: Any, passages: Sequence[Passage], question: str, k: int,
+                      held: set[str]) -> list[Passage]:
+    """The linked look before the name index: every name the passages mention, each asked of the retriever alone
+    (3 passages), a name's first passage titled with it kept, ranked by the question's content words shared, then
+    the question's next passages."""
+    from active_rag.entities import content_words
+
+    names: list[str] = []
+    for p in passages:
+        for sentence in split_sentences(p.text):
+            names.extend(n for n in entities_of(sentence, question, names_only=True) if n not in names)
+    found: list[Passage] = []
+    for name, ranking in zip(names, fetch_rankings(retriever, names, 3, held)):
+        own = next((p for p in ranking if is_article_of(p, name)), None)
+        if own is not None and all(own.id != f.id for f in found):
+            found.append(own)
+    asked = set(content_words(question))
+    found.sort(key=lambda p: -len(asked & set(content_words(p.text))))
+    for p in fetch_rankings(retriever, [question], k, held)[0]:
+        if all(p.id != f.id for f in found):
+            found.append(p)
+    return found[:k]
+
+
+def added_passages(retriever: CountingRetriever, example: Example, top_k: int,
+                   more: int) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+    """The first retrieval's passage ids, per way (:data:`WAYS`) the ids of the ``more`` passages it adds, and per
+    way the retriever calls the question made (the first retrieval's included)."""
+    retriever.calls = 0
+    first = retriever.retrieve(example.question, top_k)
     held = {p.id for p in first}
-    return [p.id for p in first], {
-        "question": [p.id for p in fetch_rankings(index, [example.question], more, held)[0][:more]],
-        "linked": [p.id for p in linked_articles(index, first, example.question, more, held)],
-    }
+    added: dict[str, list[str]] = {}
+    calls: dict[str, int] = {}
+    for way in WAYS:
+        retriever.calls = 1
+        if way == "question":
+            ids = [p.id for p in fetch_rankings(retriever, [example.question], more, held)[0][:more]]
+        elif way == "per-name":
+            ids = [p.id for p in per_name_articles(retriever, first, example.question, more, held)]
+        else:
+            ids = [p.id for p in follow_links(retriever, first, example.question, more, held).passages]
+        added[way], calls[way] = ids, retriever.calls
+    return [p.id for p in first], added, calls
 
 
-def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: int = 3) -> dict[str, dict[str, float]]:
+def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: int = 3,
+                 name_index: NameIndex | None = None) -> dict[str, dict[str, float]]:
     """Per way: ``all_gold`` (% of questions whose prompt holds every gold passage after the added ones),
     ``new_evidence`` (% whose added passages bring a gold passage the first ones lacked), ``linked`` and
-    ``linked_without_gold`` (added linked articles a question, and those that are not gold); ``first`` is the
-    first retrieval alone."""
+    ``linked_without_gold`` (added passages a question that the question's next-ranked ones would not have
+    added, and those that are not gold), ``calls`` and ``max_calls`` (retriever calls a question, the first
+    retrieval's included); ``first`` is the first retrieval alone. ``name_index``: the one the linked look reads
+    (default: the index's own)."""
     rows = [e for e in examples if e.gold_passage_ids]
     if not rows:
         raise ValueError("No question has gold passage ids: evidence recall needs HotpotQA, 2WikiMultihopQA or StrategyQA.")
+    retriever = CountingRetriever(index, name_index)
+    most: dict[str, int] = {}
     out: dict[str, dict[str, float]] = {"first": {"all_gold": 0.0}}
     for way in WAYS:
-        out[way] = {"all_gold": 0.0, "new_evidence": 0.0, "linked": 0.0, "linked_without_gold": 0.0}
+        out[way] = {"all_gold": 0.0, "new_evidence": 0.0, "linked": 0.0, "linked_without_gold": 0.0, "calls": 0.0,
+                    "max_calls": 0.0}
     for e in rows:
         gold = set(e.gold_passage_ids)
-        first, added = added_passages(index, e, top_k, more)
+        first, added, calls = added_passages(retriever, e, top_k, more)
         out["first"]["all_gold"] += gold <= set(first)
         question_ids = set(added["question"])
         for way, ids in added.items():
-            out[way]["all_gold"] += gold <= set(first) | set(ids)
-            out[way]["new_evidence"] += bool((gold - set(first)) & set(ids))
-            if way == "linked":  # the passages the question's own ranking would not have added first
-                linked = [i for i in ids if i not in question_ids]
-                out[way]["linked"] += len(linked)
-                out[way]["linked_without_gold"] += sum(i not in gold for i in linked)
+            stats = out[way]
+            stats["all_gold"] += gold <= set(first) | set(ids)
+            stats["new_evidence"] += bool((gold - set(first)) & set(ids))
+            linked = [i for i in ids if i not in question_ids]
+            stats["linked"] += len(linked)
+            stats["linked_without_gold"] += sum(i not in gold for i in linked)
+            stats["calls"] += calls[way]
+            most[way] = max(most.get(way, 0), calls[way])
     for way, stats in out.items():
         for key in stats:
             stats[key] = stats[key] / len(rows) * (100.0 if key in ("all_gold", "new_evidence") else 1.0)
+        if way in most:
+            stats["max_calls"] = float(most[way])
     return out
+
+
+def name_index_hits(names: NameIndex, examples: Sequence[Example], titles: dict[str, str]) -> dict[str, float]:
+    """How the name index finds the gold passages by their real titles (``titles``: id -> title): ``first`` (% whose
+    title's first passage is the gold one), ``found`` (% among its passages) and ``passages`` (found a title)."""
+    gold = sorted({g for e in examples for g in e.gold_passage_ids if g in titles})
+    if not gold:
+        return {"gold": 0, "first": 0.0, "found": 0.0, "passages": 0.0}
+    first = found = returned = 0
+    for g in gold:
+        ids = [p.id for p in names.articles(titles[g])]
+        first += bool(ids) and ids[0] == g
+        found += g in ids
+        returned += len(ids)
+    return {"gold": len(gold), "first": 100.0 * first / len(gold), "found": 100.0 * found / len(gold),
+            "passages": returned / len(gold)}
+
+
+def hide_titles(index: Any) -> Any:
+    """The same corpus with every passage titled ``doc-<n>.txt``, as a user's files would be, indexed again."""
+    from active_rag.retrieval import BM25Index
+
+    return BM25Index.from_passages([Passage(id=p.id, text=p.text, title=f"doc-{n}.txt", metadata=p.metadata)
+                                    for n, p in enumerate(index.passages)])
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report as a Markdown table."""
+    t = report["table"]
+    lines = [f"{report['dataset']}, {report['questions']} questions, {report['passages']} passages"
+             f"{' (titles hidden)' if report['hide_titles'] else ''}, BM25 top-{report['top_k']}, then "
+             f"{report['more']} more passages", "",
+             "| Second retrieval | All gold % | New evidence % | Linked / q | of them without gold / q | Retriever calls / q (max) |",
+             "|---|---:|---:|---:|---:|---:|",
+             f"| none ({report['top_k']} passages) | {t['first']['all_gold']:.1f} | - | - | - | 1 |"]
+    for way in WAYS:
+        s = t[way]
+        lines.append(f"| {way} | {s['all_gold']:.1f} | {s['new_evidence']:.1f} | {s['linked']:.2f} | "
+                     f"{s['linked_without_gold']:.2f} | {s['calls']:.2f} ({s['max_calls']:.0f}) |")
+    n = report["name_index"]
+    lines += ["", f"Name index: built in {report['name_index_seconds']:.1f} s; of {n['gold']} gold passages, looked up "
+              f"by their real title, {n['first']:.1f}% come first and {n['found']:.1f}% are found "
+              f"({n['passages']:.2f} passages a title)."]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--top-k", type=int, default=3, help="passages of the first retrieval (default 3)")
     parser.add_argument("--more", type=int, default=3, help="passages the second retrieval adds (default 3)")
+    parser.add_argument("--hide-titles", action="store_true", help="title every passage doc-<n>.txt (links from text only)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here, and as Markdown beside it")
     args = parser.parse_args(argv)
     if args.top_k < 1 or args.more < 1:
         print("error: --top-k and --more must be at least 1.", file=sys.stderr)
@@ -84,18 +201,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         examples = load_dataset(args.dataset, args.data_dir, args.limit)
         index, _, _ = load_corpus_index(args.dataset, args.data_dir)
-        table = recall_table(index, examples, args.top_k, args.more)
+        titles = {p.id: p.title for p in index.passages}
+        if args.hide_titles:
+            index = hide_titles(index)
+        start = time.perf_counter()
+        names = NameIndex.from_passages(index.passages)  # built here: a cached index may hold one by older rules
+        seconds = time.perf_counter() - start
+        table = recall_table(index, examples, args.top_k, args.more, names)
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    n = sum(1 for e in examples if e.gold_passage_ids)
-    print(f"{args.dataset}, {n} questions, BM25 top-{args.top_k}, then {args.more} more passages\n")
-    print("| Second retrieval | All gold % | New evidence % | Linked articles / q | of them without gold / q |")
-    print("|---|---:|---:|---:|---:|")
-    print(f"| none ({args.top_k} passages) | {table['first']['all_gold']:.1f} | - | - | - |")
-    for way in WAYS:
-        s = table[way]
-        print(f"| {way} | {s['all_gold']:.1f} | {s['new_evidence']:.1f} | {s['linked']:.2f} | {s['linked_without_gold']:.2f} |")
+    report = {"dataset": args.dataset, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
+              "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),
+              "top_k": args.top_k, "more": args.more, "table": table, "name_index_seconds": seconds,
+              "name_index": name_index_hits(names, examples, titles)}
+    text = markdown(report)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        args.out.with_suffix(".md").write_text(text + "\n", encoding="utf-8")
     return 0
 
 

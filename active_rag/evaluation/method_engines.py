@@ -143,8 +143,15 @@ def build_engine(
     )
 
 
-def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str) -> str:
-    """A short hash of everything that changes a method's outputs, stored in each row to guard resumes."""
+#: Passages of the shared corpora (shared/data/README.md), which every committed row was answered over.
+SHARED_CORPUS_PASSAGES = {"hotpotqa": 4858, "2wikimultihopqa": 3301, "strategyqa": 6120}
+
+
+def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_passages: int | None = None) -> str:
+    """A short hash of everything that changes a method's outputs, stored in each row to guard resumes.
+
+    Rows over another corpus than the shared one (``--data-dir`` of a union corpus: ``corpus_passages``, the
+    index's size) and rows with hidden titles get keys of their own, so that they never resume one another."""
     desc = {
         **rag.describe(),
         "prompt_text": [rag.prompt.direct, rag.prompt.with_docs],
@@ -160,6 +167,10 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str) -> str:
     today = rag.router.today_text() if getattr(rag.router, "today", None) is not None else None
     if today is not None and today != EVAL_TODAY:  # rows of the pinned default date keep the keys they were made with
         desc["today"] = today
+    if corpus_passages is not None and corpus_passages != SHARED_CORPUS_PASSAGES.get(config.dataset):
+        desc["corpus_passages"] = corpus_passages  # rows over the shared corpora keep the keys they were written with
+    if config.hide_titles:
+        desc["hide_titles"] = True
     if getattr(rag.router, "pool", None):  # TA-ARE's similarity-selected demonstrations (absent: fixed ones)
         desc["router_demos"] = {"similar": getattr(rag.router, "n_yes", None), "pool": len(rag.router.pool)}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -178,24 +189,35 @@ def default_index_cache() -> Path:
     return root / "indexes"
 
 
-def load_corpus_index(dataset: str, data_dir: Path | None = None, cache: Path | None = None) -> tuple[Any, Path, bool]:
+def hidden_titles(passages: Sequence[Passage]) -> list[Passage]:
+    """``passages`` with each title replaced by ``doc-<n>.txt``, ``n`` its position (from 0, as
+    :mod:`~active_rag.evaluation.linked_recall` numbers them): nothing of the passage's own name is indexed or shown
+    (ids, texts and metadata stay)."""
+    return [Passage(id=p.id, text=p.text, title=f"doc-{n}.txt", metadata=dict(p.metadata)) for n, p in enumerate(passages)]
+
+
+def load_corpus_index(dataset: str, data_dir: Path | None = None, cache: Path | None = None,
+                      hide_titles: bool = False) -> tuple[Any, Path, bool]:
     """The BM25 index of a dataset's corpus: loaded from ``cache/<dataset>-<hash>`` when built before (the
-    hash covers the corpus path, mtime and size), else built and saved there. Returns (index, folder, loaded)."""
-    from active_rag.retrieval import BM25Index
+    hash covers the corpus path, mtime and size), else built and saved there. With ``hide_titles`` every
+    passage is indexed with the title ``doc-<n>.txt`` (:func:`hidden_titles`; cached apart,
+    ``<dataset>-notitles-<hash>``). Returns (index, folder, loaded)."""
+    from active_rag.retrieval import BM25Index, read_jsonl_passages
 
     path = corpus_path(dataset, data_dir)
     if not path.is_file():
         raise CorpusError(f"The {dataset} corpus {str(path)!r} does not exist: check --data-dir.")
     st = path.stat()
     key = hashlib.sha256(f"{path.resolve()}|{st.st_mtime_ns}|{st.st_size}".encode()).hexdigest()[:12]
-    folder = (cache or default_index_cache()) / f"{dataset}-{key}"
+    folder = (cache or default_index_cache()) / (f"{dataset}-notitles-{key}" if hide_titles else f"{dataset}-{key}")
     if folder.is_dir():
         try:
             return BM25Index.load(folder), folder, True
         except CorpusError as exc:
             warnings.warn(f"Rebuilding the cached index {folder} ({exc}).", stacklevel=2)
             shutil.rmtree(folder, ignore_errors=True)
-    index = BM25Index.from_jsonl(path)
+    index = (BM25Index.from_passages(hidden_titles(read_jsonl_passages(path))) if hide_titles
+             else BM25Index.from_jsonl(path))
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:

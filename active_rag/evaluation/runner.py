@@ -177,7 +177,6 @@ def _decisions_summary(result: ActiveRAGResult) -> dict[str, Any]:
 
 
 def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example) -> dict[str, Any]:
-    before_calls = retriever.calls if retriever else 0
     before_s = retriever.seconds if retriever else 0.0
     start = time.perf_counter()
     error = None
@@ -198,7 +197,7 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
         "metrics": metrics,
         "wall_time_s": wall,
         "retrieval_time_s": (retriever.seconds - before_s) if retriever else 0.0,
-        "retriever_calls": (retriever.calls - before_calls) if retriever else 0,
+        "retriever_calls": result.retriever_calls,  # counted where the engine calls the retriever
         "trace": data["retrievals"],
         "decisions": _decisions_summary(result),
         "route": data["route"],
@@ -247,16 +246,16 @@ def plan_eval(config: EvalConfig) -> tuple[list[MethodSpec], Path, list[Example]
 
         require_matplotlib("The PNG plots of an evaluation (skip them with --no-plots, or plots=False)")
     data_dir = resolve_data_dir(config)
-    return specs, data_dir, load_dataset(config.dataset, data_dir, limit=config.limit)
+    return specs, data_dir, load_dataset(config.dataset, data_dir, limit=config.limit, split=config.split)
 
 
 def eval_output_dir(config: EvalConfig, model_name: str, weights: str | None = None) -> Path:
     """``config.out_dir/<dataset>/<model>``: where a run writes its JSONL files, results.md and summary.json;
-    ``<model>-int8`` / ``<model>-int4`` for packed weights (``weights``: the loaded model's, else the config's),
-    so their rows never mix with float32's."""
+    ``<dataset>-<split>`` for a split other than ``dev`` (``hotpotqa-dev-b``); ``<model>-int8`` / ``<model>-int4``
+    for packed weights (``weights``: the loaded model's, else the config's), so their rows never mix with float32's."""
     model = _safe_name(Path(model_name).name if os.sep in model_name else model_name)
     weights = weights or config.resolved_weights
-    return config.out_dir / config.dataset / (model if weights == "float32" else f"{model}-{weights}")
+    return config.out_dir / config.data_name / (model if weights == "float32" else f"{model}-{weights}")
 
 
 def method_path(out: Path, spec: MethodSpec) -> Path:
@@ -295,7 +294,7 @@ class EvalWorker:
         self.shared: _TimedRetriever | None = None
         if config.dataset != "retrievalqa" and any(_retrieves(s) for s in self.specs.values()):
             t0 = time.perf_counter()
-            index, folder, loaded = load_corpus_index(config.dataset, self.data_dir, config.index_cache)
+            index, folder, loaded = load_corpus_index(config.dataset, self.data_dir, config.index_cache, config.hide_titles)
             self.index_info = {"path": str(folder), "loaded_from_cache": loaded, "seconds": time.perf_counter() - t0,
                                "passages": len(index)}
             self.shared = _TimedRetriever(index)
@@ -314,7 +313,8 @@ class EvalWorker:
         if name not in self._engines:
             spec = self.specs[name]
             probe = build_engine(spec, self.lm, self.shared or _ContextsRetriever([]), self.config, self.router)
-            self._engines[name] = (probe, _engine_key(probe, self.config, self.model_name))
+            key = _engine_key(probe, self.config, self.model_name, self.index_info.get("passages"))
+            self._engines[name] = (probe, key)
         return self._engines[name]
 
     def engine_key(self, name: str) -> str:
@@ -325,7 +325,7 @@ class EvalWorker:
         """Answer and score ``example`` with method ``name``; the row written to the method's JSONL file."""
         probe, key = self._engine(name)
         # one timed retriever and engine per question, so that concurrent questions (batch_size > 1) count
-        # their own retrieval calls and seconds; building an engine is cheap (no model work)
+        # their own retrieval seconds; building an engine is cheap (no model work)
         inner = _ContextsRetriever(example.contexts) if self.config.dataset == "retrievalqa" else None
         if inner is None and self.shared is not None:
             inner = self.shared.inner
@@ -394,8 +394,11 @@ def finish_eval(
     profile = config.profile_obj
     thresholds = {name: thresholds_used(rows) for name, rows in all_rows.items()}
     weights = str(worker_info.get("weights", "float32"))
-    markdown = (f"# {config.dataset} / {model_name} ({len(examples)} questions)\n\nPrompt mode: {resolve_prompt_mode(config.prompt_mode, model_name)}; "
-                f"profile: {profile.name if profile else 'none'}" + ("" if weights == "float32" else f"; weights: {weights}") + "\n\n" + format_thresholds(thresholds)
+    passages = (worker_info.get("index_info") or {}).get("passages")
+    corpus = f"; corpus: {passages} passages" if passages else ""
+    markdown = (f"# {config.data_name} / {model_name} ({len(examples)} questions)\n\nPrompt mode: {resolve_prompt_mode(config.prompt_mode, model_name)}; "
+                f"profile: {profile.name if profile else 'none'}" + ("" if weights == "float32" else f"; weights: {weights}")
+                + corpus + ("; titles hidden (doc-<n>.txt)" if config.hide_titles else "") + "\n\n" + format_thresholds(thresholds)
                 + format_results_table(summary, config.dataset))
     if sweep:
         param = sweep[0]["param"]

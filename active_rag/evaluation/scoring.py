@@ -76,6 +76,21 @@ def _new_ids(retrieval: Any) -> list[str]:
     return list(retrieval.passage_ids if retrieval.new_ids is None else retrieval.new_ids)
 
 
+def cost_per_question(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The mean cost of a question: ``retriever_calls_per_question`` (the rows' ``retriever_calls``) and
+    ``prompt_tokens_per_question`` (prompt tokens read: from the prefix cache and prefilled); ``None`` when a row
+    lacks it."""
+    calls = [r.get("retriever_calls") for r in rows]
+    tokens = [r.get("prompt_tokens") for r in rows]
+    read = [None if not isinstance(t, Mapping) or "prefilled" not in t else
+            float(t.get("cached") or 0) + float(t["prefilled"] or 0) for t in tokens]
+    return {
+        "retriever_calls_per_question": (sum(float(c) for c in calls) / len(calls)
+                                         if rows and all(c is not None for c in calls) else None),
+        "prompt_tokens_per_question": sum(read) / len(read) if rows and all(t is not None for t in read) else None,
+    }
+
+
 def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str, float | None]:
     """Per-method summary: means of the per-question metrics, renamed where a rate reads better, plus
     micro-averaged rates (gold-hit share of all retrievals, trigger fire rate) and RetrievalQA decision metrics."""
@@ -94,6 +109,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str,
     total_ret = sum(float(r.get("retrieval_time_s") or 0.0) for r in rows)
     out["retrieval_time_share"] = total_ret / total_time if total_time else None
     out.pop("retrieval_time_s", None)
+    out.update(cost_per_question(rows))
     tokens = sum(float(m.get("generated_tokens") or 0.0) for m in metrics)
     out["tokens_per_second"] = tokens / total_time if total_time else None
     checks = sum(float(m.get("checks") or 0.0) for m in metrics)
@@ -228,7 +244,8 @@ def format_results_table(summary: Mapping[str, Mapping[str, Any]], dataset: str)
     if dataset == "retrievalqa":
         cols += [("retrieval_accuracy", "Retrieval acc", True, 1), ("decision_precision", "Dec. P", True, 1),
                  ("decision_f1", "Dec. F1", True, 1)]
-    cols += [("retrievals_per_question", "Ret/q", False, 2)]
+    cols += [("retrievals_per_question", "Ret/q", False, 2), ("retriever_calls_per_question", "Calls/q", False, 2),
+             ("prompt_tokens_per_question", "Prompt tok/q", False, 0)]
     if any(m.get("gold_hit_rate") is not None for m in summary.values()):
         cols += [("gold_hit_rate", "Gold hit %", True, 1)]
     if any(m.get("evidence_recall") is not None for m in summary.values()):

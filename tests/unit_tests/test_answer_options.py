@@ -34,6 +34,23 @@ from tests.unit_tests.test_loop import ScriptedLM, words
         ("Which magazine was started first Arthur's Magazine or First for Women?", ("Arthur's Magazine", "First for Women")),
         ("Which band, Hole or Bush, has more members?", ("Hole", "Bush")),
         ("Which film whose director is younger, Law Of The Wolf or Joe + Belle?", ("Law Of The Wolf", "Joe + Belle")),
+        ("Which was founded first, Tesla or Ford?", ("Tesla", "Ford")),
+        # the list's comma bounds the first option: not "Paris, the Seine"
+        ("Which river flows through Paris, the Seine or the Loire?", ("the Seine", "the Loire")),
+        ("Which writer was from England, Henry Roth or Robert Erskine Childers?", ("Henry Roth", "Robert Erskine Childers")),
+        ("Which novelist wrote under the pen name Walter Ericson: Laura Esquivel or Howard Fast?",
+         ("Laura Esquivel", "Howard Fast")),
+        ("Which of these battles occurred earlier--the Battle of Peleliu or the Battle of Belleau Wood?",
+         ("the Battle of Peleliu", "the Battle of Belleau Wood")),
+        ("Which game was released first, Icehouse pieces or Kill Doctor Lucky?", ("Icehouse pieces", "Kill Doctor Lucky")),
+        ("In which genus number of species are more, Lavatera or Oplismenus?", ("Lavatera", "Oplismenus")),
+        ("Did Franki Valli sing with Hellogoodbye or The Four Seasons?", ("Hellogoodbye", "The Four Seasons")),
+        ("Who was born first Mahbub ul Haq or Ibn Arabi?", ("Mahbub ul Haq", "Ibn Arabi")),
+        # not a choice: the answer is an amount, a date, a year or a thing, not one of the names
+        ("How much does AWS or Azure charge per GB?", ()),
+        ("When did the Soviet Union invade Afghanistan or Czechoslovakia?", ()),
+        ("Which year did Tesla or Ford go public?", ()),
+        ("What color do people wear during Oranjegekte or Koningsdag?", ()),
         ("Where was the husband of Octavie Coudreau born?", ()),  # no options
         ("Is it a genus or a species?", ()),  # the sides are not names
         ("Was A or B or C first?", ()),  # more than two

@@ -1,9 +1,11 @@
 """AnswerStream: the adapters' streamed answer joins to the engine's answer (a dropped partial sentence, a
-second answer)."""
+repeated sentence, a second answer) and holds back nothing else."""
 
 from __future__ import annotations
 
-from active_rag import AnswerStream
+import pytest
+
+from active_rag import ActiveRAG, AnswerStream
 from active_rag.types import TokenEvent
 
 
@@ -11,8 +13,11 @@ def _events(texts: list[str], start: int = 0) -> list[TokenEvent]:
     return [TokenEvent(text=t, token_id=0, logprob=0.0, entropy=0.0, position=start + i) for i, t in enumerate(texts)]
 
 
-def test_whole_sentences_are_sent_once_they_end() -> None:
-    stream = AnswerStream(whole_sentences=True)
+PHRASE = "So the answer is"
+
+
+def test_before_the_answer_phrase_whole_sentences_are_sent_once_they_end() -> None:
+    stream = AnswerStream(answer_phrase=PHRASE)
     pieces = [stream.push(e) for e in _events([" He", " was", " born", " in", " 1990.", " He", " play", "ed."])]
     assert pieces == ["", "", "", "", "He was born in 1990.", "", "", " He played."]
     assert stream.finish("He was born in 1990. He played. So the answer is X.") == " So the answer is X."
@@ -20,7 +25,7 @@ def test_whole_sentences_are_sent_once_they_end() -> None:
 
 def test_a_rewound_partial_sentence_is_never_sent() -> None:
     """The engine drops " Half" (position 2) and forces the answer phrase from there."""
-    stream = AnswerStream(whole_sentences=True)
+    stream = AnswerStream(answer_phrase=PHRASE)
     assert [stream.push(e) for e in _events(["A", " done.", " Half"])] == ["", "A done.", ""]
     forced = [stream.push(e) for e in _events([" So", " the", " answer", " is", " B."], start=2)]
     assert "".join(forced) == " So the answer is B." and stream.finish("A done. So the answer is B.") == ""
@@ -33,6 +38,62 @@ def test_tokens_stream_one_by_one_without_an_answer_phrase() -> None:
 
 
 def test_a_rewriting_engine_sends_its_answer_at_the_end() -> None:
-    stream = AnswerStream(whole_sentences=True, rewrites=True)
+    stream = AnswerStream(answer_phrase=PHRASE, rewrites=True)
     assert [stream.push(e) for e in _events(["A", " done."])] == ["", ""]
     assert stream.finish("B done.") == "B done."
+
+
+def test_after_the_answer_phrase_tokens_stream_one_by_one() -> None:
+    """Once the phrase is written the engine forces nothing, so nothing is cut: the answer streams token by token."""
+    stream = AnswerStream(answer_phrase=PHRASE)
+    pieces = [stream.push(e) for e in _events(["A", " done.", " So", " the", " answer", " is", " Peter", " Sch"])]
+    assert pieces == ["", "A done.", "", "", "", " So the answer is", " Peter", " Sch"]
+
+
+def test_a_sentence_that_may_repeat_an_earlier_one_is_held_until_it_differs() -> None:
+    stream = AnswerStream(repetition_guard=True)
+    pieces = [stream.push(e) for e in _events(["He", " won.", " He", " won", " twice."])]
+    assert pieces == ["He", " won.", "", "", " He won twice."]
+
+
+def test_a_repeated_sentence_the_engine_drops_is_never_sent() -> None:
+    stream = AnswerStream(repetition_guard=True)
+    assert "".join(stream.push(e) for e in _events(["He", " won.", " He", " won."])) == "He won."
+    assert stream.finish("He won.") == ""  # the engine's answer without the repeat: the pieces join to it
+
+
+def test_sentence_truncation_holds_the_unfinished_sentence() -> None:
+    stream = AnswerStream(sentence_truncation=True)
+    assert [stream.push(e) for e in _events(["A", " done.", " Half"])] == ["", "A done.", ""]
+
+
+def test_for_engine_reads_what_the_engine_may_cut() -> None:
+    class Engine:
+        answer_phrase = None
+        repetition_guard = True
+        rewrites_answer = False
+        trigger = type("T", (), {"action": "truncate", "truncate": "sentence"})()
+
+    stream = AnswerStream.for_engine(Engine())
+    assert (stream.answer_phrase, stream.repetition_guard, stream.sentence_truncation, stream.rewrites) == (
+        None, True, True, False)
+
+
+# -- the engine streams a token nothing checks as soon as it is generated ---------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["wo-rag", "sr-rag", "sr-rag-linked"])
+def test_an_unchecked_answer_streams_each_token_as_it_is_generated(tiny_lm, fake_retriever, generated, preset) -> None:
+    rag = ActiveRAG.from_preset(preset, tiny_lm, fake_retriever, max_new_tokens=12, top_k=2)
+    seen: list[tuple[int, int]] = []  # (token position, tokens generated when it arrived)
+    for event in rag.stream("Who is the father of Kasper Schmeichel?"):
+        if isinstance(event, TokenEvent) and event.attempt == 0 and len(seen) < 12:
+            seen.append((event.position, generated[0]))
+    assert seen[:12] == [(n, n + 1) for n in range(12)]  # token n arrives when n + 1 tokens were generated
+
+
+def test_a_checked_segment_streams_after_its_check(tiny_lm, fake_retriever, generated) -> None:
+    """FL-RAG checks each 16-token window before accepting it: its first token comes once the window is written."""
+    rag = ActiveRAG.from_preset("fl-rag", tiny_lm, fake_retriever, max_new_tokens=20, top_k=1)
+    first = next(generated[0] for event in rag.stream("Who is Kasper?") if isinstance(event, TokenEvent))
+    assert first == 16

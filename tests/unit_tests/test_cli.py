@@ -131,10 +131,11 @@ def test_ask_answer_options_picks_an_option_and_says_so(tiny_dir: Path, corpus: 
 
 
 def test_ask_stream_marks_the_unfinished_sentence_the_engine_drops(tiny_dir: Path, corpus: Path, capsys) -> None:
-    """The random model writes no complete sentence in 5 tokens; the engine drops it and forces "So the answer
-    is" from position 0 of the same attempt: the stream says so instead of calling it a kept draft."""
+    """The random model writes no complete sentence in its 2 tokens (8, less the forced phrase and the answer after
+    it); the engine drops it and forces "So the answer is" (the answer options read the span after it) from position
+    0 of the same attempt: the stream says so instead of calling it a kept draft."""
     args = ["ask", "Who is older, Kasper Schmeichel or Peter Schmeichel?", "--model", str(tiny_dir), "--corpus",
-            str(corpus), "--method", "sr-rag", "--max-new-tokens", "5"]
+            str(corpus), "--method", "sr-rag", "--answer-options", "--max-new-tokens", "8"]
     assert main([*args, "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)["answer"]
     assert main([*args, "--stream"]) == 0

@@ -157,3 +157,67 @@ def test_next_hop_query_merges_the_entity_passage_with_the_question_s_next_passa
     assert second.passage_ids == ["peter", "q3", "q4"]  # round-robin, held q0 skipped in both rankings
     assert second.held_ids == ["q0", "q1", "q2", "peter", "q3", "q4"]
     assert second.details["entities"] == ["Peter"]
+
+
+class QuestionThenNames:
+    """The question's own ranking q0..q9 (each passage names a person); asked with anything else, the passage titled
+    with it (its own article), as a name lookup finds it."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        if query == QUESTION:
+            return [Passage(id=f"q{i}", title=f"Q{i}", text=f"Kasper met Person{i} Smith.") for i in range(10)][:k]
+        return [Passage(id=f"name:{query}", title=query, text=f"{query} is a person.")][:k]
+
+
+def _top_k_5_answers() -> ScriptedLM:
+    return ScriptedLM(script=lambda p: words("Kasper's father is Peter. So the answer is Peter."))
+
+
+@pytest.mark.filterwarnings("ignore:follow_links")
+@pytest.mark.parametrize("preset", ["sr-rag-linked", "look-again", "look-again-linked"])
+def test_accumulate_with_top_k_5_keeps_the_question_s_passages(preset: str) -> None:
+    """A fixed six passages kept q4 and five added ones at top_k 5: q0-q3, the passages the links came from, were
+    gone. ``accumulate``'s bound is twice top_k: the question's five and the five added stay, none is evicted."""
+    rag = ActiveRAG.from_preset(preset, _top_k_5_answers(), QuestionThenNames(), top_k=5)
+    assert rag.context.max_passages == 10 and rag.describe()["context"] == "accumulate(max_passages=10)"
+    result = rag.run(QUESTION)
+    first, second = result.retrievals
+    assert first.passage_ids == [f"q{i}" for i in range(5)] and len(second.passages) == 5
+    assert set(first.passage_ids) <= set(second.held_ids) and len(second.held_ids) == 10
+    assert first.evicted_ids == [] and second.evicted_ids == [] and second.to_dict()["evicted_ids"] == []
+    # at the default top_k the bound, and so every committed row's engine description, is the six it was
+    assert ActiveRAG.from_preset(preset, _top_k_5_answers(), QuestionThenNames()).describe()["context"] == \
+        "accumulate(max_passages=6)"
+
+
+def test_every_eviction_is_recorded_in_the_trace() -> None:
+    """An explicit bound below two retrievals evicts the oldest held passages: each is named in its retrieval's
+    ``evicted_ids`` (the trace before recorded only new passages left out, in ``dropped``)."""
+    rag = ActiveRAG.from_preset("look-again", _top_k_5_answers(), QuestionThenNames(), top_k=5,
+                                context="accumulate:max_passages=6")
+    assert rag.context.max_passages == 6  # an explicit bound is kept whatever top_k
+    first, second = rag.run(QUESTION).retrievals
+    assert second.passage_ids == [f"q{i}" for i in range(5, 10)] and second.dropped == []
+    assert second.held_ids == ["q4", "q5", "q6", "q7", "q8", "q9"]
+    assert second.evicted_ids == ["q0", "q1", "q2", "q3"] and second.to_dict()["evicted_ids"] == ["q0", "q1", "q2", "q3"]
+    # a new passage the policy does not keep is in dropped, not in evicted_ids
+    result, _, _ = run("fs-rag", lambda p: words("One is here. Two is here. So the answer is two."), top_k=2,
+                       context=AccumulateContext(max_passages=1))
+    r = result.retrievals[1]
+    assert [p.id for p in r.dropped] == ["r2-0"] and r.held_ids == ["r2-1"] and r.evicted_ids == ["r1-1"]
+
+
+def test_accumulate_follows_top_k_only_when_its_bound_is_not_given() -> None:
+    assert make_context("accumulate", top_k=5).max_passages == 10
+    assert make_context("accumulate:max_passages=4", top_k=5).max_passages == 4
+    given = AccumulateContext()
+    resolved = make_context(given, top_k=4)
+    assert resolved.max_passages == 8 and given.max_passages is None  # the instance given is not changed
+    assert make_context("rerank", top_k=9) == RerankContext()  # top_k sets no other policy's settings
+    # outside an engine the bound is six
+    six = [Passage(id=f"p{i}", title="", text="t") for i in range(8)]
+    assert [p.id for p in AccumulateContext().after_retrieval(six[:4], six[4:])] == ["p2", "p3", "p4", "p5", "p6", "p7"]

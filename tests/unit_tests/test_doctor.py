@@ -1,4 +1,4 @@
-"""``active-rag doctor`` (issue 25): the one-command check of the engine on a user's device."""
+"""``active-rag doctor``: the one-command check of the engine on a user's device."""
 
 from __future__ import annotations
 
@@ -43,3 +43,11 @@ def test_doctor_names_a_bad_method_in_one_line(tiny_dir: Path, capsys: pytest.Ca
     assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag,telepathy"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'telepathy'" in err and "dragin" in err
+
+
+def test_the_padded_attention_line_says_what_its_numbers_mean(tiny_lm) -> None:
+    detail = doctor._padded(tiny_lm, tiny_lm.prompt_ids(doctor.QUESTION))
+    assert "auto: auto" not in detail
+    assert re.search(r"\(tolerance [\d.e-]+: 0\.1% of the logits' largest magnitude [\d.]+, float32\)", detail), detail
+    assert detail.endswith("batched decoding uses the per-sequence loop on cpu (attention='auto': the padded call was "
+                           "not measured faster there)")

@@ -24,8 +24,24 @@ def test_question_type_reads_each_slice_label() -> None:
     rqa = Example(id="b", question="q", answers=["x"], kind="retrievalqa", data_source="freshqa", raw={})
     sqa = Example(id="c", question="q", answers=["no"], kind="bool", raw={"facts": []})
     hotpot = Example(id="d", question="q", answers=["x"], kind="qa", raw={"question_id": "d"})
-    assert [question_type(e) for e in (wiki, rqa, sqa, hotpot)] == ["compositional", "freshqa", "answer no", None]
-    assert question_types([wiki, rqa, sqa, hotpot]) == {"a": "compositional", "b": "freshqa", "c": "answer no"}
+    assert [question_type(e) for e in (wiki, rqa, sqa, hotpot)] == ["compositional", "freshqa", "answer no", "other"]
+    assert question_types([wiki, rqa, sqa]) == {"a": "compositional", "b": "freshqa", "c": "answer no"}
+
+
+def test_hotpotqa_questions_without_a_type_are_grouped_by_form() -> None:
+    """IRCoT's HotpotQA slices carry no bridge/comparison label: a yes/no gold answer and a question that offers
+    two options are comparisons, the rest nearly all bridge questions."""
+    def hotpot(qid: str, question: str, answer: str) -> Example:
+        return Example(id=qid, question=question, answers=[answer], kind="qa", raw={"question_id": qid})
+
+    examples = [hotpot("y", "Are Glow and Sleep both films?", "yes"),
+                hotpot("c", "Which was founded first, Tesla or Ford?", "Ford"),
+                hotpot("h", "How much does AWS or Azure charge per GB?", "2 cents"),
+                hotpot("b", "Who directed the film that starred Shirley Temple?", "Irving Reis")]
+    assert question_types(examples) == {"y": "yes/no", "c": "A or B", "h": "other", "b": "other"}
+    rows = {"sr-rag": _rows({"y": 1.0, "c": 0.0, "h": 0.5, "b": 0.5})}
+    got = {s.question_type: (s.n, s.mean) for s in scores_by_type(rows, question_types(examples), "f1")}
+    assert got == {"yes/no": (1, 1.0), "A or B": (1, 0.0), "other": (2, 0.5)}
 
 
 def test_scores_by_type_means_counts_and_intervals() -> None:

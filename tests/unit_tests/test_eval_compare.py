@@ -52,7 +52,23 @@ def test_compare_pairs_every_file_with_each_baseline(tmp_path: Path) -> None:
     # the score where every gold passage was in the final prompt: k6 held them for all four (one right)
     assert summary["k6"]["score_all_gold"] == pytest.approx(0.25) and summary["k3"]["score_all_gold"] is None
     assert "F1 when all gold" in table.splitlines()[0]
-    assert line.split(" | ")[7:9] == ["100.0", "66.7"]  # active: 2 of its 3 questions, all with the gold passages
+    assert line.split(" | ")[9:11] == ["100.0", "66.7"]  # active: 2 of its 3 questions, all with the gold passages
+    assert line.split(" | ")[6:8] == ["-", "-"]  # rows without their cost: no retriever calls, no prompt tokens
+
+
+def test_compare_reports_the_cost_of_a_question(tmp_path: Path) -> None:
+    """Retriever calls and prompt tokens read (from the prefix cache and prefilled) per question, from the rows."""
+    def costed(qid: str, calls: int, cached: int, prefilled: int) -> dict:
+        return {**_row(qid, 1.0, passages=["g1"], gold=["g1"]), "retriever_calls": calls,
+                "prompt_tokens": {"cached": cached, "prefilled": prefilled}}
+
+    files = {"linked": _write(tmp_path / "l.jsonl", [costed("a", 5, 100, 900), costed("b", 3, 0, 600)])}
+    summary, diffs = compare_rows(files, [], "hotpotqa")
+    assert summary["linked"]["retriever_calls_per_question"] == 4.0
+    assert summary["linked"]["prompt_tokens_per_question"] == 800.0
+    table = format_comparison(summary, diffs, [], "hotpotqa")
+    head, _, line = table.splitlines()
+    assert head.split(" | ")[4:6] == ["Calls/q", "Prompt tok/q"] and line.split(" | ")[4:6] == ["4.00", "800"]
 
 
 def test_compare_cli_names_a_bad_label_or_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,6 @@
-"""The second look that follows the passages' links (issue 28, ``look-again-linked``, :mod:`active_rag.linked`):
-the names the draft's passages mention, each asked alone, own articles only, ranked by the question's words."""
+"""The look that follows the passages' links (``look-again-linked``, ``sr-rag-linked``, :mod:`active_rag.linked`):
+the names the passages mention that are worth following, their own articles looked up in the retriever's name
+index (no retriever call per name), ranked by the question's words, then the question's next passages."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import pytest
 from active_rag import ActiveRAG, Passage
 from active_rag.answer_check import AnswerCheck
 from active_rag.errors import RetrieverError
-from active_rag.linked import linked_articles, linked_names, linked_sources
+from active_rag.linked import (
+    MAX_NAMES,
+    follow_links,
+    linked_articles,
+    linked_names,
+    linked_sources,
+    mentioned_names,
+    question_names,
+)
+from active_rag.name_index import NameIndex
 from tests.unit_tests.test_answer_check import _reader
 
 QUESTION = "Who directed the film that starred Annie Morton?"
@@ -20,11 +30,14 @@ E = Passage(id="e", title="Paul Smith", text="Paul Smith is a designer.")
 F = Passage(id="f", title="Paris", text="Paris is a city where a film starred many.")
 G = Passage(id="g", title="Glow Worm Cave Tours", text="Glow sticks are not a film.")
 H = Passage(id="h", title="American Scary", text="American Scary is a film that starred hosts.")
+ALL = [A, B, C, D, E, F, G, H]
 
 
 class Wiki:
     """Asked with the question: a ranking that puts the bridge article last; asked with a name: the passages whose
-    title or text holds it, a look-alike first. Records every query."""
+    title or text holds it, a look-alike first. Records every query. Its name index covers every passage."""
+
+    name_index: NameIndex | None = NameIndex.from_passages(ALL)
 
     def __init__(self) -> None:
         self.queries: list[str] = []
@@ -36,37 +49,110 @@ class Wiki:
         return [p for p in (G, H, A, B, C, D, E, F) if query in p.title or query in p.text][:k]
 
 
-def test_linked_names_are_the_passages_names_the_question_does_not_name() -> None:
-    assert linked_names([A, B], QUESTION) == ["Glow", "Paul Smith", "Paris", "American"]
-    assert linked_names([A, A], "Who met Paul Smith in Paris?") == ["Annie Morton", "Glow"]
-    assert linked_names([], QUESTION) == []
+class PlainWiki(Wiki):
+    """The same retriever without a name index: it can only be asked, once per name."""
+
+    name_index = None
+
+
+def test_mentioned_names_are_the_passages_names_the_question_does_not_name() -> None:
+    assert mentioned_names([A, B], QUESTION) == ["Glow", "Paul Smith", "Paris", "American"]
+    assert mentioned_names([A, A], "Who met Paul Smith in Paris?") == ["Annie Morton", "Glow"]
+    assert mentioned_names([], QUESTION) == []
     # a sentence's end ends a name: not "Howard Dimsdale. It"
     told = Passage(id="t", title="Glow (film)", text="It was written by Howard Dimsdale. It starred Paul Smith.")
-    assert linked_names([told], QUESTION) == ["Howard Dimsdale", "Paul Smith"]
+    assert mentioned_names([told], QUESTION) == ["Howard Dimsdale", "Paul Smith"]
+
+
+def test_names_leave_out_the_words_that_open_a_sentence() -> None:
+    text = ("Despite the delay, Orion shipped in May. Overall, sales grew. Furthermore Vega was late. "
+            "Despite Smith's doubts it sold. Sales fell in June.")
+    names = mentioned_names([Passage(id="p", title="", text=text)], "When did the product ship?")
+    # "Despite", "Overall", "Furthermore" open sentences; "Despite Smith" names Smith; "Sales" is written in lower
+    # case elsewhere in the passages, so it opens a sentence too; months are dates, not names
+    assert names == ["Orion", "Vega", "Smith"]
+    # adjectives and numbers open sentences as names
+    text = "New York hosted it. First Lady Eleanor Roosevelt came. One Direction sang. However, nobody left."
+    assert mentioned_names([Passage(id="n", title="", text=text)], "Who came?") == [
+        "New York", "First Lady Eleanor Roosevelt", "One Direction"]
 
 
 def test_linked_articles_are_own_articles_ranked_by_the_question_then_its_next_passages() -> None:
     wiki = Wiki()
     found = linked_articles(wiki, [A, B], QUESTION, 3, held={"a", "b"})
-    # own articles only ("Glow Worm Cave Tours" is not Glow's, "American Scary" not American's); "Paris" shares "film" and "starred" with the question,
-    # "Glow (film)" shares "film", "Paul Smith" nothing; the held passages never come back
+    # own articles only ("Glow Worm Cave Tours" is not Glow's, "American Scary" not American's); "Paris" shares "film"
+    # and "starred" with the question, "Glow (film)" "directed", "Paul Smith" nothing; held passages never come back
     assert [p.id for p in found] == ["f", "c", "e"]
-    assert wiki.queries == ["Glow", "Paul Smith", "Paris", "American", QUESTION]
-    # fewer articles than k: the question's next-ranked passages fill up, without repeating one
-    assert [p.id for p in linked_articles(Wiki(), [B], QUESTION, 3, held={"a", "b"})] == ["d", "f", "e"]
+    assert wiki.queries == []  # every article came from the name index: the retriever was not asked
+    # fewer articles than k: the question's next-ranked passages fill up (one call), without repeating one
+    fill = Wiki()
+    assert [p.id for p in linked_articles(fill, [B], QUESTION, 3, held={"a", "b"})] == ["d", "f", "e"]
+    assert fill.queries == [QUESTION]
     # where each came from: a name's own article, or the question's next passage (None)
     assert [(p.id, name) for p, name in linked_sources(Wiki(), [A, B], QUESTION, 4, held={"a", "b"})] == [
         ("f", "Paris"), ("c", "Glow"), ("e", "Paul Smith"), ("d", None)]
     assert linked_articles(Wiki(), [A], QUESTION, 0) == []
+    links = follow_links(Wiki(), [A, B], QUESTION, 3, held={"a", "b"})
+    assert links.names == ["Paris", "Glow", "Paul Smith"]  # followed, best first: "American" has no article
+    assert links.articles == {"f": "Paris", "c": "Glow", "e": "Paul Smith"} and links.retriever_calls == 0
 
 
-def test_a_failing_retriever_names_the_name_it_was_asked() -> None:
-    class Broken:
+def test_linked_retrieval_makes_no_retriever_call_per_name() -> None:
+    from active_rag.retrieval import BM25Index
+
+    class Counting:
+        def __init__(self, index: BM25Index) -> None:
+            self.index, self.calls = index, 0
+
+        def retrieve(self, query: str, k: int) -> list[Passage]:
+            self.calls += 1
+            return self.index.retrieve(query, k)
+
+    names = ["Ada Byron", "Ben Carter", "Cleo Dunn", "Dora Ellis", "Emil Frost", "Fay Grant", "Gus Hale", "Hana Ito",
+             "Ivo Jones", "Jan Kerr"]
+    people = [Passage(id=f"p{i}", title=name, text=f"{name} is a director.") for i, name in enumerate(names)]
+    hub = Passage(id="hub", title="Hub", text=" ".join(f"It met {name}." for name in names))
+    retriever = Counting(BM25Index.from_passages([hub, *people]))
+    links = follow_links(retriever, [hub], "Which director did the hub meet?", 3, held={"hub"})
+    assert retriever.calls == 0 and links.retriever_calls == 0 and len(links.passages) == 3
+    # ten names, each with an article: at most MAX_NAMES are followed, in mention order when they tie
+    assert links.names == names[:MAX_NAMES]
+    # the same names asked one by one of a retriever without a name index: one call each, capped, and a warning
+    plain = PlainWiki()
+    with pytest.warns(UserWarning, match="has no name index"):
+        follow_links(plain, [A, B], QUESTION, 3, held={"a", "b"})
+    assert plain.queries == ["Glow", "Paul Smith", "Paris", "American"]
+
+
+def test_names_leave_out_the_titles_the_prompt_holds_and_the_questions_names_it_holds() -> None:
+    # the passage's own subject (Glow) is not followed; the question's Annie Morton is, as her article is not held
+    own = Passage(id="o", title="Glow (film)", text="Glow was directed by Terry Richardson. Glow met Paul Smith.")
+    links = follow_links(Wiki(), [own], QUESTION, 3, held={"o"})
+    assert links.names == ["Annie Morton", "Paul Smith"] and links.articles == {"a": "Annie Morton", "e": "Paul Smith"}
+    # with Annie Morton's articles in the prompt, the question's names are not followed, nor a held article's name
+    held = follow_links(Wiki(), [A], QUESTION, 3, held={"a", "b", "c"})
+    assert held.names == ["Paris", "Paul Smith"] and "c" not in held.articles
+    assert linked_names([A, B], QUESTION) == ["Glow", "Paul Smith", "Paris", "American"]  # no retriever: no ranking
+    assert linked_names([A, B], QUESTION, Wiki(), held={"a", "b"}) == ["Paris", "Glow", "Paul Smith"]
+
+
+def test_the_questions_own_names_bring_the_article_the_first_retrieval_missed() -> None:
+    assert question_names("Who is older, Annie Morton or Terry Richardson?") == ["Annie Morton", "Terry Richardson"]
+    terry = Passage(id="t", title="Terry Richardson", text="Terry Richardson (born 1965) is a photographer.")
+    wiki = type("WikiT", (Wiki,), {"name_index": NameIndex.from_passages([*ALL, terry])})()
+    links = follow_links(wiki, [A], "Who is older, Annie Morton or Terry Richardson?", 1, held={"a"})
+    assert links.articles == {"t": "Terry Richardson"} and wiki.queries == []  # Glow's article ties: asked first
+
+
+def test_a_failing_retriever_names_the_query_it_was_asked() -> None:
+    class Broken(PlainWiki):
         def retrieve(self, query: str, k: int) -> list[Passage]:
             raise OSError("index gone")
 
-    with pytest.raises(RetrieverError, match="'Glow'.*index gone"):
+    with pytest.warns(UserWarning), pytest.raises(RetrieverError, match="'Glow'.*index gone"):
         linked_articles(Broken(), [A], QUESTION, 2)
+    with pytest.raises(RetrieverError, match="Who directed.*index gone"):  # with an index: only the question is asked
+        linked_articles(type("BrokenIndexed", (Broken,), {"name_index": Wiki.name_index})(), [D], QUESTION, 2)
 
 
 def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> None:
@@ -78,11 +164,12 @@ def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> N
     assert rag.describe()["answer_check"]["query"] == "linked"
     look = result.retrievals[1]
     assert look.formulator == "linked"
-    # which passage is which name's own article: in the trace, its JSON and the CLI's printout
-    assert look.details == {"names": ["Glow", "Paul Smith", "Paris", "American"], "articles": {"f": "Paris", "c": "Glow"}}
+    # the names followed, best first, as a list, and which passage is which name's own article: in the trace, its
+    # JSON and the CLI's printout; the query is the question, and the look asked the retriever nothing
+    assert look.details == {"names": ["Paris", "Glow", "Paul Smith"], "articles": {"f": "Paris", "c": "Glow"}}
     assert look.to_dict()["linked_articles"] == {"f": "Paris", "c": "Glow"}
     assert "linked_articles" not in result.retrievals[0].to_dict()
-    assert look.query == " | ".join(["Glow", "Paul Smith", "Paris", "American", QUESTION])
+    assert look.query == QUESTION and wiki.queries == [QUESTION]
     assert look.new_ids == ["f", "c"] and result.final_passage_ids == ["a", "b", "f", "c"]
     assert "directed by Terry Richardson" in prompts[-1]
     assert result.answer.endswith("So the answer is Terry Richardson.") and result.answer_check["kept"] == "second"
@@ -173,8 +260,12 @@ def test_the_recall_table_counts_prompts_that_hold_every_gold_passage() -> None:
     assert table["first"]["all_gold"] == 0.0
     # the question's next two are d and f: q2 only; the linked two are f and c: q1 only; c is the one the question's
     # ranking would not have added (f it would), and it is gold for q1, not for q2
-    assert table["question"] == {"all_gold": 50.0, "new_evidence": 50.0, "linked": 0.0, "linked_without_gold": 0.0}
-    assert table["linked"] == {"all_gold": 50.0, "new_evidence": 50.0, "linked": 1.0, "linked_without_gold": 0.5}
+    assert table["question"] == {"all_gold": 50.0, "new_evidence": 50.0, "linked": 0.0, "linked_without_gold": 0.0,
+                                 "calls": 2.0, "max_calls": 2.0}
+    assert table["linked"] == {"all_gold": 50.0, "new_evidence": 50.0, "linked": 1.0, "linked_without_gold": 0.5,
+                               "calls": 1.0, "max_calls": 1.0}  # the first retrieval only: k filled from the name index
+    # the look before the name index finds the same two, asking the retriever once per name (four) and the question
+    assert table["per-name"] == {**table["linked"], "calls": 6.0, "max_calls": 6.0}
     with pytest.raises(ValueError, match="gold passage ids"):
         recall_table(Wiki(), examples[2:])
 
@@ -192,3 +283,24 @@ def test_the_recall_tool_names_a_missing_data_folder(tmp_path, capsys: pytest.Ca
     assert main(["--dataset", "hotpotqa", "--data-dir", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: The hotpotqa question file") and "nowhere" in err.splitlines()[0]
+
+
+def test_the_recall_tool_hides_titles_and_measures_the_name_index_by_the_real_ones() -> None:
+    from active_rag.evaluation.datasets import Example
+    from active_rag.evaluation.linked_recall import hide_titles, name_index_hits, recall_table
+    from active_rag.retrieval import BM25Index
+
+    index = BM25Index.from_passages(ALL)
+    hidden = hide_titles(index)
+    assert [p.title for p in hidden.passages][:2] == ["doc-0.txt", "doc-1.txt"]
+    assert [p.id for p in hidden.passages] == [p.id for p in ALL]  # the gold passages are the same passages
+    titles = {p.id: p.title for p in ALL}
+    examples = [Example(id="q1", question=QUESTION, answers=["x"], kind="qa", gold_passage_ids=["c", "e"])]
+    # by text alone: "Glow (film)" finds C ("Glow was ...") first and G ("Glow sticks ...") after it
+    assert name_index_hits(hidden.name_index, examples, titles) == {"gold": 2, "first": 100.0, "found": 100.0,
+                                                                     "passages": 1.5}
+    # the first two passages are A and B; their links, found by text alone, are Paris's and Glow's: the look that
+    # needed titles finds neither
+    table = recall_table(hidden, [Example(id="q", question=QUESTION, answers=["x"], kind="qa",
+                                          gold_passage_ids=["a", "c"])], top_k=2, more=2)
+    assert table["per-name"]["all_gold"] == 0.0 and table["linked"]["all_gold"] == 100.0

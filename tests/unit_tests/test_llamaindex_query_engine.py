@@ -113,13 +113,50 @@ def test_query_source_nodes_are_the_retrieved_nodes(tiny_lm: ActiveLM) -> None:
     assert response.response == response.response.strip() and len(tiny_lm.encode(response.response)) > 0
 
 
-def test_a_shared_retriever_is_never_reconfigured(tiny_lm: ActiveLM) -> None:
+def test_a_shared_retriever_is_never_reconfigured_and_a_copy_fetches_the_top_k(tiny_lm: ActiveLM) -> None:
     retriever = FakeLIRetriever(similarity_top_k=2)
+    engine = ActiveRAGQueryEngine(tiny_lm, retriever, preset="sr-rag", top_k=3, max_new_tokens=4)
+    response = engine.query(QUESTION)
+    assert retriever.seen_top_k == [3] and retriever.similarity_top_k == 2  # a copy answered with 3; never changed
+    assert node_ids(response) == ["r1-0", "r1-1", "r1-2"]
+
+
+class _FixedTopK(FakeLIRetriever):
+    """A retriever whose ``similarity_top_k`` cannot be set."""
+
+    @property  # type: ignore[override]
+    def similarity_top_k(self) -> int:
+        return 2
+
+    @similarity_top_k.setter
+    def similarity_top_k(self, value: int) -> None:
+        raise AttributeError("similarity_top_k is fixed")
+
+
+def test_a_retriever_whose_top_k_cannot_be_set_is_used_as_built_with_a_warning(tiny_lm: ActiveLM) -> None:
+    retriever = _FixedTopK(similarity_top_k=None)
     with pytest.warns(UserWarning, match=r"returns 2 nodes per query \(similarity_top_k=2\) but the engine asks for top_k=3"):
         engine = ActiveRAGQueryEngine(tiny_lm, retriever, preset="sr-rag", top_k=3, max_new_tokens=4)
-    response = engine.query(QUESTION)
-    assert retriever.seen_top_k == [2] and retriever.similarity_top_k == 2  # as built: 2 passages, never changed
-    assert node_ids(response) == ["r1-0", "r1-1"]
+    assert node_ids(engine.query(QUESTION)) == ["r1-0", "r1-1"]
+
+
+class _Ranked(FakeLIRetriever):
+    """Ranks the same nodes for every query: ``p0``, ``p1``, ... (``similarity_top_k`` of them)."""
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.seen_top_k.append(self.similarity_top_k)
+        return [NodeWithScore(node=TextNode(id_=f"p{i}", text=f"Passage {i}.", metadata={"title": f"P{i}"}), score=1.0 / (i + 1))
+                for i in range(self.similarity_top_k)]
+
+
+def test_the_linked_look_fetches_the_next_passages_past_those_held(tiny_lm: ActiveLM) -> None:
+    """``look-again-linked`` asks for ``top_k`` passages beyond those the prompt holds: a retriever built with
+    ``similarity_top_k=top_k`` answers through a copy set to that many, so the look adds the next ``top_k``."""
+    retriever = _Ranked(similarity_top_k=2)
+    engine = ActiveRAGQueryEngine(tiny_lm, retriever, preset="look-again-linked", top_k=2, max_new_tokens=8)
+    first, look = engine.query(QUESTION).metadata["retrievals"]
+    assert first["passage_ids"] == ["p0", "p1"] and look["new_ids"] == ["p2", "p3"]
+    assert retriever.similarity_top_k == 2
 
 
 def test_a_retriever_factory_is_built_once_per_k(tiny_lm: ActiveLM) -> None:
@@ -197,8 +234,10 @@ def test_streaming_yields_tokens_and_fills_sources_when_done(tiny_lm: ActiveLM) 
     engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=2, max_new_tokens=20, streaming=True)
     streaming = engine.query(QUESTION)
     assert isinstance(streaming, StreamingResponse)
-    # lazy: nothing ran yet
-    assert streaming.source_nodes == [] and streaming.metadata["complete"] is False and streaming.metadata["retrievals"] == []
+    # the engine ran up to its first token: FL-RAG retrieved with the question, and its first window, checked
+    # before it is streamed, retrieved at 16
+    assert node_ids(streaming) == ["r1-0", "r1-1", "r2-0", "r2-1"] and streaming.metadata["complete"] is False
+    assert [r["position"] for r in streaming.metadata["retrievals"]] == [0, 16]
     tokens = list(streaming.response_gen)
     # one piece per token that adds text (AnswerStream): they join to the engine's answer exactly
     assert 10 < len(tokens) <= 20 and "".join(tokens) == full.response
@@ -232,6 +271,39 @@ def test_async_streaming(tiny_lm: ActiveLM) -> None:
     response, tokens = asyncio.run(run())
     assert 6 < len(tokens) <= 12 and "".join(tokens) == full.response
     assert response.metadata["complete"] is True and node_ids(response) == node_ids(full) == ["r1-0", "r1-1"]
+
+
+@pytest.mark.parametrize("preset", ["wo-rag", "sr-rag"])
+def test_streaming_yields_the_first_token_before_generation_is_finished(tiny_lm: ActiveLM, generated: list[int],
+                                                                        preset: str) -> None:
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset=preset, top_k=2, max_new_tokens=12, streaming=True)
+    streaming = engine.query(QUESTION)
+    arrivals = [generated[0] for piece in streaming.response_gen if piece]
+    assert arrivals[0] <= 2 and len(arrivals) > 6  # the first piece after one or two tokens (a lone space waits)
+
+
+def test_streaming_source_nodes_are_known_before_the_first_token(tiny_lm: ActiveLM, generated: list[int]) -> None:
+    """SR-RAG retrieves before its first token: the response holds its nodes before ``response_gen`` is read."""
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="sr-rag", top_k=2, max_new_tokens=12, streaming=True)
+    streaming = engine.query(QUESTION)
+    assert node_ids(streaming) == ["r1-0", "r1-1"] and generated[0] <= 1 and streaming.metadata["complete"] is False
+    assert streaming.metadata["retrievals"][0]["passage_ids"] == ["r1-0", "r1-1"]
+
+    async def run() -> list[str]:
+        response = await engine.aquery(QUESTION)
+        assert node_ids(response) == ["r2-0", "r2-1"]  # a second question: the recording retriever's second call
+        return [t async for t in response.async_response_gen()]
+
+    assert asyncio.run(run())
+
+
+def test_responses_carry_the_short_answer(tiny_lm: ActiveLM) -> None:
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="look-again", top_k=2, max_new_tokens=12)
+    response = engine.query(QUESTION)
+    direct = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), top_k=2,
+                                   max_new_tokens=12).run(QUESTION)
+    assert response.response == direct.answer and response.metadata["short_answer"] == direct.short_answer
+    assert direct.answer.startswith("So the answer is") and direct.short_answer != direct.answer  # the preset's phrase
 
 
 # -- BM25Retriever -------------------------------------------------------------------------------------
@@ -485,11 +557,12 @@ def test_an_answer_written_again_streams_and_reports_as_the_engines(tiny_lm: Act
     written from; the kept draft's replay is not a third."""
     from llama_index.core.instrumentation.events.llm import LLMCompletionEndEvent, LLMCompletionStartEvent
 
+    # without the preset's answer phrase: the random model writes no sentence, so the forced phrase would rewind it
     direct = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), top_k=2,
-                                   max_new_tokens=12).run(QUESTION)
+                                   max_new_tokens=12, answer_phrase=None).run(QUESTION)
     assert direct.answer_check is not None and direct.answer_check["second"] is not None  # it looked again
     engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="look-again", top_k=2, max_new_tokens=12,
-                                  streaming=True)
+                                  answer_phrase=None, streaming=True)
     response = engine.query(QUESTION)
     assert isinstance(response, StreamingResponse)
     assert "".join(response.response_gen).strip() == direct.answer

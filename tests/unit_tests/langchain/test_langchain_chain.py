@@ -38,7 +38,7 @@ def _dedup_ids(trace: list[dict[str, Any]]) -> list[str]:
 
 def test_invoke_output_maps_passages_back_to_the_original_documents(tiny_lm, lc_retriever, lc_documents):
     out = ActiveRAG(tiny_lm, lc_retriever, **FL).invoke(QUESTION)
-    assert set(out) == {"answer", "documents", "trace"}
+    assert set(out) == {"answer", "short_answer", "documents", "trace"}
     assert isinstance(out["answer"], str) and out["answer"]
     trace = out["trace"]
     assert len(trace) == 2 and trace[0]["position"] == 0 and trace[0]["query"] == QUESTION
@@ -89,7 +89,7 @@ def _check_stream(chunks: list[dict[str, Any]], tokens_expected: int) -> dict[st
     """The chunks are AddableDicts that add up to the output; retrievals first (FL-RAG), then answer text."""
     assert all(isinstance(c, AddableDict) for c in chunks)
     total = _add(chunks)
-    assert set(total) == {"answer", "documents", "trace"}
+    assert set(total) == {"answer", "short_answer", "documents", "trace"}
     pieces = [c["answer"] for c in chunks if "answer" in c]
     assert "".join(pieces) == total["answer"] and total["answer"] == total["answer"].strip()
     assert 0 < len(pieces) <= tokens_expected  # whitespace-only tokens travel with the next piece
@@ -100,8 +100,9 @@ def _check_stream(chunks: list[dict[str, Any]], tokens_expected: int) -> dict[st
     assert [document_id(d) for c in retrievals for d in c["documents"]] == _dedup_ids(total["trace"])
     # the engine streams a segment's tokens once it accepts them: FL-RAG retrieves with the input, generates
     # a 16-token window, retrieves after it (position 16), then accepts the window and goes on
-    kinds = ["t" if "answer" in c else "r" for c in chunks]
-    assert kinds == ["r", "r"] + ["t"] * len(pieces)
+    kinds = ["t" if "answer" in c else "r" if "trace" in c else "s" for c in chunks]
+    assert kinds == ["r", "r"] + ["t"] * len(pieces) + ["s"]  # the short answer last, once the answer is known
+    assert chunks[-1] == {"short_answer": total["short_answer"]}
     assert [r["position"] for r in total["trace"]] == [0, 16]
     return total
 
@@ -119,7 +120,7 @@ def test_pick_answer_streams_plain_text(tiny_lm, bm25_retriever):
     assert pieces and all(isinstance(p, str) for p in pieces)
     assert "".join(pieces) == rag.invoke(QUESTION)["answer"]
     assert _add(list(rag.pick(["documents", "trace"]).stream(QUESTION))) == {
-        k: v for k, v in rag.invoke(QUESTION).items() if k != "answer"
+        k: v for k, v in rag.invoke(QUESTION).items() if k not in ("answer", "short_answer")
     }
 
 
@@ -366,3 +367,50 @@ async def test_astream_stops_generation_when_the_consumer_stops(tiny_lm, lc_retr
         if len(seen) == 3:
             break
     assert len(seen) == 3
+
+
+@pytest.mark.parametrize("preset", ["wo-rag", "sr-rag"])
+def test_stream_yields_the_first_token_before_generation_is_finished(tiny_lm, bm25_retriever, generated, preset):
+    """A method whose answer no check reads streams each token as it is generated (``generated`` counts them)."""
+    rag = ActiveRAG(tiny_lm, bm25_retriever, preset=preset, max_new_tokens=12)
+    arrivals = [generated[0] for piece in rag.pick("answer").stream(QUESTION) if piece]
+    assert arrivals[0] <= 2 and len(arrivals) > 6  # the first piece after one or two tokens (a lone space waits)
+
+
+async def test_astream_yields_the_first_token_before_generation_is_finished(tiny_lm, bm25_retriever, generated):
+    rag = ActiveRAG(tiny_lm, bm25_retriever, preset="sr-rag", max_new_tokens=12)
+    async for chunk in rag.astream(QUESTION):
+        if chunk.get("answer"):
+            assert generated[0] <= 2
+            break
+    else:
+        raise AssertionError("no answer chunk")
+
+
+def test_with_config_switches_settings_without_as_configurable(tiny_lm, lc_retriever):
+    rag = ActiveRAG(tiny_lm, lc_retriever, trigger="fixed-length", max_new_tokens=20)
+    once = rag.with_config(configurable={"preset": "sr-rag", "trigger": None, "top_k": 2}).invoke(QUESTION)
+    assert [(r["trigger"], r["position"], len(r["passage_ids"])) for r in once["trace"]] == [("once", 0, 2)]
+    assert rag.invoke(QUESTION, {"configurable": {"trigger": "never"}})["trace"] == []
+    # a per-call keyword comes first
+    assert rag.invoke(QUESTION, {"configurable": {"trigger": "never"}}, trigger="once")["trace"][0]["trigger"] == "once"
+
+
+def test_input_and_output_schemas_name_the_fields(tiny_lm, lc_retriever):
+    rag = ActiveRAG(tiny_lm, lc_retriever, preset="sr-rag")
+    output = rag.output_schema.model_json_schema()
+    assert set(output["properties"]) == {"answer", "short_answer", "documents", "trace", "route"}
+    assert set(output["required"]) == {"answer", "short_answer", "documents", "trace"} and output["title"] == "ActiveRAGOutput"
+    assert "question" in str(rag.input_schema.model_json_schema())
+
+
+def test_the_signature_shows_every_public_parameter():
+    import inspect
+
+    params = inspect.signature(ActiveRAG).parameters
+    assert list(params)[:2] == ["model", "retriever"]
+    assert set(params) == set(ActiveRAG.model_fields)
+    for name, field in ActiveRAG.model_fields.items():
+        if name not in ("model", "engine_options"):
+            assert params[name].default == field.default, name
+        assert params[name].annotation is not inspect.Parameter.empty, name

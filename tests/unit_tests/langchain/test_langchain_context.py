@@ -76,12 +76,14 @@ def test_the_traced_runs_show_what_each_answer_was_written_from(tiny_lm, bm25_re
     """``look-again`` on a random model: the draft (the question's first passages) and the second answer (every
     passage the prompt holds after the look) are two chat-model runs whose prompts hold exactly those passages;
     the kept draft's replay is not a third run."""
+    # without the preset's answer phrase: the random model writes no sentence, so the forced phrase would rewind it
     engine = active_rag.ActiveRAG.from_preset("look-again", tiny_lm, bm25_retriever.index, max_new_tokens=16,
-                                              top_k=2).run(QUESTION)
+                                              top_k=2, answer_phrase=None).run(QUESTION)
     assert engine.answer_check is not None and engine.answer_check["second"] is not None  # it looked again
     first, second = engine.retrievals
     runs = _ChatRuns()
-    ActiveRAG(tiny_lm, bm25_retriever, preset="look-again", max_new_tokens=16, top_k=2).invoke(QUESTION, {"callbacks": [runs]})
+    ActiveRAG(tiny_lm, bm25_retriever, preset="look-again", max_new_tokens=16, top_k=2,
+              answer_phrase=None).invoke(QUESTION, {"callbacks": [runs]})
     assert len(runs.prompts) == 2
     by_id = {p.id: p for r in engine.retrievals for p in r.passages}
     for prompt, held in zip(runs.prompts, [first.held_ids, second.held_ids], strict=True):

@@ -68,7 +68,7 @@ def test_vanilla_mode_and_chat_model_llm(tiny_lm, lc_retriever):
 def test_routes_to_retrieve_and_merges_the_route(tiny_lm, lc_retriever):
     router = _router(tiny_lm, lc_retriever, True)
     out = router.invoke(QUESTION)
-    assert set(out) == {"answer", "documents", "trace", "route"}
+    assert set(out) == {"answer", "short_answer", "documents", "trace", "route"}
     assert out["route"] == {"retrieve": True, "router": "stub", "raw_output": "[Yes]."}
     assert lc_retriever.queries == [QUESTION]
 
@@ -91,7 +91,7 @@ def test_stream_starts_with_the_route_and_adds_up_to_the_output(tiny_lm, lc_retr
     lc_retriever.queries.clear()
     assert total == router.invoke(QUESTION)
     if retrieve:
-        assert set(total) == {"answer", "documents", "trace", "route"} and len(chunks) > 3
+        assert set(total) == {"answer", "short_answer", "documents", "trace", "route"} and len(chunks) > 3
     else:
         assert all(set(c) == {"output"} for c in chunks[1:]) and len(chunks) > 2  # the direct chain's text, streamed
         assert set(total) == {"output", "route"}

@@ -1,0 +1,111 @@
+"""One answer format everywhere, and what ``active-rag ask QUESTION`` runs with no ``--model`` or ``--method``: the
+strongest installed registry model and ``sr-rag-linked``, named as such in the header. The model is the tiny one
+saved to a folder (``tiny_dir``, tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from active_rag import ActiveLM, ActiveRAG, BM25Index, registry
+from active_rag.ask_defaults import ASK_MODELS, default_ask_method, default_ask_model
+from active_rag.cli import build_parser, main
+
+QUESTION = "Who is Kasper Schmeichel?"
+
+
+def _loadable(names: set[str]) -> Any:
+    def status(name: str) -> Any:
+        return registry.ModelStatus(name=name, installed=name in names, gguf_path=None, converted=False, description="")
+
+    return status
+
+
+@pytest.mark.parametrize(("installed", "expected"), [
+    ({"smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, "qwen2.5-coder-1.5b"),
+    ({"smollm2", "qwen2.5-coder-0.5b"}, "qwen2.5-coder-0.5b"),
+    ({"smollm2"}, "smollm2"),
+    (set(), "smollm2"),
+])
+def test_the_default_model_is_the_strongest_installed(installed: set[str], expected: str) -> None:
+    assert default_ask_model(installed.__contains__) == expected
+    assert ASK_MODELS[-1] == registry.DEFAULT_MODEL
+
+
+def test_ask_without_model_or_method_runs_the_default_method_on_the_strongest_model(
+        monkeypatch, tiny_dir: Path, corpus: Path, capsys) -> None:
+    monkeypatch.setattr(registry, "model_status", _loadable({"smollm2", "qwen2.5-coder-0.5b"}))
+    loaded: list[str | None] = []
+
+    def load(name: str | None, **options: Any) -> ActiveLM:
+        loaded.append(name)
+        return ActiveLM.load(str(tiny_dir))
+
+    monkeypatch.setattr("active_rag.cli.load_model", load)
+    assert main(["ask", QUESTION, "--corpus", str(corpus), "--max-new-tokens", "6"]) == 0
+    out = capsys.readouterr().out
+    assert loaded == ["qwen2.5-coder-0.5b"]
+    assert "Method:   sr-rag-linked" in out and default_ask_method() == "sr-rag-linked"
+    assert "Short answer: " in out
+
+
+def test_ask_help_says_the_defaults() -> None:
+    ask = build_parser()._subparsers._group_actions[0].choices["ask"]  # type: ignore[union-attr]
+    helps = {a.dest: a.help or "" for a in ask._actions}
+    assert "default sr-rag-linked" in helps["method"] and "sr-rag with --endpoint" in helps["method"]
+    assert "qwen2.5-coder-1.5b, else qwen2.5-coder-0.5b, else smollm2" in helps["model"]
+
+
+@pytest.mark.parametrize("method", ["wo-rag", "dragin"])
+def test_a_preset_answers_in_one_format_in_the_cli_and_in_python(tiny_dir: Path, corpus: Path, capsys,
+                                                                 method: str) -> None:
+    """No answer phrase of the CLI's own: a preset that reads no answer span answers as the model wrote it."""
+    assert main(["ask", QUESTION, "--model", str(tiny_dir), "--corpus", str(corpus), "--method", method,
+                 "--max-new-tokens", "10", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    python = ActiveRAG.from_preset(method, ActiveLM.load(str(tiny_dir)), BM25Index.from_path(corpus),
+                                   max_new_tokens=10).run(QUESTION)
+    assert (cli["answer"], cli["short_answer"]) == (python.answer, python.short_answer)
+
+
+def test_a_preset_that_reads_the_answer_span_forces_its_phrase_everywhere(tiny_lm: ActiveLM, fake_retriever) -> None:
+    """``look-again`` checks the span after "So the answer is": from Python too, the phrase is forced, so the check
+    reads an answer instead of finding none and looking again every time."""
+    rag = ActiveRAG.from_preset("look-again", tiny_lm, fake_retriever, max_new_tokens=12, top_k=2)
+    assert rag.answer_phrase == "So the answer is"
+    result = rag.run(QUESTION)
+    assert result.answer_check is not None and result.answer_check["draft"]["tokens"] > 0
+    assert result.short_answer == result.answer_check["draft" if result.answer_check["kept"] == "draft" else "second"]["answer"]
+    assert ActiveRAG(tiny_lm, fake_retriever, trigger="once", answer_check=True).answer_phrase == "So the answer is"
+    assert ActiveRAG(tiny_lm, fake_retriever, trigger="once").answer_phrase is None
+    assert ActiveRAG(tiny_lm, fake_retriever, trigger="once", answer_check=True, answer_phrase=None).answer_phrase is None
+
+
+def test_the_short_answer_is_the_span_after_the_answer_phrase() -> None:
+    from active_rag import ActiveRAGResult
+
+    result = ActiveRAGResult(question="q", answer="He is Danish. So the answer is Peter Schmeichel.", method="m")
+    assert result.short_answer == "Peter Schmeichel" and result.to_dict()["short_answer"] == "Peter Schmeichel"
+    assert ActiveRAGResult(question="q", answer="Peter Schmeichel", method="m").short_answer == "Peter Schmeichel"
+
+
+def test_a_draft_kept_after_looking_again_says_why(tiny_lm: ActiveLM, fake_retriever) -> None:
+    """Without the phrase neither answer has a span: the check ties, keeps the draft and records that reason."""
+    result = ActiveRAG.from_preset("look-again", tiny_lm, fake_retriever, max_new_tokens=12, top_k=2,
+                                   answer_phrase=None).run(QUESTION)
+    check = result.answer_check
+    assert check is not None and check["fired"] and check["second"] is not None and check["kept"] == "draft"
+    assert check["reason"].startswith("neither answer has an answer span")
+
+
+def test_the_header_names_the_method_as_help_does(tiny_dir: Path, corpus: Path, capsys) -> None:
+    """``--theta`` alone tunes DRAGIN's threshold: the header says ``dragin``; a trigger of the user's own is
+    named ``trigger+query``."""
+    base = ["ask", QUESTION, "--model", str(tiny_dir), "--corpus", str(corpus), "--max-new-tokens", "4"]
+    assert main([*base, "--theta", "0.5"]) == 0
+    assert "Method:   dragin (theta 0.5: user)" in capsys.readouterr().out
+    assert main([*base, "--trigger", "fixed-length"]) == 0
+    assert "Method:   fixed-length+attention" in capsys.readouterr().out
