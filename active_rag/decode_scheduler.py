@@ -220,7 +220,7 @@ class DecodeScheduler:
             try:
                 out = self.model(
                     input_ids=input_ids,
-                    past_key_values=RaggedCache(ragged),
+                    cache=RaggedCache(ragged),
                     position_ids=position_ids,
                     use_cache=True,
                     logits_to_keep=1,

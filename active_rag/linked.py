@@ -153,36 +153,14 @@ def _warn_no_index(retriever: Any) -> None:
 
 
 def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
-                 held: set[str] | frozenset[str] = frozenset()) -> Links:
+                 held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True) -> Links:
     """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
-    that ``passages`` mention, then the question's next-ranked ones (see the module's docstring)."""
+    that ``passages`` mention (and, with a name index and ``with_question_names``, that the question mentions),
+    then the question's next-ranked ones (see the module's docstring)."""
     links = Links()
     if k < 1:
         return links
-    asked = set(content_words(question))
-    index = name_index_of(retriever)
-    held_ids = set(held) | {p.id for p in passages}
-    own = _own_names(passages)
-    candidates = [n for n in mentioned_names(passages, question) if name_key(n) not in own]
-    if index is None:
-        _warn_no_index(retriever)
-        candidates = candidates[:MAX_NAMES]
-        rankings = fetch_rankings(retriever, candidates, PER_NAME, held)
-        links.retriever_calls += len(candidates)
-        found = {n: _articles_in(r, n) for n, r in zip(candidates, rankings)}
-    else:  # the question's own names first: an article of theirs the first retrieval missed costs nothing here
-        asked_names = [n for n in question_names(question) if name_key(n) not in own]
-        candidates = asked_names + [n for n in candidates if n not in asked_names]
-        found = {n: index.articles(n) for n in candidates}
-    ranked: list[tuple[int, int, str, Passage]] = []
-    for order, name in enumerate(candidates):
-        articles = found[name]
-        if not articles or any(a.id in held_ids for a in articles):  # nothing to read, or the prompt holds it
-            continue
-        best = max(articles, key=lambda a: _overlap(asked, a))  # max keeps the first of equals: corpus order
-        ranked.append((-_overlap(asked, best), order, name, best))
-    ranked.sort(key=lambda r: r[:2])
-    for *_, name, best in ranked[:MAX_NAMES]:
+    for name, best in _followed(retriever, passages, question, held, with_question_names, links):
         links.names.append(name)
         if all(best.id != f.id for f, _ in links.sources):
             links.sources.append((best, name))
@@ -196,6 +174,36 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     return links
 
 
+def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: set[str] | frozenset[str],
+              with_question_names: bool, links: Links) -> list[tuple[str, Passage]]:
+    """The names worth following, best first (at most :data:`MAX_NAMES`), each with its best passage; the calls a
+    retriever without a name index gets are counted in ``links``."""
+    asked = set(content_words(question))
+    index = name_index_of(retriever)
+    held_ids = set(held) | {p.id for p in passages}
+    own = _own_names(passages)
+    candidates = [n for n in mentioned_names(passages, question) if name_key(n) not in own]
+    if index is None:
+        _warn_no_index(retriever)
+        candidates = candidates[:MAX_NAMES]
+        rankings = fetch_rankings(retriever, candidates, PER_NAME, held)
+        links.retriever_calls += len(candidates)
+        found = {n: _articles_in(r, n) for n, r in zip(candidates, rankings)}
+    else:  # the question's own names first: an article of theirs the first retrieval missed costs nothing here
+        asked_names = [n for n in question_names(question) if name_key(n) not in own] if with_question_names else []
+        candidates = asked_names + [n for n in candidates if n not in asked_names]
+        found = {n: index.articles(n) for n in candidates}
+    ranked: list[tuple[int, int, str, Passage]] = []
+    for order, name in enumerate(candidates):
+        articles = found[name]
+        if not articles or any(a.id in held_ids for a in articles):  # nothing to read, or the prompt holds it
+            continue
+        best = max(articles, key=lambda a: _overlap(asked, a))  # max keeps the first of equals: corpus order
+        ranked.append((-_overlap(asked, best), order, name, best))
+    ranked.sort(key=lambda r: r[:2])
+    return [(name, best) for *_, name, best in ranked[:MAX_NAMES]]
+
+
 def _articles_in(ranking: Sequence[Passage], name: str) -> list[Passage]:
     """The passages of ``ranking`` about ``name``: titled with it (:func:`~active_rag.entities.is_article_of`), or
     opening with it (:mod:`active_rag.name_index`); the first only, as its retriever ranked them."""
@@ -206,13 +214,13 @@ def _articles_in(ranking: Sequence[Passage], name: str) -> list[Passage]:
 
 
 def linked_names(passages: Sequence[Passage], question: str, retriever: Any = None,
-                 held: set[str] | frozenset[str] = frozenset(), k: int = MAX_NAMES) -> list[str]:
+                 held: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The names a linked look follows (:func:`follow_links`), best first; without a ``retriever`` (no index to
     rank them by) the first :data:`MAX_NAMES` of :func:`mentioned_names` that are not the passages' own."""
     if retriever is None:
         own = _own_names(passages)
         return [n for n in mentioned_names(passages, question) if name_key(n) not in own][:MAX_NAMES]
-    return follow_links(retriever, passages, question, k, held).names
+    return [name for name, _ in _followed(retriever, passages, question, held, True, Links())]
 
 
 def linked_sources(retriever: Any, passages: Sequence[Passage], question: str, k: int,

@@ -11,6 +11,7 @@ torch and transformers are imported inside the functions that need them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -249,6 +251,21 @@ def _export_gguf(gguf: Path, out: Path) -> None:
     del model
 
 
+@contextlib.contextmanager
+def _quiet_weights_bar() -> Iterator[None]:
+    """transformers' "Loading weights" progress bar off while a model loads (a second or two: noise on every
+    ``ask`` and ``invoke``); the setting as it was afterwards. The one-time GGUF conversion keeps its bar."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _load_dir(
     folder: Path, dtype: torch.dtype, device: str | torch.device, weights: str = "float32", *, owned: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -259,9 +276,10 @@ def _load_dir(
     from .weights import folder_fingerprint, packed_path, quantize_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(folder), dtype=dtype, attn_implementation="sdpa", local_files_only=True
-    )
+    with _quiet_weights_bar():
+        model = AutoModelForCausalLM.from_pretrained(
+            str(folder), dtype=dtype, attn_implementation="sdpa", local_files_only=True
+        )
     model = _finish(model, device)
     if weights != "float32":
         quantize_model(model, weights, cache=packed_path(folder, weights, owned=owned, root=cache_dir()),
@@ -283,9 +301,10 @@ def _load_hub(
     offline = _offline()
     try:
         tokenizer = AutoTokenizer.from_pretrained(hub_id, local_files_only=offline)
-        model = AutoModelForCausalLM.from_pretrained(
-            hub_id, dtype=dtype, attn_implementation="sdpa", local_files_only=offline
-        )
+        with _quiet_weights_bar():
+            model = AutoModelForCausalLM.from_pretrained(
+                hub_id, dtype=dtype, attn_implementation="sdpa", local_files_only=offline
+            )
     except OSError as error:
         same = [spec.name for spec in MODELS.values() if spec.hf_id.lower() == hub_id.lower()]
         hint = f" The registry model {same[0]!r} is a GGUF of it: pass {same[0]!r}." if same else ""

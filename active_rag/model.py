@@ -188,7 +188,7 @@ class DecodingSession:
             try:
                 out = model(
                     input_ids=input_ids,
-                    past_key_values=self._cache,
+                    cache=self._cache,
                     position_ids=position_ids,
                     use_cache=True,
                     logits_to_keep=1,

@@ -19,7 +19,7 @@ its first and last word and with a middle name as its initial ("Henry J. Kaiser"
 itself ("American" never finds "American Scary"). :meth:`NameIndex.articles` returns the passages of a name's
 best match only: a title before a text's subject, an exact name before a near one, a file name's stem last.
 
-Building is one pass over the passages' openings (no model, no retriever): about 2 s of one CPU core for 20,000
+Building is one pass over the passages' openings (no model, no retriever): 2 to 4 s of one CPU core for 20,000
 passages. :class:`~active_rag.retrieval.BM25Index` builds one on first use and saves it with the index; the
 LangChain and LlamaIndex adapters build one from the documents their retriever holds; any other retriever gets
 one from :func:`attach_name_index`. Without one, linked retrieval asks the retriever once per name.
@@ -95,7 +95,8 @@ _CONNECTORS = frozenset({"of", "de", "von", "the", "and", "&", "for", "in", "on"
 _QUOTES = re.compile(r"[\"“”]")
 _LEAD_VERB = re.compile(r"\s*\(|\s*;|\s+(?:is|was|are|were|has|had|refers|may refer|became|remains)\s")
 _LEAD_MARK = re.compile(r":\s|\s[–—-]\s")
-_KNOWN_AS = re.compile(r"(?:also|better|commonly|popularly|simply) (?:known|referred to) as [\"“]?((?:[A-Z][\w.'’-]*)"
+_KNOWN_AS = re.compile(r"(?:also|better|commonly|popularly|simply) (?:known|referred to) as "
+                       r"[\"“]?((?:[A-Z][\w.'’-]*)"
                        r"(?: (?:[A-Z][\w.'’-]*|of|de|the))*(?<!of)(?<!de)(?<!the))")
 _POST_NOMINAL = re.compile(r"[A-Z]{2,4}|Jr\.?|Sr\.?|Bt|M\.D\.|S\.A\.|Inc\.?|Ltd\.?|plc|,")
 _LOWER_WORD = re.compile(r"(?<![\w'’-])[a-z][a-z'’-]+")
@@ -250,9 +251,9 @@ def _first_phrase(sentence: str, common: frozenset[str] | set[str]) -> str | Non
 def text_subjects(text: str, common: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """The names ``text`` opens with: the Markdown heading of its first line ("# Orion", "**Orion**"), the words its
     first sentence opens with before a parenthesis, a verb or a comma (:func:`_lead_names`: "Kiss and Tell is
-    a 1945 film"), and the first capitalised phrase within its first few words that is not a sentence opener
-    (:data:`SENTENCE_OPENERS`, spaCy's stop words, and for a lone word ``common``, the words the corpus writes
-    in lower case: "Despite", "Overall"), number or month."""
+    a 1945 film"), the capitalised phrase that opens the sentence or its main clause (:func:`_first_phrase`),
+    without a word there only because it opens the sentence (:func:`opens_sentence`; ``common``: the words the
+    corpus writes in lower case), and the names it is "also known as"."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return []

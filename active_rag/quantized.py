@@ -61,6 +61,12 @@ def native_bfloat16() -> bool:
     return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)() or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
 
 
+def int4_kernel_available() -> bool:
+    """Whether this torch has the CPU int4 kernels (torch 2.6 and later; 2.4 and 2.5 have only the CUDA ones)."""
+    aten = torch.ops.aten
+    return hasattr(aten, "_convert_weight_to_int4pack_for_cpu") and hasattr(aten, "_weight_int4pack_mm_for_cpu")
+
+
 def prefill_dtype() -> torch.dtype:
     """The dtype of a packed layer's dense prefill: bfloat16 where the CPU multiplies it natively (several
     times float32's speed), float32 elsewhere; :data:`PREFILL_DTYPE_VARIABLE` overrides."""
@@ -239,9 +245,9 @@ def grid_quantize(weight: torch.Tensor, bits: int, group_size: int = INT4_GROUP)
     ``w = low + step * j`` for integers ``j``. Min/max quantisation (``step = (max - min) / (2**bits - 1)``)
     would put a new grid over it whenever a block leaves its top or bottom level unused, and move every weight
     by up to half a step. Here each group's step is found from its values: the smallest gap between two of its
-    distinct values is a multiple of the step, and when every value lies on the grid of that gap (or of half or
-    a third of it) within :data:`GRID_TOLERANCE`, and the grid has at most ``2**bits`` levels, the group is
-    stored exactly. Any other group gets min/max quantisation. ``exact`` says which groups were exact.
+    distinct values is a multiple ``j`` of the step, and when every value lies on the grid of that gap divided by
+    some ``j`` within :data:`GRID_TOLERANCE`, and the grid has at most ``2**bits`` levels, the group is stored
+    exactly. Any other group gets min/max quantisation. ``exact`` says which groups were exact.
 
     Returns ``{"codes": uint8 [out, in], "low": float32 [out, groups], "step": float32 [out, groups],
     "exact": bool [out, groups]}``.
@@ -258,17 +264,19 @@ def grid_quantize(weight: torch.Tensor, bits: int, group_size: int = INT4_GROUP)
     gap = torch.where(gaps > tiny, gaps, torch.full_like(gaps, float("inf"))).amin(dim=-1)
     step = span / levels  # min/max, the fallback
     exact = span == 0
-    for divisor in (1, 2, 3):
-        candidate = gap / divisor
-        count = torch.round(span / candidate)
-        fits = torch.isfinite(candidate) & (count <= levels) & (count >= 1) & ~exact
-        if not bool(fits.any()):
-            continue
-        grid_step = torch.where(fits, span / count.clamp(min=1), step)
-        position = (groups - low[..., None]) / grid_step[..., None]
+    # the smallest gap is j steps for some j <= levels (j > 1 when no two values sit on neighbouring levels);
+    # each divisor is tried on the groups no earlier one fitted
+    for divisor in range(1, levels + 1):
+        todo = (~exact & torch.isfinite(gap)).nonzero(as_tuple=True)
+        if todo[0].numel() == 0 or (divisor > 3 and todo[0].numel() > exact.numel() // 2):
+            break  # done, or most groups are on no such grid after the common cases (a layer of another format)
+        count = torch.round(span[todo] / (gap[todo] / divisor))
+        fits = (count <= levels) & (count >= 1)
+        grid_step = span[todo] / count.clamp(min=1)
+        position = (groups[todo] - low[todo][..., None]) / grid_step[..., None]
         on_grid = ((position - torch.round(position)).abs().amax(dim=-1) <= GRID_TOLERANCE) & fits
-        step = torch.where(on_grid, grid_step, step)
-        exact = exact | on_grid
+        step[todo] = torch.where(on_grid, grid_step, step[todo])
+        exact[todo] = on_grid
     # the kernel multiplies by the step rounded to its dtype: the codes are the nearest for that step (on an
     # exact grid of at most 16 levels they stay the grid's own: the rounding moves a weight by at most 15 / 512
     # of a step)
@@ -411,6 +419,7 @@ __all__ = [
     "Int4Linear",
     "Int8Linear",
     "grid_quantize",
+    "int4_kernel_available",
     "native_bfloat16",
     "prefill_dtype",
     "PackedLinear",

@@ -20,8 +20,9 @@ sdpa or eager (other kernels, e.g. flash-attention, take a padding mask of their
 Measured on the CPU (``python -m active_rag.evaluation.bench_ragged``; ``docs/speed.md``, "Ragged attention"): the
 padded call is slower or even at batch 8 and 32 (``loop / padded`` 0.79-1.04x: a CPU sdpa call costs ~25 us, less
 than copying the keys and values into the padded tensor and attending over the padding), so the CPU is not listed.
-No GPU was available to measure, so CUDA is not listed either: run the bench with ``--device cuda`` and add the
-batch size from which ``loop / padded`` exceeds 1 (or set ``lm.scheduler.attention = "padded"``). FlexAttention
+On CUDA (an H200, bfloat16, a model of qwen2.5-coder-0.5b's shape; ``results/bench/gpu/gpu-checks.md``) the loop's
+one kernel launch per sequence and layer dominates: ``loop / padded`` is 1.93 at batch 8 and 1.84 at batch 32, so
+CUDA pads from 8 sequences on. FlexAttention
 compiled for the CPU computes the padded call in half the loop's time, but only from keys already padded, which
 cost more to build each step than the loop spends (same page). The captured layer's attention rows (DRAGIN Eq.
 2-3) are computed per sequence that asks for one, apart and in float32, on both paths.
@@ -38,9 +39,10 @@ import torch
 AttentionMode = Literal["auto", "loop", "padded"]
 ATTENTION_MODES: tuple[str, ...] = ("auto", "loop", "padded")
 
-PADDED_MIN_BATCH: dict[str, int] = {}
-"""Device type -> the batch size from which ``auto`` pads. Empty: on the CPU the loop measured faster at batch 8 and
-32 (``results/bench/ragged-smollm2.md``); on other devices nothing was measured yet."""
+PADDED_MIN_BATCH: dict[str, int] = {"cuda": 8}
+"""Device type -> the batch size from which ``auto`` pads: CUDA from 8 (padded 1.8-1.9x the loop's speed at 8 and
+32, ``results/bench/gpu/gpu-checks.md``); not the CPU, where the loop measured faster at batch 8 and 32
+(``results/bench/ragged-smollm2.md``)."""
 PADDED_MIN_FILL = 0.5
 """``auto`` pads only when the real keys are at least this share of the padded ones."""
 PADDED_KERNELS = ("sdpa", "eager")
@@ -169,7 +171,7 @@ def padded_attention(
 
 
 class RaggedCache:
-    """The ``past_key_values`` of a :class:`RaggedBatch` forward: appends row ``b``'s new key/value to
+    """The ``cache`` of a :class:`RaggedBatch` forward: appends row ``b``'s new key/value to
     sequence ``b``'s own cache and parks the result for the attention function.
 
     To the model it looks like an empty cache (mask sizes of the new token only): the causal mask is not

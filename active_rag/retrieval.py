@@ -342,7 +342,7 @@ class BM25Index:
     @property
     def name_index(self) -> NameIndex:
         """Which passages are about which name (:class:`~active_rag.name_index.NameIndex`), for linked retrieval
-        (:mod:`active_rag.linked`): built on first use (about a second for 20,000 passages), saved with the index."""
+        (:mod:`active_rag.linked`): built on first use (2 to 4 s for 20,000 passages), saved with the index."""
         with self._name_lock:
             if self._name_index is None:
                 self._name_index = NameIndex.from_passages(self._passages)

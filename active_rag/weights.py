@@ -51,7 +51,7 @@ DEFAULT_CPU_WEIGHTS = "int8"
 """What ``weights="auto"`` means on the CPU: int8 decodes several times faster than float32 and its answers
 agree with float32's on the agreement check (README, "Speed"); int4 is faster still but flips more answers."""
 
-FORMAT = 2
+FORMAT = 3
 """Version of the saved quantisation format; a file of another version is quantised again."""
 
 PACKED_PREFIX = "packed-"
@@ -71,10 +71,19 @@ def check_weights(weights: str | None) -> str:
 def resolve_weights(weights: str | None, device: torch.device | str) -> str:
     """``auto`` -> :data:`DEFAULT_CPU_WEIGHTS` on the CPU, ``float32`` elsewhere; packed weights on another
     device raise :class:`InvalidOptionError` (torch's weight-only kernels used here are the CPU ones)."""
+    from . import quantized
+
     text = check_weights(weights)
     kind = torch.device(device).type
     if text == "auto":
-        return DEFAULT_CPU_WEIGHTS if kind == "cpu" else "float32"
+        if kind != "cpu":
+            return "float32"
+        return DEFAULT_CPU_WEIGHTS if DEFAULT_CPU_WEIGHTS == "int8" or quantized.int4_kernel_available() else "int8"
+    if text in ("int4", "mixed") and not quantized.int4_kernel_available():
+        raise InvalidOptionError(
+            f"weights={text!r} needs torch's CPU int4 kernel, which torch {torch.__version__} lacks (it came in torch "
+            "2.6): use weights='int8', or install torch>=2.6."
+        )
     if text != "float32" and kind != "cpu":
         raise InvalidOptionError(
             f"weights={text!r} runs torch's packed CPU kernels, but the model is on {kind}: use weights='float32' "

@@ -57,7 +57,8 @@ class RetrieverAdapter:
     def name_index(self) -> NameIndex | None:
         """Which held passages are about which name, for linked retrieval (:mod:`active_rag.linked`): the engine
         index's (``BM25sRetriever``), else one built once from the Documents the retriever holds (``docs``, an
-        ``InMemoryVectorStore``'s), with the ids and titles this adapter gives them; ``None`` for one that lists none."""
+        ``InMemoryVectorStore``'s), with the ids and titles this adapter gives them; ``None`` for one that lists
+        none."""
         return name_index_for(self.retriever, lambda: [document_to_passage(d) for d in _held_documents(self.retriever)])
 
     def document(self, passage_id: str) -> Document | None:

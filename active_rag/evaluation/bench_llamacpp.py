@@ -21,7 +21,6 @@ comparable within one run on one machine only.
 from __future__ import annotations
 
 import gc
-import json
 import platform
 import statistics
 import time
@@ -38,7 +37,7 @@ class LlamaCppBenchConfig:
     """Settings of ``active-rag bench --suite llamacpp``."""
 
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
-    weights: str = "auto"
+    weights: list[str] = field(default_factory=lambda: ["auto"])
     batch_sizes: list[int] = field(default_factory=lambda: [1, 8])
     tokens: int = 48
     prefill_tokens: int = 939
@@ -51,7 +50,7 @@ class LlamaCppBenchConfig:
         from active_rag.validation import check_int
         from active_rag.weights import check_weights
 
-        self.weights = check_weights(self.weights)
+        self.weights = [check_weights(w) for w in self.weights]
         for b in self.batch_sizes:
             check_int("batch size", b, minimum=1)
         check_int("tokens", self.tokens, minimum=2)
@@ -178,14 +177,14 @@ QUESTIONS = [
 """The decode prompts (one per sequence, repeated for larger batches)."""
 
 
-def _engine_row(model: str, config: LlamaCppBenchConfig) -> tuple[dict[str, Any], list[int], list[list[int]]]:
+def _engine_row(model: str, weights: str, config: LlamaCppBenchConfig) -> tuple[dict[str, Any], list[int], list[list[int]]]:
     """The engine's row, the prefill prompt's ids and the decode prompts' ids (the chat template applied)."""
     from active_rag.evaluation.bench_weights import _prefill_prompt, decode_step_ms, prefill_tokens_per_s
     from active_rag.model import ActiveLM
     from active_rag.quantized import model_weight_bytes, prefill_dtype
 
     t0 = time.perf_counter()
-    lm = ActiveLM.load(model, weights=config.weights, device="cpu")
+    lm = ActiveLM.load(model, weights=weights, device="cpu")
     load_s = time.perf_counter() - t0
     prompt = _prefill_prompt(lm, config.prefill_tokens)
     questions = [lm.prompt_ids(q) for q in QUESTIONS]
@@ -255,13 +254,17 @@ def llamacpp_suite(config: LlamaCppBenchConfig, progress: bool = True) -> dict[s
         "copy_bandwidth_gb_s": bandwidth / 1e9, "models": {},
     }
     for model in config.models:
-        if progress:
-            print(f"[llamacpp] {model}: active-rag ({config.weights} weights)", flush=True)
-        engine, prompt, questions = _engine_row(model, config)
+        engines = []
+        for weights in config.weights:
+            if progress:
+                print(f"[llamacpp] {model}: active-rag ({weights} weights)", flush=True)
+            engine, prompt, questions = _engine_row(model, weights, config)
+            engines.append(engine)
         if progress:
             print(f"[llamacpp] {model}: llama.cpp", flush=True)
         reference = _llamacpp_row(model, config, prompt, questions)
-        result["models"][model] = {"engine": engine, "llamacpp": reference, "ratios": compare(engine, reference, bandwidth)}
+        result["models"][model] = {"llamacpp": reference, "engines": [
+            {"engine": engine, "ratios": compare(engine, reference, bandwidth)} for engine in engines]}
     return result
 
 
@@ -279,24 +282,29 @@ def format_llamacpp_table(result: dict[str, Any]) -> str:
         "| Model | Side | Weights | MB/step | Prefill tok/s | " + " | ".join(f"Decode ms (batch {b})" for b in batches) + " | x limit |",
         "|---|---|---|---:|---:|" + "---:|" * len(batches) + "---:|",
     ]
+    def line(model: str, row: dict[str, Any], x_limit: float) -> str:
+        weights = row["weights"] + (f", {row['prefill_dtype']} prefill" if row.get("prefill_dtype") else "")
+        return (f"| {model} | {row['side']} | {weights} | {row['weight_bytes'] / 1e6:.0f} | {row['prefill_tok_s']:.0f} | "
+                + " | ".join(f"{row['decode_ms'][b]:.1f}" for b in batches) + f" | {x_limit:.2f} |")
+
     for model, entry in result["models"].items():
-        ratios = entry["ratios"]
-        for key, row in (("llamacpp", entry["llamacpp"]), ("engine", entry["engine"])):
-            weights = row["weights"] + (f", {row['prefill_dtype']} prefill" if row.get("prefill_dtype") else "")
-            lines.append(f"| {model} | {row['side']} | {weights} | {row['weight_bytes'] / 1e6:.0f} | {row['prefill_tok_s']:.0f} | "
-                         + " | ".join(f"{row['decode_ms'][b]:.1f}" for b in batches) + f" | {ratios[key + '_x_limit']:.2f} |")
-        lines.append(f"| {model} | **ratio** | | | **{ratios['prefill_ratio']:.2f}x** | "
-                     + " | ".join(f"**{ratios['decode_ratio'][b]:.2f}x**" for b in batches) + " | |")
+        first = entry["engines"][0]["ratios"]
+        lines.append(line(model, entry["llamacpp"], first["llamacpp_x_limit"]))
+        for item in entry["engines"]:
+            ratios = item["ratios"]
+            lines.append(line(model, item["engine"], ratios["engine_x_limit"]))
+            lines.append(f"| {model} | ratio ({item['engine']['weights']} / llama.cpp) | | | **{ratios['prefill_ratio']:.2f}x** | "
+                         + " | ".join(f"**{ratios['decode_ratio'][b]:.2f}x**" for b in batches) + " | |")
     return "\n".join(lines) + "\n"
 
 
 def run_llamacpp_bench(config: LlamaCppBenchConfig, progress: bool = True) -> dict[str, Any]:
     """Run the suite and write ``bench-llamacpp.json`` and ``bench-llamacpp.md`` to ``config.out_dir``."""
+    from active_rag.evaluation.bench_weights import write_bench
+
     result = llamacpp_suite(config, progress)
     result["table"] = format_llamacpp_table(result)
-    config.out_dir.mkdir(parents=True, exist_ok=True)
-    (config.out_dir / "bench-llamacpp.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
-    (config.out_dir / "bench-llamacpp.md").write_text(result["table"], encoding="utf-8")
+    write_bench(config.out_dir, "llamacpp", result)
     return result
 
 

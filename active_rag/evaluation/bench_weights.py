@@ -331,13 +331,18 @@ def format_weights_table(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_bench(out_dir: Path, name: str, result: dict[str, Any]) -> None:
+    """``bench-NAME.json`` (the whole result) and ``bench-NAME.md`` (its ``table``) in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"bench-{name}.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    (out_dir / f"bench-{name}.md").write_text(result["table"], encoding="utf-8")
+
+
 def run_weights_bench(config: WeightsBenchConfig, progress: bool = True) -> dict[str, Any]:
     """Run the suite and write ``bench-weights.json`` and ``bench-weights.md`` to ``config.out_dir``."""
     result = weights_suite(config, progress)
     result["table"] = format_weights_table(result)
-    config.out_dir.mkdir(parents=True, exist_ok=True)
-    (config.out_dir / "bench-weights.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
-    (config.out_dir / "bench-weights.md").write_text(result["table"], encoding="utf-8")
+    write_bench(config.out_dir, "weights", result)
     return result
 
 
@@ -351,4 +356,5 @@ __all__ = [
     "prefill_tokens_per_s",
     "run_weights_bench",
     "weights_suite",
+    "write_bench",
 ]

@@ -410,7 +410,7 @@ def _cmd_llamacpp(args: argparse.Namespace) -> int:
         raise ValueError("The llamacpp suite needs llama-cpp-python: pip install 'active-rag[endpoint]' (make setup builds it).") from error
     out = args.out if args.out != Path("runs/bench") else Path("results/bench/llamacpp")
     config = LlamaCppBenchConfig(
-        models=args.models or list(DEFAULT_MODELS), weights=args.weights, batch_sizes=args.batch_sizes or [1, 8],
+        models=args.models or list(DEFAULT_MODELS), weights=str(args.weights).split(","), batch_sizes=args.batch_sizes or [1, 8],
         tokens=(args.tokens or [48])[0], prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens or 939, minimum=2),
         repeats=args.repeats or 3, threads=args.threads or 2, out_dir=out,
     )

@@ -17,7 +17,8 @@ the first retrieval included. ``--hide-titles`` titles every passage ``doc-<n>.t
 links can only come from the passages' text; the gold passages are still the same passages. It also reports how
 often the name index, built over the corpus, finds each gold passage by its real title (``name_index``)::
 
-    python -m active_rag.evaluation.linked_recall --dataset hotpotqa --limit 150 [--hide-titles] [--out FILE.json]
+    python -m active_rag.evaluation.linked_recall --dataset hotpotqa [--data-dir DIR] [--hide-titles]
+    python -m active_rag.evaluation.linked_recall --dataset hotpotqa --without-question-names --out FILE.json
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ def per_name_articles(retriever: Any, passages: Sequence[Passage], question: str
     return found[:k]
 
 
-def added_passages(retriever: CountingRetriever, example: Example, top_k: int,
-                   more: int) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+def added_passages(retriever: CountingRetriever, example: Example, top_k: int, more: int,
+                   with_question_names: bool = True) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
     """The first retrieval's passage ids, per way (:data:`WAYS`) the ids of the ``more`` passages it adds, and per
     way the retriever calls the question made (the first retrieval's included)."""
     retriever.calls = 0
@@ -97,19 +98,21 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int,
         elif way == "per-name":
             ids = [p.id for p in per_name_articles(retriever, first, example.question, more, held)]
         else:
-            ids = [p.id for p in follow_links(retriever, first, example.question, more, held).passages]
+            links = follow_links(retriever, first, example.question, more, held,
+                                 with_question_names=with_question_names)
+            ids = [p.id for p in links.passages]
         added[way], calls[way] = ids, retriever.calls
     return [p.id for p in first], added, calls
 
 
 def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: int = 3,
-                 name_index: NameIndex | None = None) -> dict[str, dict[str, float]]:
+                 name_index: NameIndex | None = None, with_question_names: bool = True) -> dict[str, dict[str, float]]:
     """Per way: ``all_gold`` (% of questions whose prompt holds every gold passage after the added ones),
     ``new_evidence`` (% whose added passages bring a gold passage the first ones lacked), ``linked`` and
     ``linked_without_gold`` (added passages a question that the question's next-ranked ones would not have
     added, and those that are not gold), ``calls`` and ``max_calls`` (retriever calls a question, the first
     retrieval's included); ``first`` is the first retrieval alone. ``name_index``: the one the linked look reads
-    (default: the index's own)."""
+    (default: the index's own); ``with_question_names=False`` leaves the question's own names out of it."""
     rows = [e for e in examples if e.gold_passage_ids]
     if not rows:
         raise ValueError("No question has gold passage ids: evidence recall needs HotpotQA, 2WikiMultihopQA or StrategyQA.")
@@ -121,7 +124,7 @@ def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: 
                     "max_calls": 0.0}
     for e in rows:
         gold = set(e.gold_passage_ids)
-        first, added, calls = added_passages(retriever, e, top_k, more)
+        first, added, calls = added_passages(retriever, e, top_k, more, with_question_names)
         out["first"]["all_gold"] += gold <= set(first)
         question_ids = set(added["question"])
         for way, ids in added.items():
@@ -169,9 +172,12 @@ def markdown(report: dict[str, Any]) -> str:
     """The report as a Markdown table."""
     t = report["table"]
     lines = [f"{report['dataset']}, {report['questions']} questions, {report['passages']} passages"
-             f"{' (titles hidden)' if report['hide_titles'] else ''}, BM25 top-{report['top_k']}, then "
+             f"{' (titles hidden)' if report['hide_titles'] else ''}"
+             f"{'' if report.get('question_names', True) else ', linked without the question names'}, "
+             f"BM25 top-{report['top_k']}, then "
              f"{report['more']} more passages", "",
-             "| Second retrieval | All gold % | New evidence % | Linked / q | of them without gold / q | Retriever calls / q (max) |",
+             "| Second retrieval | All gold % | New evidence % | Linked / q | of them without gold / q "
+             "| Retriever calls / q (max) |",
              "|---|---:|---:|---:|---:|---:|",
              f"| none ({report['top_k']} passages) | {t['first']['all_gold']:.1f} | - | - | - | 1 |"]
     for way in WAYS:
@@ -179,7 +185,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {way} | {s['all_gold']:.1f} | {s['new_evidence']:.1f} | {s['linked']:.2f} | "
                      f"{s['linked_without_gold']:.2f} | {s['calls']:.2f} ({s['max_calls']:.0f}) |")
     n = report["name_index"]
-    lines += ["", f"Name index: built in {report['name_index_seconds']:.1f} s; of {n['gold']} gold passages, looked up "
+    lines += ["", f"Name index: built in {report['name_index_seconds']:.1f} s "
+              f"({report['name_index_cpu_seconds']:.1f} s of CPU); of {n['gold']} gold passages, looked up "
               f"by their real title, {n['first']:.1f}% come first and {n['found']:.1f}% are found "
               f"({n['passages']:.2f} passages a title)."]
     return "\n".join(lines)
@@ -193,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=3, help="passages of the first retrieval (default 3)")
     parser.add_argument("--more", type=int, default=3, help="passages the second retrieval adds (default 3)")
     parser.add_argument("--hide-titles", action="store_true", help="title every passage doc-<n>.txt (links from text only)")
+    parser.add_argument("--without-question-names", action="store_true",
+                        help="linked: follow only the names the passages mention, not the question's own")
     parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here, and as Markdown beside it")
     args = parser.parse_args(argv)
     if args.top_k < 1 or args.more < 1:
@@ -204,16 +213,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         titles = {p.id: p.title for p in index.passages}
         if args.hide_titles:
             index = hide_titles(index)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         names = NameIndex.from_passages(index.passages)  # built here: a cached index may hold one by older rules
-        seconds = time.perf_counter() - start
-        table = recall_table(index, examples, args.top_k, args.more, names)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        table = recall_table(index, examples, args.top_k, args.more, names, not args.without_question_names)
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = {"dataset": args.dataset, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
+              "question_names": not args.without_question_names,
               "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),
               "top_k": args.top_k, "more": args.more, "table": table, "name_index_seconds": seconds,
+              "name_index_cpu_seconds": cpu,
               "name_index": name_index_hits(names, examples, titles)}
     text = markdown(report)
     print(text)

@@ -33,6 +33,17 @@ METRIC_LABELS: dict[str, str] = {
 _SCORE_ORDER = ("em", "f1", "accuracy", "match", "match_folded")
 
 
+
+def _save(fig: Any, path: str | Path) -> Path:
+    """Lay out ``fig``, write it to ``path`` (its folder made) as a PNG and close it."""
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    _pyplot().close(fig)
+    return out
+
+
 def _pyplot() -> Any:
     from active_rag._optional import require_matplotlib
 
@@ -104,12 +115,7 @@ def plot_methods(
     heading = title or " / ".join(str(summary[k]) for k in ("dataset", "model") if isinstance(summary.get(k), str))
     if heading:
         fig.suptitle(heading)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(fig, path)
 
 
 def plot_sweep(
@@ -165,9 +171,4 @@ def plot_sweep(
         ax2.legend(lines[0] + lines3[0], lines[1] + lines3[1], fontsize=7)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(fig, path)

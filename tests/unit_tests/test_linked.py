@@ -142,6 +142,9 @@ def test_the_questions_own_names_bring_the_article_the_first_retrieval_missed() 
     wiki = type("WikiT", (Wiki,), {"name_index": NameIndex.from_passages([*ALL, terry])})()
     links = follow_links(wiki, [A], "Who is older, Annie Morton or Terry Richardson?", 1, held={"a"})
     assert links.articles == {"t": "Terry Richardson"} and wiki.queries == []  # Glow's article ties: asked first
+    without = follow_links(wiki, [A], "Who is older, Annie Morton or Terry Richardson?", 1, held={"a"},
+                           with_question_names=False)
+    assert without.articles == {"c": "Glow"}  # the passage's names only
 
 
 def test_a_failing_retriever_names_the_query_it_was_asked() -> None:
@@ -299,8 +302,8 @@ def test_the_recall_tool_hides_titles_and_measures_the_name_index_by_the_real_on
     # by text alone: "Glow (film)" finds C ("Glow was ...") first and G ("Glow sticks ...") after it
     assert name_index_hits(hidden.name_index, examples, titles) == {"gold": 2, "first": 100.0, "found": 100.0,
                                                                      "passages": 1.5}
-    # the first two passages are A and B; their links, found by text alone, are Paris's and Glow's: the look that
-    # needed titles finds neither
+    # the first two passages are A and B; their links, found by text alone, are Paris's and Glow's; the look that
+    # needed titles finds neither, and the question's next two (C and H) hold no Paris
     table = recall_table(hidden, [Example(id="q", question=QUESTION, answers=["x"], kind="qa",
-                                          gold_passage_ids=["a", "c"])], top_k=2, more=2)
+                                          gold_passage_ids=["a", "f"])], top_k=2, more=2)
     assert table["per-name"]["all_gold"] == 0.0 and table["linked"]["all_gold"] == 100.0

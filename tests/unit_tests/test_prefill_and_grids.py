@@ -239,10 +239,30 @@ def test_llamacpp_bench_ratios_are_the_arithmetic_of_its_seconds() -> None:
     table = format_llamacpp_table({
         "environment": {"cpu_capability": "AVX512", "threads": 2, "torch": "2.13"}, "copy_bandwidth_gb_s": 40.0,
         "config": {"batch_sizes": [1, 8], "prefill_tokens": 939, "repeats": 3, "tokens": 48},
-        "models": {"m": {"engine": engine, "llamacpp": reference, "ratios": ratios}},
+        "models": {"m": {"llamacpp": reference, "engines": [{"engine": engine, "ratios": ratios}]}},
     })
     assert "**1.25x**" in table and "**0.80x**" in table
 
 
 def test_packed_layers_are_packed_linear() -> None:
     assert issubclass(Int8Linear, PackedLinear) and issubclass(Int4Linear, PackedLinear)
+
+
+# ------------------------------------------------------------------------------------------------ an older torch
+
+
+def test_int4_on_a_torch_without_the_cpu_kernel_is_a_typed_error_and_one_cli_line(monkeypatch, capsys) -> None:
+    """torch 2.4 and 2.5 (allowed by the dependency range) have no CPU int4 kernel: ``int4``/``mixed`` say so and
+    what to do instead, ``auto`` falls back to int8, and the CLI prints one line and exits 2."""
+    from active_rag.cli import main
+    from active_rag.errors import InvalidOptionError
+    from active_rag.weights import resolve_weights
+
+    monkeypatch.setattr(quantized, "int4_kernel_available", lambda: False)
+    for kind in ("int4", "mixed"):
+        with pytest.raises(InvalidOptionError, match="torch>=2.6"):
+            resolve_weights(kind, "cpu")
+    assert resolve_weights("auto", "cpu") == "int8"
+    assert main(["ask", "Who?", "--weights", "int4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "weights='int8'" in err

@@ -145,6 +145,7 @@ def test_the_re_prompt_after_a_retrieval_hits_the_cache(model, tiny_tokenizer) -
     assert result.to_dict()["prompt_tokens"] == {
         "cached": result.cached_prompt_tokens,
         "prefilled": result.prefilled_prompt_tokens,
+        "read": result.cached_prompt_tokens + result.prefilled_prompt_tokens,
     }
 
 

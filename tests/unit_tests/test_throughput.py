@@ -91,7 +91,7 @@ def test_eval_batch_size_gives_the_serial_rows(tiny_lm: ActiveLM, data_dir: Path
     serial, batched = rows(1), rows(3)
     for method in ("sr-rag", "dragin"):
         assert sorted(map(key, batched[method])) == sorted(map(key, serial[method]))
-        assert all(set(r["prompt_tokens"]) == {"cached", "prefilled"} for r in batched[method])
+        assert all(set(r["prompt_tokens"]) == {"cached", "prefilled", "read"} for r in batched[method])
 
 
 def test_prefix_suite_resumes_from_its_pass_files(tiny_lm: ActiveLM, data_dir: Path, tmp_path: Path, monkeypatch) -> None:
