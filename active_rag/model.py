@@ -434,7 +434,7 @@ class ActiveLM:
 
         ``device``: ``"auto"`` (a CUDA GPU when present, else Apple ``mps``, else the CPU), ``"cpu"``,
         ``"cuda"``, ``"cuda:1"``, ``"mps"``. ``dtype``: a ``torch.dtype`` or its name; by default bfloat16 on
-        a CUDA GPU that supports it, float32 elsewhere. ``weights``: ``"auto"`` (int8 on the CPU, dense
+        a CUDA GPU that supports it, float32 elsewhere. ``weights``: ``"auto"`` (mixed on the CPU, dense
         elsewhere), ``"float32"`` (dense), ``"int8"`` or ``"int4"`` (packed weight-only linear layers,
         :mod:`active_rag.weights`). Other keyword arguments go to :class:`ActiveLM`.
         """

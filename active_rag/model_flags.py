@@ -39,8 +39,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto",
                         help=f"{', '.join(DTYPES)} (default auto: bfloat16 on a CUDA GPU, float32 elsewhere)")
     parser.add_argument("--weights", default="auto",
-                        help=f"{', '.join(WEIGHTS)}: how the linear layers are stored (default auto: int8 on the CPU, "
-                        "whose packed kernels decode several times faster than float32; float32 elsewhere)")
+                        help=f"{', '.join(WEIGHTS)}: how the linear layers are stored (default auto: mixed on the CPU, "
+                        "4 bits for the layers a GGUF stored in 4 bits and int8 for the rest, several times faster than "
+                        "float32 with the same answers; float32 elsewhere)")
     parser.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
                         help="recompute every prompt from scratch (default: reuse the KV cache of shared prompt prefixes)")
     parser.add_argument("--prefix-cache-mb", type=parse_number, default=None, metavar="MB",

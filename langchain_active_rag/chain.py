@@ -177,7 +177,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     pass_k: bool = True
     """Pass ``k=top_k`` to ``retriever.invoke`` (turn off for retrievers that reject extra keywords)."""
     weights: str = "auto"
-    """When ``model`` is a name: how the loaded model stores its linear layers (``auto``: int8 on the CPU,
+    """When ``model`` is a name: how the loaded model stores its linear layers (``auto``: mixed on the CPU,
     ``float32``, ``int8``, ``int4``; :mod:`active_rag.weights`)."""
 
     tokenizer: Any = None

@@ -203,7 +203,7 @@ class ChatActiveHF(BaseChatModel):
     lm: ActiveLM | None = Field(default=None, exclude=True)
     """An already loaded model; takes precedence over ``model_name``."""
     weights: str = "auto"
-    """How a model loaded from ``model_name`` stores its linear layers: ``auto`` (int8 on the CPU), ``float32``,
+    """How a model loaded from ``model_name`` stores its linear layers: ``auto`` (mixed on the CPU), ``float32``,
     ``int8`` or ``int4`` (:mod:`active_rag.weights`)."""
     max_tokens: int = 256
     temperature: float = 0.0

@@ -89,7 +89,7 @@ class ActiveHFLLM(CustomLLM):
     temperature: float = Field(default=0.0, ge=0.0, description="0 = greedy decoding.")
     stop: list[str] | None = Field(default=None, description="Stop sequences: the output ends before the first one.")
     use_chat_template: bool = Field(default=True, description="Wrap complete() prompts in the chat template.")
-    weights: str = Field(default="auto", description="How a model loaded from model_name stores its linear layers: auto (int8 on the CPU), float32, int8 or int4.")
+    weights: str = Field(default="auto", description="How a model loaded from model_name stores its linear layers: auto (mixed on the CPU), float32, int8, int4 or mixed.")
 
     _lm: ActiveLM | None = PrivateAttr(default=None)
 

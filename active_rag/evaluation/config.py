@@ -164,7 +164,7 @@ class EvalConfig:
     device: str = "auto"
     dtype: str | None = None
     weights: str = "auto"
-    """float32, int8, int4 or auto (int8 on the CPU): :mod:`active_rag.weights`. Rows of packed weights go to
+    """float32, int8, int4, mixed or auto (mixed on the CPU): :mod:`active_rag.weights`. Rows of packed weights go to
     ``<model>-<weights>`` beside the float32 folder (:func:`active_rag.evaluation.runner.eval_output_dir`)."""
     prefix_cache: bool = True
     prefix_cache_mb: float | None = None

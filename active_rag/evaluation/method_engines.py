@@ -64,6 +64,13 @@ class _TimedRetriever:
             self.seconds += time.perf_counter() - start
             self.calls += 1
 
+    @property
+    def name_index(self) -> Any:
+        """The wrapped retriever's name index (linked retrieval reads it instead of asking once per name)."""
+        from active_rag.name_index import name_index_of
+
+        return name_index_of(self.inner)
+
 
 def _router_options(config: EvalConfig, data_dir: Path | None) -> dict[str, Any]:
     """TA-ARE's similarity-selected [Yes] demonstrations (``ta_are_demos="similar"``): the pool is the dataset's

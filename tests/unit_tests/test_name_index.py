@@ -155,3 +155,14 @@ def test_any_retriever_can_be_given_a_name_index() -> None:
     assert name_index_of(remote) is attached and name_index_of(Remote()) is None
     links = follow_links(remote, [TEAMS], "What runs on Kubernetes?", 1, held={"teams"})
     assert links.articles == {"orion.md#2": "Orion"} and remote.calls == 0
+
+
+def test_the_evaluation_s_timed_retriever_passes_the_name_index_through() -> None:
+    """``active-rag eval`` wraps its index to time the calls; linked retrieval must still find the index's names
+    (else it asks the retriever once per name: 8 more calls a question)."""
+    from active_rag.evaluation.method_engines import _TimedRetriever
+    from active_rag.name_index import name_index_of
+    from active_rag.retrieval import BM25Index
+
+    index = BM25Index.demo()
+    assert name_index_of(_TimedRetriever(index)) is index.name_index
