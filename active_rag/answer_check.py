@@ -1,5 +1,4 @@
-"""Check the finished answer, and look again with more passages when the model is unsure of it (issue 28,
-beyond the papers).
+"""Check the finished answer, and look again with more passages when the model is unsure of it (beyond the papers).
 
 FLARE (Jiang et al. 2023, §3.2, Eq. 3) retrieves when any token of the look-ahead sentence has probability below
 theta. :class:`AnswerCheck` applies the same test where it matters most, to the *answer span* of the finished

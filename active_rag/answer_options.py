@@ -1,4 +1,4 @@
-"""Answer with one of the question's own options (issue 28, beyond the papers).
+"""Answer with one of the question's own options (beyond the papers).
 
 A choice question names its candidates: "Which film came out first, Thai Mozhi or How To Avoid Everything?",
 "Who is older, Annie Morton or Terry Richardson?". A 0.5B reader with passages in its prompt often answers such a

@@ -6,7 +6,7 @@
 - :meth:`AnswerSteps._extend`: append text as if the model wrote it (log-probability 0): DRAGIN's answer phrase
   (App. B) and the ``bridge`` trigger's seed, the name of the entity the next sentence starts from.
 - :meth:`AnswerSteps._force_answer`: DRAGIN App. B, "So the answer is" when the model did not write it.
-- :meth:`AnswerSteps._answer_again` (``reanswer``, issue 28, beyond the papers): once the answer's retrievals
+- :meth:`AnswerSteps._answer_again` (``reanswer``, beyond the papers): once the answer's retrievals
   have chosen the evidence, write the answer again from its first word with every passage the prompt holds.
   The draft's checks found the evidence; a fresh answer reads all of it at once, as a single-round prompt does,
   instead of going on from a draft that committed to a wrong first hop. The draft is kept in

@@ -1,5 +1,5 @@
 """Context policies: *what the prompt keeps* of the passages retrieved so far, the third component beside the
-trigger ("when") and the query formulator ("what"), issue 28.
+trigger ("when") and the query formulator ("what").
 
 The papers replace the documents at every retrieval: what an earlier query found is gone when the answer is
 written. On small models evidence in the prompt decides the answer (both gold paragraphs in the prompt: EM
@@ -13,7 +13,7 @@ written. On small models evidence in the prompt decides the answer (both gold pa
   sentence (its look-ahead is always generated without documents, §3); FLARE-instruct, self-ask, FL-RAG,
   FS-RAG and SR-RAG keep them until the next retrieval.
 - :class:`KeepNewestContext` (``keep-newest``): the newest retrieval's passages stay in the prompt for the rest
-  of the answer (active-rag's behaviour for DRAGIN before issue 28).
+  of the answer (active-rag's behaviour for DRAGIN before the context policies).
 - :class:`AccumulateContext` (``accumulate``): a bounded buffer of distinct passages across retrievals,
   deduplicated by id, at most ``max_passages`` (by default twice the engine's ``top_k``: the question's passages
   and as many more, 6 at ``top_k`` 3); in the prompt in retrieval order (the first retrieval's passages first, each

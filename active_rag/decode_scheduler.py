@@ -17,7 +17,7 @@ request has arrived for ``wait_s``), then runs the batch for all of them (at mos
 A session that is busy elsewhere (retrieving, prefilling, or in a slow consumer) is not waited for
 beyond that pause.
 
-Memory (issue 25): the leader admits the waiting steps by the KV bytes the forward reads
+Memory: the leader admits the waiting steps by the KV bytes the forward reads
 (:mod:`active_rag.admission`: ``kv_budget_bytes``, from the device's free memory on CUDA) and leaves the rest
 queued for the next forward. A forward that runs out of memory is rolled back and retried split in halves, so
 the other sequences go on, and the budget drops to half that forward's KV so that the next steps do not repeat it; a step that runs out of memory alone fails with

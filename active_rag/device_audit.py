@@ -1,4 +1,4 @@
-"""Find tensors the packages make without naming their device (issue 25).
+"""Find tensors the packages make without naming their device.
 
 A tensor made by ``torch.zeros(n)`` lands on the CPU whatever the model's device; when it meets a CUDA tensor
 (a mask applied to the logits, a running maximum filled from attention rows) the run fails on a GPU, though it

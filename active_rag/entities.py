@@ -1,4 +1,4 @@
-"""Bridge entities (issue 28, beyond the papers): the names a generated sentence adds to the question, and
+"""Bridge entities (beyond the papers): the names a generated sentence adds to the question, and
 whether a passage is an entity's own article.
 
 A multi-hop answer reaches its answer through a bridge: "The film Hypocrite was directed by Miguel Morayta.

@@ -1,4 +1,4 @@
-"""Follow the links of the passages the model read (issue 28, beyond the papers).
+"""Follow the links of the passages the model read (beyond the papers).
 
 A multi-hop question names its first hop; the passage about the first hop names the bridge, and the bridge's own
 article holds the answer. In Wikipedia the passage links to that article: "Kiss and Tell is a 1945 American comedy

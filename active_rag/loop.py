@@ -16,7 +16,7 @@ prompt keeps", :mod:`active_rag.context`) select the paper:
   them for the rest of the answer, ``accumulate`` and ``rerank`` keep passages across retrievals.
 - FLARE-instruct (§3.1): the model writes ``[Search(query)]``; the tag is removed, the query retrieved.
 - FL-RAG / FS-RAG / self-ask: retrieve after every window / sentence / follow-up question.
-- Follow the bridge (issue 28, beyond the papers; the ``bridge`` trigger): after a sentence that names an entity
+- Follow the bridge (beyond the papers; the ``bridge`` trigger): after a sentence that names an entity
   the question does not, retrieve that entity's own article and start the next sentence with its name.
 
 All signals come from the one KV-cached pass (:class:`~active_rag.model.DecodingSession`). When no

@@ -18,7 +18,7 @@ preset departs from its source:
   checked again without documents, as the released code does.
 - ``dragin-code``: truncates at the start of the hallucinated sentence and keeps every sentence before it; the
   released code's ``sentences[:sid-1]`` also drops the sentence just before it, an off-by-one not copied here.
-- beyond the papers (issue 28): ``dragin-accumulate`` and ``flare-accumulate`` keep every retrieval's passages
+- beyond the papers: ``dragin-accumulate`` and ``flare-accumulate`` keep every retrieval's passages
   (``accumulate``); ``follow-bridge`` follows the bridge entity a sentence names (the ``bridge`` trigger and the
   ``entity`` query: :mod:`active_rag.entities`); the ``look-again-*`` presets check the finished answer and look
   again (:mod:`active_rag.answer_check`); ``look-again-linked`` and ``sr-rag-linked`` read the articles the
@@ -93,7 +93,7 @@ PRESETS: dict[str, Preset] = {
         Preset("dragin-code", "DRAGIN as its released code truncates: drop the whole hallucinated sentence, "
                "regenerate it with the QFS documents", "rind", "attention",
                trigger_kwargs=(("theta", "auto"), ("truncate", "sentence"))),
-        # beyond the papers (issue 28, docs/context.md): chosen on the first 50 HotpotQA dev questions
+        # beyond the papers (docs/context.md): chosen on the first 50 HotpotQA dev questions
         Preset("dragin-accumulate", "DRAGIN that first retrieves with the question and whose prompt keeps the distinct "
                "passages of every retrieval (at most 6, oldest leave first); each QFS query asks for passages the "
                "prompt does not hold yet", "rind", "attention", initial_retrieval=True,

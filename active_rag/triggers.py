@@ -6,7 +6,7 @@
 - ``"regenerate"``: discard the look-ahead, retrieve, and regenerate it (FLARE-direct);
 - ``"truncate"``: cut the output just before the triggering token, retrieve, continue (DRAGIN, FLARE-instruct);
 - ``"follow"``: keep the sentence, retrieve the own article of the entity it introduced, and start the next
-  sentence with that entity (the ``bridge`` trigger, issue 28).
+  sentence with that entity (the ``bridge`` trigger).
 
 A trigger also says how a segment is generated: ``unit`` ("answer", "tokens" or "sentence") and
 ``max_tokens``. Any trigger combines with any query formulator.

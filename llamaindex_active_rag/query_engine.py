@@ -339,7 +339,7 @@ def _remote_dict(lm: Any) -> dict[str, Any]:
 
 def _model_and_llm(lm: Any, llm: Any, tokenizer: Any = None) -> tuple[Any, Any]:
     """The engine's model and the LLM it is reported as, from ``lm`` and/or ``llm``: an ``ActiveLM`` / ``ActiveHFLLM``,
-    or a model behind an OpenAI-compatible endpoint (``OpenAILike``, ``OpenAI``, an ``active_rag.RemoteLM``; issue 26),
+    or a model behind an OpenAI-compatible endpoint (``OpenAILike``, ``OpenAI``, an ``active_rag.RemoteLM``),
     whose ``tokenizer`` (registry name, folder or tokenizer) gives the engine the served model's own prompt layout."""
     from active_rag.remote_clients import is_remote_client, remote_from_client
 

@@ -1,4 +1,4 @@
-"""Choose the answer check's ``theta`` and selection rule from rows written with ``theta = 1`` (issue 28).
+"""Choose the answer check's ``theta`` and selection rule from rows written with ``theta = 1``.
 
 With ``theta = 1`` the answer check (:mod:`active_rag.answer_check`, the ``look-again`` preset) looks again after
 every answer, so each eval row holds both answers and the model's confidence in each (``answer_check.draft`` and

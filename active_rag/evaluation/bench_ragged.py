@@ -1,4 +1,4 @@
-"""Ragged attention bench (issue 25): one batched decode step with the per-sequence attention loop against the padded
+"""Ragged attention bench: one batched decode step with the per-sequence attention loop against the padded
 call (:mod:`active_rag.ragged_attention`), at several batch sizes, in one run, reported as ratios.
 
     python -m active_rag.evaluation.bench_ragged --model smollm2 --batch-sizes 8 32 --out results/bench/ragged-smollm2

@@ -1,4 +1,4 @@
-"""``active-rag bench --suite weights``: float32 against int8 and int4 weights, in one run (issue 24).
+"""``active-rag bench --suite weights``: float32 against int8 and int4 weights, in one run.
 
 For every model and weights option, in one process on one machine:
 

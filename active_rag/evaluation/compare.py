@@ -1,4 +1,4 @@
-"""Compare evaluation rows written by separate runs (issue 28's evidence table).
+"""Compare evaluation rows written by separate runs.
 
 ``active-rag eval`` compares the methods of one run against one baseline. The payoff question needs more: a
 configuration against SR-RAG at three passages *and* against the equal-budget control (SR-RAG with as many
@@ -13,7 +13,7 @@ retrieval and evidence columns of :func:`~active_rag.evaluation.scoring.summariz
         dragin-accumulate=results/eval/hotpotqa/qwen2.5-coder-0.5b/dragin@ir@context=accumulate.jsonl \\
         --baseline sr-rag --baseline control
 
-Rows written before issue 28 lack the evidence metrics; for a single-round method (every row one retrieval with
+Older rows lack the evidence metrics; for a single-round method (every row one retrieval with
 the question, whose passages the answer's prompt holds) they are derived from the trace, elsewhere the cell reads
 ``-``.
 """

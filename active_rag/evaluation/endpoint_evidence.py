@@ -1,4 +1,4 @@
-"""The server against the local engine, from evaluation rows (issue 26's evidence).
+"""The server against the local engine, from evaluation rows (the endpoint evidence).
 
 ``active-rag eval --endpoint URL`` writes its rows to ``<dir>/b<B>/<dataset>/<model>-endpoint/`` beside the local
 engine's ``<dir>/b<B>/<dataset>/<model>/`` (``--out <dir>/b<B>`` for batch size ``B``). For every method and batch

@@ -56,7 +56,7 @@ def score_example(example: Example, result: ActiveRAGResult) -> tuple[str | None
         m["gold_hits"] = hits
         m["gold_hit_rate"] = hits / n if n else None
         m["gold_recall"] = len(found) / len(gold)
-        # issue 28: did the prompt that wrote the answer hold every gold passage; which retrievals brought a gold
+        # did the prompt that wrote the answer hold every gold passage; which retrievals brought a gold
         # passage the prompt did not hold yet (new evidence), all of them and those of the method's own query
         # formulator (not the retrieval with the question)
         m["evidence_recall"] = float(gold <= set(result.final_passage_ids))
@@ -121,7 +121,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], dataset: str) -> dict[str,
         n_ret = sum(float(m["retrievals"]) for m in gold_rows)
         out["gold_hit_rate"] = sum(float(m["gold_hits"]) for m in gold_rows) / n_ret if n_ret else None
         out.pop("gold_hits", None)
-        new_rows = [m for m in gold_rows if "new_evidence_hits" in m]  # rows written before issue 28 have none
+        new_rows = [m for m in gold_rows if "new_evidence_hits" in m]  # older rows have none
         n_new = sum(float(m["retrievals"]) for m in new_rows)
         out["new_evidence_rate"] = sum(float(m["new_evidence_hits"]) for m in new_rows) / n_new if n_new else None
         n_active = sum(float(m["active_retrievals"]) for m in new_rows)

@@ -1,14 +1,14 @@
 """``active-rag bench --suite batch`` and ``--suite prefix``: many questions at once, and reading the shared
 prompt once. Every figure is a ratio measured in the same run, on the same prompts.
 
-**batch** (issue 10). Generated tokens per second of the DRAGIN and FLARE loops at several batch sizes
+**batch**. Generated tokens per second of the DRAGIN and FLARE loops at several batch sizes
 (:meth:`~active_rag.loop.ActiveRAG.run_batch`: one batched forward per step through the decode scheduler),
 with retrieval disabled and signals on, exactly N tokens per question (as ``active-rag bench``'s loop
 overhead), against ``model.generate`` on the same prompt ids at the same batch size (left-padded, greedy,
 exactly N tokens) and against the batch-1 loop. Peak RSS growth per batch size (Linux ``VmHWM``).
 The prefix cache is off here, so both sides prefill every prompt.
 
-**prefix** (issue 15). Seconds per question and prompt tokens prefilled per question for ``wo-rag``,
+**prefix**. Seconds per question and prompt tokens prefilled per question for ``wo-rag``,
 ``sr-rag``, ``flare`` and ``dragin`` on the first questions of a dev slice, with the evaluation prompts
 (the same engines as ``active-rag eval``), once with the prefix cache off and once on (cold at the start of
 each method), then with the cache and a batch of 8. Reports the speed-ups, how many answers are identical

@@ -179,7 +179,9 @@ class TestChatActiveHFSmolLM2ToolsStandard(ChatModelIntegrationTests):
 
     SmolLM2's chat template has no tool support: tools reach it in the Hermes format (as Qwen2.5's
     template writes them), forced calls (``tool_choice``) and structured output are decoded under the
-    JSON schema. ``max_tokens=64`` leaves room for a whole JSON object."""
+    JSON schema. ``max_tokens=64`` leaves room for a whole JSON object. Float32 weights: whether a 135M model's
+    joke closes its JSON within 64 tokens is a matter of rounding (with the default packed weights and bfloat16
+    prefill it repeats its setup sentence until the budget runs out), and these tests check the plumbing."""
 
     @pytest.fixture(autouse=True)
     def _only_tools(self, request: pytest.FixtureRequest, smollm2: ActiveLM) -> None:
@@ -194,7 +196,7 @@ class TestChatActiveHFSmolLM2ToolsStandard(ChatModelIntegrationTests):
 
     @property
     def chat_model_params(self) -> dict[str, Any]:
-        return {"model_name": "smollm2", "max_tokens": 64}
+        return {"model_name": "smollm2", "max_tokens": 64, "weights": "float32"}
 
     @property
     def supports_json_mode(self) -> bool:
