@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from active_rag import ActiveRAG, Passage
+from active_rag import ActiveRAG
 from active_rag.answer_check import AnswerCheck, answer_confidence, answer_span, grounded_in
 from active_rag.answer_options import OptionsConstraint, question_options
 from active_rag.evaluation.config import EvalConfig, build_methods

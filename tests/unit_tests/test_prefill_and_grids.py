@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import active_rag.quantized as quantized
-from active_rag import ActiveLM, ActiveRAG, Passage
+from active_rag import ActiveLM, Passage
 from active_rag.quantized import Int4Linear, Int8Linear, PackedLinear, grid_quantize, packed_layers, prefill_dtype
 from active_rag.weights import quantize_model
 from tests.conftest import build_tiny_model
