@@ -119,7 +119,7 @@ PRESETS: dict[str, Preset] = {
                context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
                answer_query="draft"),
         Preset("look-again-linked", "look-again-grounded whose second look reads the articles the draft's passages "
-               "link to (the names they mention that the question does not, each asked alone, own articles only)",
+               "link to (the names they mention that the question does not, looked up in the index's names, own articles only)",
                "once", "input", context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
                answer_query="linked"),
         Preset("look-again-linked-second", "look-again-linked that keeps the second answer (its prompt holds the "
@@ -127,7 +127,7 @@ PRESETS: dict[str, Preset] = {
                context="accumulate", answer_check=1.0, answer_select="grounded-second", answer_options=True,
                answer_query="linked"),
         Preset("sr-rag-linked", "retrieve once with the question, add the articles its passages link to (the names "
-               "they mention that the question does not, each asked alone, own articles only), then answer once, a "
+               "they mention that the question does not, looked up in the index's names, own articles only), then answer once, a "
                "choice question with one of its options: look-again-linked's second answer without the draft",
                "once", "input", context="accumulate", answer_options=True, follow_links=True),
     )
