@@ -206,11 +206,11 @@ def _llamacpp_row(model: str, config: LlamaCppBenchConfig, prompt: list[int], qu
     from active_rag.gguf_files import resolve_gguf
 
     path = resolve_gguf(model)
-    longest = max(len(prompt), *(len(q) for q in questions)) + config.tokens + 8
-    n_seq = max(config.batch_sizes)
+    # one KV cache shared by the sequences: the prefill prompt alone, or every decode sequence at once
+    per_sequence = max(len(q) for q in questions) + config.tokens + 8
+    n_ctx = max(len(prompt) + 8, per_sequence * max(config.batch_sizes))
     t0 = time.perf_counter()
-    runner = LlamaCppRunner(path, threads=config.threads, n_ctx=max(longest, (max(len(q) for q in questions) + config.tokens + 8) * n_seq),
-                            n_batch=config.n_batch, n_seq_max=n_seq)
+    runner = LlamaCppRunner(path, threads=config.threads, n_ctx=n_ctx, n_batch=config.n_batch, n_seq_max=max(config.batch_sizes))
     load_s = time.perf_counter() - t0
     try:
         runner.decode_step_ms(questions[:1], 4)  # warm-up
