@@ -27,6 +27,7 @@ from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_
 from .answer_options import OptionsConstraint, question_options
 from .constrained import chain
 from .linked import follow_links
+from .read_choice import choose_reading
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
 from .types import Passage, StreamEvent, TokenEvent, TokenStep, TriggerDecision
@@ -252,12 +253,22 @@ class AnswerSteps:
                              passage_ids=draft_passages, attempt=0)
         return record
 
-    def _linked_retrieval(self, run: Any, read: Sequence[Passage], *, position: int, decision: TriggerDecision) -> Any:
+    def _linked_retrieval(self, run: Any, read: Sequence[Passage], *, position: int, decision: TriggerDecision,
+                          choose: bool = False) -> Any:
         """Add the own articles of the names worth following that ``read`` mentions, looked up in the retriever's
         name index, then the question's next passages (:func:`active_rag.linked.follow_links`). The trace records
         the names followed, best first (``details["names"]``, a list), and which passage is whose article
-        (``details["articles"]``); the query is the question, the only one the retriever may be asked."""
+        (``details["articles"]``); the query is the question, the only one the retriever may be asked.
+
+        ``choose``: first choose by the question's form (:func:`active_rag.read_choice.choose_reading`); a
+        comparison of named things follows only the question's own names (``details["choice"]`` and
+        ``details["choice_reason"]`` say which way and why)."""
         details: dict[str, Any] = {}
+        if choose:
+            choice = choose_reading(run.question)
+            details.update(choice=choice.way, choice_reason=choice.reason)
+            if choice.way == "compare":
+                read = []
 
         def fetch(held: set[str]) -> list[Passage]:
             links = follow_links(self.retriever, read, run.question, self.top_k, held)

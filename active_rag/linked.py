@@ -235,11 +235,15 @@ def linked_articles(retriever: Any, passages: Sequence[Passage], question: str, 
     return follow_links(retriever, passages, question, k, held).passages
 
 
-def check_follow_links(follow_links: bool, context: Any, retrieves_first: bool) -> bool:
+def check_follow_links(follow_links: bool | str, context: Any, retrieves_first: bool) -> bool | str:
     """``ActiveRAG(follow_links=True)``: right after the retrieval with the question, before the first token, add
-    the own articles of the names its passages mention (:func:`linked_sources`). That needs a first retrieval
-    (``trigger="once"`` or ``initial_retrieval=True``) and a context policy that keeps both retrievals' passages
-    (``accumulate`` or ``rerank``); raises :class:`~active_rag.errors.InvalidOptionError` otherwise."""
+    the own articles of the names its passages mention (:func:`linked_sources`); ``"choose"``: first choose by the
+    question's form whether to follow those links or only the question's own names
+    (:func:`active_rag.read_choice.choose_reading`). That needs a first retrieval (``trigger="once"`` or
+    ``initial_retrieval=True``) and a context policy that keeps both retrievals' passages (``accumulate`` or
+    ``rerank``); raises :class:`~active_rag.errors.InvalidOptionError` otherwise."""
+    if follow_links not in (True, False, "choose"):
+        raise InvalidOptionError(f"follow_links={follow_links!r} is not one of True, False or 'choose'.")
     if not follow_links:
         return False
     if not retrieves_first:
@@ -248,4 +252,4 @@ def check_follow_links(follow_links: bool, context: Any, retrieves_first: bool) 
     if not getattr(context, "skip_held", False):
         raise InvalidOptionError(f"follow_links adds the linked articles to the question's passages, but context "
                                  f"{context.name!r} would replace them: use context='accumulate' (or 'rerank').")
-    return True
+    return follow_links

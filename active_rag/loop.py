@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .answer_check import AnswerCheck, make_answer_check
 from .answer_options import check_options_model
@@ -133,7 +133,7 @@ class ActiveRAG(RetrievalSteps):
         reanswer: bool = False,
         answer_check: AnswerCheck | bool | float | None = None,
         answer_options: bool = False,
-        follow_links: bool = False,
+        follow_links: bool | Literal["choose"] = False,
     ) -> None:
         self.model = model
         self.retriever = retriever
@@ -207,7 +207,7 @@ class ActiveRAG(RetrievalSteps):
             **({"reanswer": True} if self.reanswer else {}),
             **({"answer_check": self.answer_check.describe()} if self.answer_check else {}),
             **({"answer_options": True} if self.answer_options else {}),
-            **({"follow_links": True} if self.follow_links else {}),
+            **({"follow_links": self.follow_links} if self.follow_links else {}),
         }
 
     def _context_description(self) -> dict[str, Any]:
@@ -264,8 +264,11 @@ class ActiveRAG(RetrievalSteps):
             ctx = QueryContext(question=run.question, output=[], segment=[], decision=decision, action="continue", lm=self.model)
             yield self._retrieve(run, InputQuery().formulate(ctx), position=0, decision=decision, details={}, formulator="input")
             if self.follow_links:  # before the first token: the own articles of the names those passages mention
-                yield self._linked_retrieval(run, list(run.docs), position=0, decision=TriggerDecision(
-                    fire=True, trigger=trigger.name, reason="follow the links of the passages retrieved with the input"))
+                yield self._linked_retrieval(run, list(run.docs), position=0, choose=self.follow_links == "choose",
+                                             decision=TriggerDecision(fire=True, trigger=trigger.name, reason=(
+                                                 "choose what to read after the passages retrieved with the input"
+                                                 if self.follow_links == "choose" else
+                                                 "follow the links of the passages retrieved with the input")))
         processor = self._processor(run, trigger.logits_processor(self.model))
         capture = trigger.needs_attention or self.query.needs_attention
         max_generated = 4 * self.max_new_tokens  # runaway guard, whatever the retrieval budget

@@ -64,9 +64,9 @@ class Preset:
     """A choice question's answer is one of its options (:mod:`active_rag.answer_options`)."""
     answer_query: str = "question"
     """What the check's second look retrieves with (:class:`~active_rag.answer_check.AnswerCheck` ``query``)."""
-    follow_links: bool = False
-    """Before the first token, add the own articles of the names the question's passages mention
-    (:func:`active_rag.linked.check_follow_links`)."""
+    follow_links: bool | str = False
+    """Before the first token, add the own articles of the names the question's passages mention;
+    ``"choose"``: by the question's form (:func:`active_rag.linked.check_follow_links`)."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -130,6 +130,10 @@ PRESETS: dict[str, Preset] = {
                "they mention that the question does not, looked up in the index's names, own articles only), then answer once, a "
                "choice question with one of its options: look-again-linked's second answer without the draft",
                "once", "input", context="accumulate", answer_options=True, follow_links=True),
+        Preset("sr-rag-choose", "sr-rag-linked that chooses per question what to add to the question's passages: a "
+               "comparison of things the question names reads their own articles, any other question the articles "
+               "its passages link to (active_rag.read_choice)", "once", "input", context="accumulate",
+               answer_options=True, follow_links="choose"),
     )
 }
 
@@ -169,6 +173,6 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
         **({"answer_check": AnswerCheck(theta=p.answer_check, select=p.answer_select, query=p.answer_query)}
            if p.answer_check is not None else {}),
         **({"answer_options": True} if p.answer_options else {}),
-        **({"follow_links": True} if p.follow_links else {}),
+        **({"follow_links": p.follow_links} if p.follow_links else {}),
         **out,
     }
