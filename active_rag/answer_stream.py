@@ -1,13 +1,11 @@
 """The answer as a stream of text pieces that join to the engine's answer, for the adapters' streaming APIs.
 
 The engine streams a :class:`~active_rag.types.TokenEvent` per accepted token, as soon as it is accepted: a token
-nothing checks (wo-RAG, SR-RAG, a sentence written after a retrieval) as soon as it is generated, a checked
-segment's tokens once its check lets them through. A chunk that was sent cannot be taken back, so
-:class:`AnswerStream` holds back exactly the text that a later step of the engine may still cut:
+nothing checks (wo-RAG, SR-RAG, ``sr-rag-linked``'s answer, a sentence written after a retrieval) as soon as it is
+generated, a checked segment's tokens once its check lets them through. A chunk that was sent cannot be taken back,
+so :class:`AnswerStream` holds back exactly the text that a later step of the engine may still cut (a forced answer
+phrase cuts nothing: it follows the unfinished sentence, closed with a full stop):
 
-- with an answer phrase to force, the unfinished last sentence while the answer has no phrase yet: an answer that
-  ends there loses it before the phrase is forced (DRAGIN App. B; the next token then comes at an earlier
-  ``position``); once the phrase is written, nothing is cut;
 - with the repetition guard, a sentence that repeats an earlier one, or still may (its words so far begin an
   earlier sentence): the engine drops a repeated sentence at the end;
 - with a trigger that truncates whole sentences (``dragin-code``), the unfinished last sentence: a later check may
@@ -33,16 +31,13 @@ class AnswerStream:
     """Text pieces of one run's answer (see the module docstring).
 
     Args:
-        answer_phrase: the phrase the engine forces when the answer ends without it (hold the unfinished sentence
-            until the phrase is written).
         repetition_guard: the engine drops a sentence that repeats an earlier one (hold such a sentence).
         sentence_truncation: a check may drop the unfinished last sentence from its start (hold it).
         rewrites: send nothing before the end (the engine may write the answer again from its first word).
     """
 
-    def __init__(self, *, answer_phrase: str | None = None, repetition_guard: bool = False,
-                 sentence_truncation: bool = False, rewrites: bool = False) -> None:
-        self.answer_phrase = answer_phrase
+    def __init__(self, *, repetition_guard: bool = False, sentence_truncation: bool = False,
+                 rewrites: bool = False) -> None:
         self.repetition_guard = repetition_guard
         self.sentence_truncation = sentence_truncation
         self.rewrites = rewrites
@@ -51,11 +46,10 @@ class AnswerStream:
 
     @classmethod
     def for_engine(cls, engine: Any) -> AnswerStream:
-        """The stream for ``engine`` (an :class:`~active_rag.ActiveRAG`): from its answer phrase, repetition guard,
-        trigger and ``rewrites_answer``."""
+        """The stream for ``engine`` (an :class:`~active_rag.ActiveRAG`): from its repetition guard, trigger and
+        ``rewrites_answer``."""
         trigger = getattr(engine, "trigger", None)
         return cls(
-            answer_phrase=getattr(engine, "answer_phrase", None) or None,
             repetition_guard=bool(getattr(engine, "repetition_guard", False)),
             sentence_truncation=getattr(trigger, "action", None) == "truncate" and getattr(trigger, "truncate", "word") == "sentence",
             rewrites=bool(getattr(engine, "rewrites_answer", False)),
@@ -64,7 +58,7 @@ class AnswerStream:
     def safe_end(self, text: str) -> int:
         """How much of the output ``text`` no later step of the engine can cut (see the module docstring)."""
         end = len(text)
-        if self.sentence_truncation or (self.answer_phrase and self.answer_phrase.lower() not in text.lower()):
+        if self.sentence_truncation:
             end = last_complete_sentence_end(text)
         if self.repetition_guard:
             start = may_repeat_start(text[:end])

@@ -159,19 +159,24 @@ class AnswerSteps:
         yield from self._accept(run, forced)
 
     def _force_answer(self, run: Any) -> Iterator[TokenEvent]:
-        """DRAGIN App. B: if the answer phrase is missing, append it and let the model finish the sentence."""
+        """DRAGIN App. B: if the answer phrase is missing, append it and let the model finish the sentence.
+
+        An unfinished last sentence (the model stopped, or the budget ran out, before its full stop) is kept and
+        closed with a full stop before the phrase: nothing the model wrote is cut, so its tokens stream as they
+        are written (:class:`~active_rag.answer_stream.AnswerStream`)."""
         assert self.answer_phrase is not None
         if self.answer_phrase.lower() in run.output_text.lower():
             return
-        # never mid-sentence: go back to the end of the last complete sentence first
         text = run.output_text
-        end = last_complete_sentence_end(text)
-        if text[end:].strip():
-            self._truncate_output(run, end)
         if run.session is None:
             self._open_session(run, False)
         assert run.session is not None
-        sep = "" if not run.output or run.output_text.endswith((" ", "\n")) else " "
+        if not run.output or text.endswith((" ", "\n")):
+            sep = ""
+        elif text[last_complete_sentence_end(text):].strip():  # an unfinished sentence: end it, never cut it
+            sep = " " if text.endswith((",", ";", ":", "-")) else ". "
+        else:
+            sep = " "
         yield from self._extend(run, sep + self.answer_phrase)
 
         def stop(steps: list[TokenStep]) -> bool:

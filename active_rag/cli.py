@@ -144,7 +144,8 @@ def _answer_budget(engine: Any, limit: int) -> dict[str, Any]:
     if not phrase:
         return {}
     encode = engine.model.encode
-    left = limit - max(len(encode(phrase)), len(encode(" " + phrase)))  # for the writing and the forced answer
+    # the longest way the phrase is written: after a space, or closing an unfinished sentence first (". " + phrase)
+    left = limit - max(len(encode(sep + phrase)) for sep in ("", " ", ". "))  # for the writing and the forced answer
     if left < 2:
         return {"answer_phrase": None}
     answer = min(FORCED_ANSWER_TOKENS, left // 2)
@@ -317,7 +318,7 @@ def _rewind_label(last: TokenEvent, event: TokenEvent) -> str:
     """What a token at an earlier position than the last one means, for ``ask --stream``."""
     if event.attempt != last.attempt:
         return "answer again" if event.attempt else "answer kept: the draft"
-    return "the unfinished sentence dropped, the answer phrase forced"
+    return "the text after here dropped: a repeated sentence, or one a check cut"
 
 
 def _print_answer_check(check: dict[str, Any], out: Any) -> None:

@@ -103,9 +103,9 @@ class ActiveRAG(RetrievalSteps):
     >>> result = rag.run("Were Scott Derrickson and Ed Wood of the same nationality?")  # doctest: +SKIP
     >>> result.answer, result.short_answer, [r.query for r in result.retrievals]  # doctest: +SKIP
 
-    ``answer_phrase``: the phrase forced after the last complete sentence when the answer ends without it (DRAGIN
-    App. B); ``"auto"`` (the default): ``"So the answer is"`` when an answer check or ``answer_options`` reads the
-    answer span after it, else none (the answer as the model wrote it, streamed at once); ``None``: never.
+    ``answer_phrase``: the phrase forced when the answer ends without it (DRAGIN App. B; an unfinished last
+    sentence is closed with a full stop first, never cut); ``"auto"`` (the default): ``"So the answer is"`` when an answer check or ``answer_options`` reads the
+    answer span after it, else none; ``None``: never. Either way the answer's tokens stream as they are written.
     """
 
     def __init__(

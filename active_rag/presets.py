@@ -25,10 +25,10 @@ preset departs from its source:
   passages link to (:mod:`active_rag.linked`).
 - the answer phrase: a method that reads the answer span (an answer check: the ``look-again-*`` presets;
   ``answer_options``: ``look-again-grounded``, ``-next-hop``, ``-linked``, ``-linked-second``, ``sr-rag-linked``)
-  forces "So the answer is" after the last complete sentence when the model did not write it (DRAGIN App. B;
+  forces "So the answer is" when the model did not write it (an unfinished last sentence is closed first; DRAGIN App. B;
   :class:`~active_rag.ActiveRAG`'s ``answer_phrase="auto"``), the same in the CLI, Python, LangChain and
-  LlamaIndex, so the check always finds the span it reads; the others leave the answer as the model wrote it, so that
-  its tokens stream at once (docs/api.md, "Streaming"). Evaluation forces the phrase for every method, as the
+  LlamaIndex, so the check always finds the span it reads; the others leave the answer as the model wrote it (docs/api.md,
+  "Streaming"). Evaluation forces the phrase for every method, as the
   papers do (:mod:`active_rag.evaluation`)."""
 
 from __future__ import annotations

@@ -48,12 +48,12 @@ __all__ = ["RELATION_WORDS", "ReadChoice", "choose_reading", "question_form"]
 
 Way = Literal["compare", "links"]
 
-#: words that ask for something a named thing relates to (its director, its founder), whose own article the
-#: question does not name: a comparison through them needs the links of the named things' articles
+#: nouns that ask for someone a named thing relates to (its director, its founder), whose own article the question
+#: does not name ("Which was founded first, Tesla or Ford?" asks about the companies themselves): a comparison through them needs the links of the named things' articles
 RELATION_WORDS = frozenset(
-    "director directors directed father mother parent parents spouse wife husband son daughter child children "
-    "sibling brother sister composer composed author wrote writer founder founded creator created producer "
-    "produced performer performed singer actor actress star starring owner owned manufacturer designer".split()
+    "director directors father mother parent parents spouse wife husband son daughter child children sibling "
+    "brother sister composer author writer founder creator producer performer singer actor actress star owner "
+    "manufacturer designer".split()
 )
 _YES_NO = frozenset("is are was were do does did can could has have had will would should".split())
 _WORD = re.compile(r"[A-Za-z]+")

@@ -13,22 +13,14 @@ def _events(texts: list[str], start: int = 0) -> list[TokenEvent]:
     return [TokenEvent(text=t, token_id=0, logprob=0.0, entropy=0.0, position=start + i) for i, t in enumerate(texts)]
 
 
-PHRASE = "So the answer is"
 
 
-def test_before_the_answer_phrase_whole_sentences_are_sent_once_they_end() -> None:
-    stream = AnswerStream(answer_phrase=PHRASE)
-    pieces = [stream.push(e) for e in _events([" He", " was", " born", " in", " 1990.", " He", " play", "ed."])]
-    assert pieces == ["", "", "", "", "He was born in 1990.", "", "", " He played."]
-    assert stream.finish("He was born in 1990. He played. So the answer is X.") == " So the answer is X."
-
-
-def test_a_rewound_partial_sentence_is_never_sent() -> None:
-    """The engine drops " Half" (position 2) and forces the answer phrase from there."""
-    stream = AnswerStream(answer_phrase=PHRASE)
-    assert [stream.push(e) for e in _events(["A", " done.", " Half"])] == ["", "A done.", ""]
-    forced = [stream.push(e) for e in _events([" So", " the", " answer", " is", " B."], start=2)]
-    assert "".join(forced) == " So the answer is B." and stream.finish("A done. So the answer is B.") == ""
+def test_tokens_stream_one_by_one_before_a_forced_answer_phrase() -> None:
+    """A forced phrase cuts nothing (it closes the unfinished sentence), so the unfinished sentence streams too."""
+    stream = AnswerStream()
+    pieces = [stream.push(e) for e in _events([" He", " was", " born", " in", " 1990.", " He", " play"])]
+    assert pieces == ["He", " was", " born", " in", " 1990.", " He", " play"]
+    assert stream.finish("He was born in 1990. He play. So the answer is X.") == ". So the answer is X."
 
 
 def test_tokens_stream_one_by_one_without_an_answer_phrase() -> None:
@@ -38,16 +30,9 @@ def test_tokens_stream_one_by_one_without_an_answer_phrase() -> None:
 
 
 def test_a_rewriting_engine_sends_its_answer_at_the_end() -> None:
-    stream = AnswerStream(answer_phrase=PHRASE, rewrites=True)
+    stream = AnswerStream(rewrites=True)
     assert [stream.push(e) for e in _events(["A", " done."])] == ["", ""]
     assert stream.finish("B done.") == "B done."
-
-
-def test_after_the_answer_phrase_tokens_stream_one_by_one() -> None:
-    """Once the phrase is written the engine forces nothing, so nothing is cut: the answer streams token by token."""
-    stream = AnswerStream(answer_phrase=PHRASE)
-    pieces = [stream.push(e) for e in _events(["A", " done.", " So", " the", " answer", " is", " Peter", " Sch"])]
-    assert pieces == ["", "A done.", "", "", "", " So the answer is", " Peter", " Sch"]
 
 
 def test_a_sentence_that_may_repeat_an_earlier_one_is_held_until_it_differs() -> None:
@@ -69,14 +54,12 @@ def test_sentence_truncation_holds_the_unfinished_sentence() -> None:
 
 def test_for_engine_reads_what_the_engine_may_cut() -> None:
     class Engine:
-        answer_phrase = None
         repetition_guard = True
         rewrites_answer = False
         trigger = type("T", (), {"action": "truncate", "truncate": "sentence"})()
 
     stream = AnswerStream.for_engine(Engine())
-    assert (stream.answer_phrase, stream.repetition_guard, stream.sentence_truncation, stream.rewrites) == (
-        None, True, True, False)
+    assert (stream.repetition_guard, stream.sentence_truncation, stream.rewrites) == (True, True, False)
 
 
 # -- the engine streams a token nothing checks as soon as it is generated ---------------------------------------

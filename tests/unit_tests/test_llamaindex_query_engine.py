@@ -273,7 +273,7 @@ def test_async_streaming(tiny_lm: ActiveLM) -> None:
     assert response.metadata["complete"] is True and node_ids(response) == node_ids(full) == ["r1-0", "r1-1"]
 
 
-@pytest.mark.parametrize("preset", ["wo-rag", "sr-rag"])
+@pytest.mark.parametrize("preset", ["wo-rag", "sr-rag", "sr-rag-linked"])
 def test_streaming_yields_the_first_token_before_generation_is_finished(tiny_lm: ActiveLM, generated: list[int],
                                                                         preset: str) -> None:
     engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset=preset, top_k=2, max_new_tokens=12, streaming=True)
@@ -303,7 +303,7 @@ def test_responses_carry_the_short_answer(tiny_lm: ActiveLM) -> None:
     direct = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), top_k=2,
                                    max_new_tokens=12).run(QUESTION)
     assert response.response == direct.answer and response.metadata["short_answer"] == direct.short_answer
-    assert direct.answer.startswith("So the answer is") and direct.short_answer != direct.answer  # the preset's phrase
+    assert "So the answer is" in direct.answer and direct.short_answer != direct.answer  # the preset's phrase
 
 
 # -- BM25Retriever -------------------------------------------------------------------------------------

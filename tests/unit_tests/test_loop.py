@@ -670,11 +670,17 @@ def test_generation_stops_once_the_answer_sentence_is_complete() -> None:
     assert result.answer == "Peter is his father. So the answer is Peter."
 
 
-def test_answer_phrase_is_forced_only_after_a_complete_sentence() -> None:
+def test_a_forced_answer_phrase_closes_the_unfinished_sentence_and_cuts_nothing() -> None:
+    """The budget runs out mid-sentence: the sentence is kept, ended with a full stop, and the phrase follows, so
+    every token the model wrote (and that was streamed) stays in the answer."""
     script = ["Peter", "is", "his", "father.", "He", "was", "a", "goalkeeper", "Peter.", "x"]
     lm = ScriptedLM(script=lambda p: [Word(w) for w in script])
-    result = ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=6, answer_phrase="So the answer is").run(QUESTION)
-    assert result.answer == "Peter is his father. So the answer is Peter."
+    rag = ActiveRAG.from_preset("wo-rag", lm, None, max_new_tokens=6, answer_phrase="So the answer is")
+    events = list(rag.stream(QUESTION))
+    result = events[-1]
+    # the scripted model writes each word after a space, the full stop too: "He was . So the answer is"
+    assert result.answer.replace(" .", ".").startswith("Peter is his father. He was. So the answer is")
+    assert [e.position for e in events if isinstance(e, TokenEvent)] == list(range(len(result.tokens)))  # no rewind
 
 
 def test_no_retrieval_cap_by_default() -> None:

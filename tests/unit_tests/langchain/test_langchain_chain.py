@@ -369,7 +369,7 @@ async def test_astream_stops_generation_when_the_consumer_stops(tiny_lm, lc_retr
     assert len(seen) == 3
 
 
-@pytest.mark.parametrize("preset", ["wo-rag", "sr-rag"])
+@pytest.mark.parametrize("preset", ["wo-rag", "sr-rag", "sr-rag-linked"])
 def test_stream_yields_the_first_token_before_generation_is_finished(tiny_lm, bm25_retriever, generated, preset):
     """A method whose answer no check reads streams each token as it is generated (``generated`` counts them)."""
     rag = ActiveRAG(tiny_lm, bm25_retriever, preset=preset, max_new_tokens=12)
