@@ -8,7 +8,9 @@ gold passage in the prompt once ``--more`` passages are added, by each way of ch
   title is the name (:func:`active_rag.entities.is_article_of`), then the question's next passages: the linked
   look as it was before the name index, kept here to compare with;
 - ``linked``: :func:`active_rag.linked.follow_links`: the names worth following looked up in the index's name index
-  (:mod:`active_rag.name_index`), then the question's next passages.
+  (:mod:`active_rag.name_index`), then the question's next passages;
+- ``choose``: ``sr-rag-choose``'s per-question choice (:func:`active_rag.read_choice.choose_reading`): a comparison
+  of named things follows only the question's own names, any other question as ``linked``.
 
 It prints the new-evidence rate (the share of questions whose added passages bring a gold passage the first ones
 lacked), how many of the added passages are linked articles that the question's next-ranked ones do not include,
@@ -17,7 +19,7 @@ the first retrieval included. ``--hide-titles`` titles every passage ``doc-<n>.t
 links can only come from the passages' text; the gold passages are still the same passages. It also reports how
 often the name index, built over the corpus, finds each gold passage by its real title (``name_index``)::
 
-    python -m active_rag.evaluation.linked_recall --dataset hotpotqa [--data-dir DIR] [--hide-titles]
+    python -m active_rag.evaluation.linked_recall --dataset hotpotqa [--split dev-b] [--data-dir DIR] [--hide-titles]
     python -m active_rag.evaluation.linked_recall --dataset hotpotqa --without-question-names --out FILE.json
 """
 
@@ -38,10 +40,11 @@ from active_rag.evaluation.method_engines import load_corpus_index
 from active_rag.linked import follow_links
 from active_rag.name_index import NameIndex, name_index_of
 from active_rag.rankings import fetch_rankings
+from active_rag.read_choice import choose_reading
 from active_rag.text import split_sentences
 from active_rag.types import Passage
 
-WAYS = ("question", "per-name", "linked")
+WAYS = ("question", "per-name", "linked", "choose")
 
 
 class CountingRetriever:
@@ -98,7 +101,8 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
         elif way == "per-name":
             ids = [p.id for p in per_name_articles(retriever, first, example.question, more, held)]
         else:
-            links = follow_links(retriever, first, example.question, more, held,
+            compare = way == "choose" and choose_reading(example.question).way == "compare"
+            links = follow_links(retriever, [] if compare else first, example.question, more, held,
                                  with_question_names=with_question_names)
             ids = [p.id for p in links.passages]
         added[way], calls[way] = ids, retriever.calls
@@ -171,7 +175,8 @@ def hide_titles(index: Any) -> Any:
 def markdown(report: dict[str, Any]) -> str:
     """The report as a Markdown table."""
     t = report["table"]
-    lines = [f"{report['dataset']}, {report['questions']} questions, {report['passages']} passages"
+    split = "" if report.get("split", "dev") == "dev" else f" {report['split']}"
+    lines = [f"{report['dataset']}{split}, {report['questions']} questions, {report['passages']} passages"
              f"{' (titles hidden)' if report['hide_titles'] else ''}"
              f"{'' if report.get('question_names', True) else ', linked without the question names'}, "
              f"BM25 top-{report['top_k']}, then "
@@ -196,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.linked_recall", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, choices=("hotpotqa", "2wikimultihopqa", "strategyqa"))
     parser.add_argument("--data-dir", type=Path, default=None, help="data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
+    parser.add_argument("--split", default="dev", help="question file: dev (default) or, for hotpotqa, dev-b")
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--top-k", type=int, default=3, help="passages of the first retrieval (default 3)")
     parser.add_argument("--more", type=int, default=3, help="passages the second retrieval adds (default 3)")
@@ -208,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --top-k and --more must be at least 1.", file=sys.stderr)
         return 2
     try:
-        examples = load_dataset(args.dataset, args.data_dir, args.limit)
+        examples = load_dataset(args.dataset, args.data_dir, args.limit, split=args.split)
         index, _, _ = load_corpus_index(args.dataset, args.data_dir)
         titles = {p.id: p.title for p in index.passages}
         if args.hide_titles:
@@ -220,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = {"dataset": args.dataset, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
+    report = {"dataset": args.dataset, "split": args.split, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
               "question_names": not args.without_question_names,
               "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),
               "top_k": args.top_k, "more": args.more, "table": table, "name_index_seconds": seconds,
