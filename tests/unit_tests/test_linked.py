@@ -195,6 +195,7 @@ def test_ask_prints_which_name_each_linked_passage_is_the_article_of() -> None:
     assert "      - Paris  [f]  <- the article of 'Paris'" in lines
     assert "      - Glow (film)  [c]  <- the article of 'Glow'" in lines
     assert "      - Paul Smith  [e]  <- the article of 'Paul Smith'" in lines
+    assert f"      names followed: {', '.join(look.details['names'])}" in lines and look.details["names"]
     first = io.StringIO()  # a retrieval with the question: no origin to print
     _print_retrieval(ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[0], first)
     assert "<-" not in first.getvalue()

@@ -82,3 +82,17 @@ def test_follow_links_takes_true_false_or_choose() -> None:
         ActiveRAG(lm, Corpus(), trigger="once", context="accumulate", follow_links="always")
     rag = ActiveRAG(lm, Corpus(), trigger="once", context="accumulate", follow_links="choose")
     assert rag.describe()["follow_links"] == "choose"
+
+
+def test_ask_prints_the_choice_and_the_names_followed() -> None:
+    import io
+
+    from active_rag.cli import _print_retrieval
+
+    lm, _ = _reader()
+    added = ActiveRAG.from_preset("sr-rag-choose", lm, Corpus(), top_k=2).run(Q).retrievals[1]
+    out = io.StringIO()
+    _print_retrieval(added, out)
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("      chose compare: a choice question comparing what it names") for line in lines)
+    assert "      names followed: Terry Richardson" in lines
