@@ -11,9 +11,10 @@ retrieval and evidence columns of :func:`~active_rag.evaluation.scoring.summariz
         sr-rag=results/eval/hotpotqa/qwen2.5-coder-0.5b/sr-rag.jsonl \\
         control=results/eval-budget/hotpotqa/qwen2.5-coder-0.5b/sr-rag.jsonl \\
         dragin-accumulate=results/eval/hotpotqa/qwen2.5-coder-0.5b/dragin@ir@context=accumulate.jsonl \\
-        --baseline sr-rag --baseline control
+        --baseline sr-rag --baseline control [--by choice]
 
-Older rows lack the evidence metrics; for a single-round method (every row one retrieval with
+``--by choice`` (or ``form``) adds a table per group of questions: what ``sr-rag-choose`` reads for them, or their
+form. Older rows lack the evidence metrics; for a single-round method (every row one retrieval with
 the question, whose passages the answer's prompt holds) they are derived from the trace, elsewhere the cell reads
 ``-``.
 """
@@ -59,14 +60,29 @@ def with_evidence(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "metrics": metrics}
 
 
+#: ``--by``: how to group questions, from a row's question text
+GROUPINGS = ("choice", "form")
+
+
+def group_of(row: Mapping[str, Any], by: str) -> str:
+    """The group of ``row`` by its question: ``"choice"``: what ``sr-rag-choose`` reads
+    (:func:`active_rag.read_choice.choose_reading`: ``compare`` or ``links``); ``"form"``: choice, yes-no or open
+    (:func:`active_rag.read_choice.question_form`)."""
+    from active_rag.read_choice import choose_reading, question_form
+
+    question = str(row.get("question") or "")
+    return choose_reading(question).way if by == "choice" else question_form(question)
+
+
 def compare_rows(
-    files: Mapping[str, Path], baselines: Sequence[str], dataset: str
+    files: Mapping[str, Path], baselines: Sequence[str], dataset: str, keep: Any = None,
 ) -> tuple[dict[str, dict[str, Any]], list[PairedDifference]]:
     """Summaries of every labelled file and the paired differences of each against each baseline, on the
-    dataset's primary metric (F1, or accuracy for StrategyQA), over the questions both answered."""
+    dataset's primary metric (F1, or accuracy for StrategyQA), over the questions both answered; ``keep``: a
+    predicate on rows (a group of questions)."""
     rows = {}
     for label, path in files.items():
-        read = read_rows(path)
+        read = [r for r in read_rows(path) if keep is None or keep(r)]
         single_round = all(len(r.get("trace") or []) == 1 and r["trace"][0].get("position") == 0 for r in read)
         rows[label] = [with_evidence(r) for r in read] if single_round else read  # never a subset's evidence
     summary = {label: summarize_rows(r, dataset) for label, r in rows.items()}
@@ -125,6 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dataset", required=True, choices=sorted(PRIMARY_METRICS))
     parser.add_argument("files", nargs="+", type=labelled, metavar="LABEL=PATH", help="rows of one method (JSONL)")
     parser.add_argument("--baseline", action="append", default=[], help="a LABEL to compare every row against (repeatable)")
+    parser.add_argument("--by", choices=GROUPINGS, default=None,
+                        help="also one table per group of questions: choice (what sr-rag-choose reads: compare or "
+                             "links) or form (choice, yes-no, open)")
     args = parser.parse_args(argv)
     files = dict(args.files)
     missing = [b for b in args.baseline if b not in files]
@@ -135,6 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, json.JSONDecodeError) as exc:
         parser.exit(2, f"error: {exc}\n")
     sys.stdout.write(format_comparison(summary, diffs, args.baseline, args.dataset))
+    if args.by:
+        groups = sorted({group_of(r, args.by) for path in files.values() for r in read_rows(path)})
+        for group in groups:
+            summary, diffs = compare_rows(files, args.baseline, args.dataset,
+                                          keep=lambda r, g=group: group_of(r, args.by) == g)
+            sys.stdout.write(f"\n{args.by} = {group}\n\n" + format_comparison(summary, diffs, args.baseline, args.dataset))
     return 0
 
 

@@ -89,3 +89,18 @@ def test_evidence_is_derived_only_for_a_single_round_method(tmp_path: Path) -> N
     files = {"mixed": _write(tmp_path / "m.jsonl", mixed)}
     summary, _ = compare_rows(files, [], "hotpotqa")
     assert summary["mixed"].get("evidence_recall") is None  # not the mean of the one derivable row
+
+
+def test_compare_by_choice_adds_a_table_per_group_of_questions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--by choice``: one more table for the questions sr-rag-choose compares and one for those it links."""
+    questions = {"a": "Who is older, Annie Morton or Terry Richardson?", "b": "Who directed the film that starred Annie Morton?"}
+
+    def asked(qid: str, f1: float) -> dict:
+        return {**_row(qid, f1, passages=["g1"], gold=["g1"]), "question": questions[qid]}
+
+    base = _write(tmp_path / "b.jsonl", [asked("a", 0.0), asked("b", 0.0)])
+    mine = _write(tmp_path / "m.jsonl", [asked("a", 1.0), asked("b", 0.0)])
+    assert main(["--dataset", "hotpotqa", f"base={base}", f"mine={mine}", "--baseline", "base", "--by", "choice"]) == 0
+    out = capsys.readouterr().out
+    compare, links = out.split("choice = compare")[1].split("choice = links")
+    assert "| mine | 1 | 100.0 | +100.0" in compare and "| mine | 1 | 0.0 | +0.0" in links
