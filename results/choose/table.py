@@ -1,0 +1,55 @@
+"""The sr-rag-choose evidence table from the committed rows (one line per slice), paired against the six-passage
+control: `python results/choose/table.py` from the repository root (the rows come from the `active-rag eval`
+commands in docs/context.md, "Choose per question what to read")."""
+import tempfile
+from pathlib import Path
+from active_rag.evaluation.compare import compare_rows
+
+M = "qwen2.5-coder-1.5b-mixed"
+R = Path(__file__).resolve().parent.parent
+def f(folder, ds, method): return R / folder / ds / M / f"{method}.jsonl"
+SLICES = [
+    ("HotpotQA dev", "union", "real", [("hotpotqa", "eval-union-budget", "eval-union")]),
+    ("HotpotQA dev-b", "union", "real", [("hotpotqa-dev-b", "eval-union-budget", "eval-union")]),
+    ("HotpotQA dev + dev-b", "union", "real", [("hotpotqa", "eval-union-budget", "eval-union"), ("hotpotqa-dev-b", "eval-union-budget", "eval-union")]),
+    ("2WikiMultihopQA", "union", "real", [("2wikimultihopqa", "eval-union-budget", "eval-union")]),
+    ("HotpotQA dev", "union", "hidden", [("hotpotqa", "eval-union-notitles-budget", "eval-union-notitles")]),
+    ("HotpotQA dev-b", "union", "hidden", [("hotpotqa-dev-b", "eval-union-notitles-budget", "eval-union-notitles")]),
+    ("HotpotQA dev + dev-b", "union", "hidden", [("hotpotqa", "eval-union-notitles-budget", "eval-union-notitles"), ("hotpotqa-dev-b", "eval-union-notitles-budget", "eval-union-notitles")]),
+    ("2WikiMultihopQA", "union", "hidden", [("2wikimultihopqa", "eval-union-notitles-budget", "eval-union-notitles")]),
+    ("HotpotQA dev-b", "pool", "real", [("hotpotqa-dev-b", "eval-budget", "eval")]),
+    ("StrategyQA", "pool", "none", [("strategyqa", "eval-budget", "eval")]),
+]
+TMP = Path(tempfile.mkdtemp(prefix="choose-table-"))
+
+
+def cat(paths):
+    """The rows of ``paths`` in one file (dev and dev-b together), or None when one is missing."""
+    rows = []
+    for p in paths:
+        if not p.is_file():
+            return None
+        rows += p.read_text().splitlines()
+    out = TMP / f"{len(list(TMP.iterdir()))}.jsonl"
+    out.write_text("\n".join(rows) + "\n")
+    return out
+def num(v, s=100, d=1): return "-" if v is None else f"{s*v:.{d}f}"
+out = ["| Slice | Corpus | Titles | n | control F1 | `sr-rag-choose` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
+       "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for name, corpus, titles, parts in SLICES:
+    control = cat([f(b, ds, "sr-rag") for ds, b, _ in parts]); choose = cat([f(c, ds, "sr-rag-choose") for ds, _, c in parts])
+    if control is None or choose is None: continue
+    dataset = "strategyqa" if "Strategy" in name else ("2wikimultihopqa" if "2Wiki" in name else "hotpotqa")
+    summary, diffs = compare_rows({"control": control, "choose": choose}, ["control"], dataset)
+    d = diffs[0]; c, m = summary["control"], summary["choose"]
+    metric = "f1" if dataset != "strategyqa" else "accuracy"
+    # the control's score over the paired questions
+    out.append(f"| {name} | {corpus} | {titles} | {d.n} | {num(d.baseline_mean)} | {num(d.method_mean)} | "
+               f"**{100*d.difference:+.1f}** [{100*d.low:+.1f}, {100*d.high:+.1f}] ({d.wins} / {d.losses}) | "
+               f"{num(m.get('retriever_calls_per_question'),1,2)} | {num(c.get('prompt_tokens_per_question'),1,0)} / {num(m.get('prompt_tokens_per_question'),1,0)} | "
+               f"{num(c.get('seconds_per_question'),1)} / {num(m.get('seconds_per_question'),1)} | "
+               f"{num(c.get('evidence_recall'))} / {num(m.get('evidence_recall'))} | {num(c.get('score_all_gold'))} / {num(m.get('score_all_gold'))} |")
+print("\n".join(out))
+for path in TMP.iterdir():
+    path.unlink()
+TMP.rmdir()
