@@ -1,6 +1,7 @@
 """The sr-rag-choose evidence table from the committed rows (one line per slice), paired against the six-passage
 control: `python results/choose/table.py` from the repository root (the rows come from the `active-rag eval`
 commands in docs/context.md, "Choose per question what to read")."""
+import json
 import tempfile
 from pathlib import Path
 from active_rag.evaluation.compare import compare_rows
@@ -33,12 +34,21 @@ def cat(paths):
     out = TMP / f"{len(list(TMP.iterdir()))}.jsonl"
     out.write_text("\n".join(rows) + "\n")
     return out
+def paired(*paths):
+    """The question ids every file answered."""
+    ids = [{json.loads(line)["id"] for line in p.read_text().splitlines() if line.strip()} for p in paths]
+    return set.intersection(*ids)
+
+
 def num(v, s=100, d=1): return "-" if v is None else f"{s*v:.{d}f}"
 out = ["| Slice | Corpus | Titles | n | control F1 | `sr-rag-choose` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for name, corpus, titles, parts in SLICES:
     control = cat([f(b, ds, "sr-rag") for ds, b, _ in parts]); choose = cat([f(c, ds, "sr-rag-choose") for ds, _, c in parts])
     if control is None or choose is None: continue
+    both = paired(control, choose)  # every column over the questions both answered
+    for path in (control, choose):
+        path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if json.loads(line)["id"] in both))
     dataset = "strategyqa" if "Strategy" in name else ("2wikimultihopqa" if "2Wiki" in name else "hotpotqa")
     summary, diffs = compare_rows({"control": control, "choose": choose}, ["control"], dataset)
     d = diffs[0]; c, m = summary["control"], summary["choose"]
