@@ -40,6 +40,12 @@ def paired(*paths):
     return set.intersection(*ids)
 
 
+def bold(d):
+    """The difference, in bold when its interval excludes zero."""
+    text = f"{100 * d.difference:+.1f}"
+    return f"**{text}**" if d.low > 0 or d.high < 0 else text
+
+
 def num(v, s=100, d=1): return "-" if v is None else f"{s*v:.{d}f}"
 out = ["| Slice | Corpus | Titles | n | control F1 | `sr-rag-choose` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -55,7 +61,7 @@ for name, corpus, titles, parts in SLICES:
     metric = "f1" if dataset != "strategyqa" else "accuracy"
     # the control's score over the paired questions
     out.append(f"| {name} | {corpus} | {titles} | {d.n} | {num(d.baseline_mean)} | {num(d.method_mean)} | "
-               f"**{100*d.difference:+.1f}** [{100*d.low:+.1f}, {100*d.high:+.1f}] ({d.wins} / {d.losses}) | "
+               f"{bold(d)} [{100*d.low:+.1f}, {100*d.high:+.1f}] ({d.wins} / {d.losses}) | "
                f"{num(m.get('retriever_calls_per_question'),1,2)} | {num(c.get('prompt_tokens_per_question'),1,0)} / {num(m.get('prompt_tokens_per_question'),1,0)} | "
                f"{num(c.get('seconds_per_question'),1)} / {num(m.get('seconds_per_question'),1)} | "
                f"{num(c.get('evidence_recall'))} / {num(m.get('evidence_recall'))} | {num(c.get('score_all_gold'))} / {num(m.get('score_all_gold'))} |")

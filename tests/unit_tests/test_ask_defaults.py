@@ -1,5 +1,5 @@
 """One answer format everywhere, and what ``active-rag ask QUESTION`` runs with no ``--model`` or ``--method``: the
-strongest installed registry model and ``sr-rag-linked``, named as such in the header. The model is the tiny one
+strongest installed registry model and ``sr-rag-choose``, named as such in the header. The model is the tiny one
 saved to a folder (``tiny_dir``, tests/conftest.py)."""
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ def test_ask_without_model_or_method_runs_the_default_method_on_the_strongest_mo
     assert main(["ask", QUESTION, "--corpus", str(corpus), "--max-new-tokens", "6"]) == 0
     out = capsys.readouterr().out
     assert loaded == ["qwen2.5-coder-0.5b"]
-    assert "Method:   sr-rag-linked" in out and default_ask_method() == "sr-rag-linked"
+    assert "Method:   sr-rag-choose" in out and default_ask_method() == "sr-rag-choose"
     assert "Short answer: " in out
 
 
 def test_ask_help_says_the_defaults() -> None:
     ask = build_parser()._subparsers._group_actions[0].choices["ask"]  # type: ignore[union-attr]
     helps = {a.dest: a.help or "" for a in ask._actions}
-    assert "default sr-rag-linked" in helps["method"] and "sr-rag with --endpoint" in helps["method"]
+    assert "default sr-rag-choose" in helps["method"] and "sr-rag with --endpoint" in helps["method"]
     assert "qwen2.5-coder-1.5b, else qwen2.5-coder-0.5b, else smollm2" in helps["model"]
 
 

@@ -182,23 +182,27 @@ def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> N
     assert AnswerCheck(query="linked").look_query(QUESTION, "draft text") == QUESTION
 
 
-def test_ask_prints_which_name_each_linked_passage_is_the_article_of() -> None:
+def printed(retrieval) -> list[str]:  # type: ignore[no-untyped-def]
+    """The lines ``ask`` prints for ``retrieval``."""
     import io
 
     from active_rag.cli import _print_retrieval
 
+    out = io.StringIO()
+    _print_retrieval(retrieval, out)
+    return out.getvalue().splitlines()
+
+
+def test_ask_prints_which_name_each_linked_passage_is_the_article_of() -> None:
     lm, _ = _reader()
     look = ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[1]
-    out = io.StringIO()
-    _print_retrieval(look, out)
-    lines = out.getvalue().splitlines()
+    lines = printed(look)
     assert "      - Paris  [f]  <- the article of 'Paris'" in lines
     assert "      - Glow (film)  [c]  <- the article of 'Glow'" in lines
     assert "      - Paul Smith  [e]  <- the article of 'Paul Smith'" in lines
     assert f"      names followed: {', '.join(look.details['names'])}" in lines and look.details["names"]
-    first = io.StringIO()  # a retrieval with the question: no origin to print
-    _print_retrieval(ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[0], first)
-    assert "<-" not in first.getvalue()
+    first = printed(ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[0])
+    assert not any("<-" in line for line in first)  # a retrieval with the question: no origin to print
 
 
 def test_sr_rag_linked_reads_the_linked_articles_before_the_first_token_and_answers_once() -> None:

@@ -11,6 +11,7 @@ from active_rag.errors import InvalidOptionError
 from active_rag.name_index import NameIndex
 from active_rag.read_choice import choose_reading, question_form
 from tests.unit_tests.test_answer_check import _reader
+from tests.unit_tests.test_linked import printed
 
 
 @pytest.mark.parametrize("question, form, way", [
@@ -85,14 +86,7 @@ def test_follow_links_takes_true_false_or_choose() -> None:
 
 
 def test_ask_prints_the_choice_and_the_names_followed() -> None:
-    import io
-
-    from active_rag.cli import _print_retrieval
-
     lm, _ = _reader()
-    added = ActiveRAG.from_preset("sr-rag-choose", lm, Corpus(), top_k=2).run(Q).retrievals[1]
-    out = io.StringIO()
-    _print_retrieval(added, out)
-    lines = out.getvalue().splitlines()
+    lines = printed(ActiveRAG.from_preset("sr-rag-choose", lm, Corpus(), top_k=2).run(Q).retrievals[1])
     assert any(line.startswith("      chose compare: a choice question comparing what it names") for line in lines)
     assert "      names followed: Terry Richardson" in lines
