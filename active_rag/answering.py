@@ -97,9 +97,6 @@ class AnswerSteps:
     def _open_session(self, run: Any, capture: bool, with_docs: bool = True) -> None:  # pragma: no cover - engine
         raise NotImplementedError
 
-    def _truncate_output(self, run: Any, chars: int) -> None:  # pragma: no cover - engine
-        raise NotImplementedError
-
     def _stopped(self, text: str) -> bool:  # pragma: no cover - engine
         raise NotImplementedError
 
