@@ -151,6 +151,9 @@ class Retrieval:
         }
         if "articles" in self.details:  # the linked look: which passage is the own article of which name
             out["linked_articles"] = dict(self.details["articles"])
+            out["linked_names"] = list(self.details.get("names") or [])  # the names followed, best first
+        if "choice" in self.details:  # sr-rag-choose: what the question reads, and why
+            out["choice"], out["choice_reason"] = self.details["choice"], self.details.get("choice_reason", "")
         return out
 
 

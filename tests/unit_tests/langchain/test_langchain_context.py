@@ -46,18 +46,21 @@ def test_a_second_answer_streams_and_invokes_as_the_engines(tiny_lm, bm25_retrie
     assert "".join(rag.pick("answer").stream(QUESTION)).strip() == engine.answer
 
 
-def test_sr_rag_linked_invokes_streams_and_configures_as_the_engines(tiny_lm, bm25_retriever) -> None:
-    """``sr-rag-linked``: two retrievals before the first token (the question's passages, then the articles they
-    link to) through the LangChain retriever; the answer and trace are the engine's, also as a run-time preset."""
-    engine = active_rag.ActiveRAG.from_preset("sr-rag-linked", tiny_lm, bm25_retriever.index, max_new_tokens=16,
+@pytest.mark.parametrize("preset", ["sr-rag-linked", "sr-rag-choose"])
+def test_sr_rag_linked_invokes_streams_and_configures_as_the_engines(tiny_lm, bm25_retriever, preset) -> None:
+    """``sr-rag-linked`` (and ``sr-rag-choose``): two retrievals before the first token (the question's passages,
+    then the articles they link to) through the LangChain retriever; the answer and trace are the engine's, the
+    choice included, also as a run-time preset."""
+    engine = active_rag.ActiveRAG.from_preset(preset, tiny_lm, bm25_retriever.index, max_new_tokens=16,
                                               top_k=2).run(QUESTION)
     assert [(r.formulator, r.position) for r in engine.retrievals] == [("input", 0), ("linked", 0)]
-    rag = ActiveRAG(tiny_lm, bm25_retriever, preset="sr-rag-linked", max_new_tokens=16, top_k=2)
+    rag = ActiveRAG(tiny_lm, bm25_retriever, preset=preset, max_new_tokens=16, top_k=2)
     out = rag.invoke(QUESTION)
     assert out["answer"] == engine.answer and out["trace"] == [r.to_dict() for r in engine.retrievals]
+    assert ("choice" in out["trace"][1]) == (preset == "sr-rag-choose") and "linked_names" in out["trace"][1]
     assert "".join(rag.pick("answer").stream(QUESTION)).strip() == engine.answer
     configurable = ActiveRAG(tiny_lm, bm25_retriever, preset="sr-rag", max_new_tokens=16, top_k=2).as_configurable()
-    assert configurable.invoke(QUESTION, {"configurable": {"preset": "sr-rag-linked"}})["trace"] == out["trace"]
+    assert configurable.invoke(QUESTION, {"configurable": {"preset": preset}})["trace"] == out["trace"]
 
 
 class _ChatRuns(BaseCallbackHandler):
