@@ -26,7 +26,7 @@ from typing import Any
 from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
 from .answer_options import OptionsConstraint, question_options
 from .constrained import chain
-from .linked import follow_links
+from .linked import Links, follow_links
 from .read_choice import choose_reading
 from .stopping import last_complete_sentence_end
 from .text import first_sentence_end
@@ -272,13 +272,18 @@ class AnswerSteps:
             if choice.way == "compare":
                 read = []
 
+        found: list[Links] = []
+
         def fetch(held: set[str]) -> list[Passage]:
-            links = follow_links(self.retriever, read, run.question, self.top_k, held)
+            links = follow_links(self.retriever, read, run.question, self.top_k, held, fill=self.context.fill_links)
             details.update(names=links.names, articles=links.articles)  # articles: the rest are the question's
+            details["linked_from"] = dict(links.linked_from)
+            found.append(links)
             return links.passages
 
         return self._retrieve(run, [run.question], position=position, decision=decision, details=details,
-                              formulator="linked", fetch=fetch)
+                              formulator="linked", fetch=fetch,
+                              arrange=lambda kept: self.context.arrange_links(kept, found[-1]) if found else kept)
 
     def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
         assert self.answer_check is not None

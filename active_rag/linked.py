@@ -76,6 +76,8 @@ class Links:
     names: list[str] = field(default_factory=list)
     sources: list[tuple[Passage, str | None]] = field(default_factory=list)
     retriever_calls: int = 0
+    linked_from: dict[str, str | None] = field(default_factory=dict)
+    """Article id -> the id of the read passage that first mentions its name (``None``: the question names it)."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -153,10 +155,12 @@ def _warn_no_index(retriever: Any) -> None:
 
 
 def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
-                 held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True) -> Links:
+                 held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True,
+                 fill: bool = True) -> Links:
     """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
     that ``passages`` mention (and, with a name index and ``with_question_names``, that the question mentions),
-    then the question's next-ranked ones (see the module's docstring)."""
+    then the question's next-ranked ones (see the module's docstring). ``fill=False``: the question's next passages
+    only when no name's article was found (then no retriever call when one was)."""
     links = Links()
     if k < 1:
         return links
@@ -164,14 +168,21 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
         links.names.append(name)
         if all(best.id != f.id for f, _ in links.sources):
             links.sources.append((best, name))
+            links.linked_from[best.id] = _source_of(name, passages)
     links.sources = links.sources[:k]
-    if len(links.sources) < k:
+    links.linked_from = {p.id: links.linked_from[p.id] for p, _ in links.sources}
+    if len(links.sources) < k and (fill or not links.sources):
         links.retriever_calls += 1
         for p in fetch_rankings(retriever, [question], k, held)[0]:
             if all(p.id != f.id for f, _ in links.sources):
                 links.sources.append((p, None))
     links.sources = links.sources[:k]
     return links
+
+
+def _source_of(name: str, passages: Sequence[Passage]) -> str | None:
+    """The id of the first of ``passages`` that mentions ``name`` (``None``: none does, the question names it)."""
+    return next((p.id for p in passages if name in p.text or name in p.title), None)
 
 
 def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: set[str] | frozenset[str],

@@ -61,6 +61,7 @@ class RetrievalSteps(AnswerSteps):
         self, run: Any, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any],
         formulator: str | None = None, keep: Callable[[Passage], bool] | None = None,
         fetch: Callable[[set[str]], list[Passage]] | None = None,
+        arrange: Callable[[list[Passage]], list[Passage]] | None = None,
     ) -> Retrieval:
         queries = [q.strip() for q in queries if q and q.strip()]
         reason = decision.reason
@@ -89,6 +90,8 @@ class RetrievalSteps(AnswerSteps):
             retriever_calls=calls,
         )
         kept = self.context.after_retrieval(run.docs, passages, self._scorer(run) if self.context.needs_scorer else None)
+        if arrange is not None:  # the order the prompt reads them in (a linked look: ContextPolicy.arrange_links)
+            kept = arrange(kept)
         left_out = [p for p in passages if p.id not in {k.id for k in kept}]
         if left_out:
             retrieval.passages = [p for p in passages if p not in left_out]

@@ -152,6 +152,8 @@ class Retrieval:
         if "articles" in self.details:  # the linked look: which passage is the own article of which name
             out["linked_articles"] = dict(self.details["articles"])
             out["linked_names"] = list(self.details.get("names") or [])  # the names followed, best first
+            if "linked_from" in self.details:  # article id -> the held passage that named it (None: the question)
+                out["linked_from"] = dict(self.details["linked_from"])
         if "choice" in self.details:  # sr-rag-choose: what the question reads, and why
             out["choice"], out["choice_reason"] = self.details["choice"], self.details.get("choice_reason", "")
         return out

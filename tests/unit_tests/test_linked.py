@@ -169,7 +169,8 @@ def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> N
     assert look.formulator == "linked"
     # the names followed, best first, as a list, and which passage is which name's own article: in the trace, its
     # JSON and the CLI's printout; the query is the question, and the look asked the retriever nothing
-    assert look.details == {"names": ["Paris", "Glow", "Paul Smith"], "articles": {"f": "Paris", "c": "Glow"}}
+    assert look.details == {"names": ["Paris", "Glow", "Paul Smith"], "articles": {"f": "Paris", "c": "Glow"},
+                            "linked_from": {"f": "a", "c": "a"}}  # the passage that names each article
     assert look.to_dict()["linked_articles"] == {"f": "Paris", "c": "Glow"}
     assert "linked_articles" not in result.retrievals[0].to_dict()
     assert look.query == QUESTION and wiki.queries == [QUESTION]
@@ -312,3 +313,51 @@ def test_the_recall_tool_hides_titles_and_measures_the_name_index_by_the_real_on
     table = recall_table(hidden, [Example(id="q", question=QUESTION, answers=["x"], kind="qa",
                                           gold_passage_ids=["a", "f"])], top_k=2, more=2)
     assert table["per-name"]["all_gold"] == 0.0 and table["linked"]["all_gold"] == 100.0
+
+
+def test_without_fill_the_questions_next_passages_come_only_when_no_link_was_found() -> None:
+    wiki = Wiki()
+    filled = follow_links(wiki, [A], QUESTION, 4, {"a"})
+    assert [p.id for p in filled.passages] == ["f", "c", "e", "b"] and filled.retriever_calls == 1
+    assert filled.linked_from == {"f": "a", "c": "a", "e": "a"}  # the filler "b" is nobody's article
+    wiki.queries.clear()
+    links = follow_links(wiki, [A], QUESTION, 4, {"a"}, fill=False)
+    assert [p.id for p in links.passages] == ["f", "c", "e"] and links.retriever_calls == 0 and not wiki.queries
+    # no name's article: the question's next passages, with one retriever call
+    none = follow_links(NoNames(), [D], QUESTION, 2, {"d"}, fill=False)
+    assert none.names == [] and [p.id for p in none.passages] == ["a", "b"] and none.retriever_calls == 1
+
+
+def test_read_links_puts_each_article_beside_the_passage_that_named_it_and_leaves_the_fillers_out() -> None:
+    lm, prompts = _reader()
+    rag = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links", follow_links=True, top_k=3,
+                    answer_options=True)
+    result = rag.run(QUESTION)
+    first, linked = result.retrievals
+    assert first.passage_ids == ["a", "b", "d"]
+    # A names Paris, Glow and Paul Smith: their articles follow A, before B and D; the look asked nothing
+    assert linked.details["linked_from"] == {"f": "a", "c": "a", "e": "a"} and linked.retriever_calls == 0
+    assert result.final_passage_ids == ["a", "f", "c", "e", "b", "d"]
+    assert linked.to_dict()["linked_from"] == {"f": "a", "c": "a", "e": "a"}
+    prompt = prompts[-1]
+    assert prompt.index("Annie Morton starred") < prompt.index("Paris is a city") < prompt.index("Annie Morton is an")
+    # beside=0: the same passages in accumulate's order (the articles after every held passage)
+    plain = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links:beside=0", follow_links=True,
+                      top_k=3).run(QUESTION)
+    assert plain.final_passage_ids == ["a", "b", "d", "f", "c", "e"]
+    # accumulate fills with the question's next passages when the links leave room; read-links does not
+    two = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links", follow_links=True, top_k=2)
+    assert two.run(QUESTION).final_passage_ids == ["a", "f", "c", "b"]
+
+
+class NoNames(Wiki):
+    """The same retriever whose name index knows only a passage no one names."""
+
+    name_index = NameIndex.from_passages([D])
+
+
+def test_read_links_fills_with_the_questions_next_passages_when_no_link_is_found() -> None:
+    lm, _ = _reader()
+    result = ActiveRAG(lm, NoNames(), trigger="once", query="input", context="read-links", follow_links=True,
+                       top_k=2).run(QUESTION)
+    assert result.retrievals[1].details["articles"] == {} and result.final_passage_ids == ["a", "b", "d", "f"]
