@@ -1,7 +1,7 @@
 """``ActiveRAG``: the framework-neutral active retrieval loop.
 
 One loop runs every method; a trigger ("when"), a query formulator ("what") and a context policy ("what the
-prompt keeps", :mod:`active_rag.context`) select the paper:
+prompt keeps", :mod:`active_rag.methods.context`) select the paper:
 
 - FLARE-direct (Jiang et al. 2023, §3.2): retrieve with the input and generate the first sentence with those
   documents (App. A), then per step generate a look-ahead sentence WITHOUT retrieved documents (§3); if a
@@ -19,7 +19,7 @@ prompt keeps", :mod:`active_rag.context`) select the paper:
 - Follow the bridge (beyond the papers; the ``bridge`` trigger): after a sentence that names an entity
   the question does not, retrieve that entity's own article and start the next sentence with its name.
 
-All signals come from the one KV-cached pass (:class:`~active_rag.model.DecodingSession`). When no
+All signals come from the one KV-cached pass (:class:`~active_rag.decoding.model.DecodingSession`). When no
 retrieval happens, a segment is accepted and generation continues in the same cache.
 """
 
@@ -29,26 +29,26 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from .answer_check import AnswerCheck, make_answer_check
-from .answer_options import check_options_model
-from .answering import resolve_answer_phrase
-from .context import ContextPolicy, make_context
-from .context_window import fit_passages
+from .methods.answer_check import AnswerCheck, make_answer_check
+from .methods.answer_options import check_options_model
+from .methods.answering import resolve_answer_phrase
+from .methods.context import ContextPolicy, make_context
+from .decoding.context_window import fit_passages
 from .errors import ContextOverflowError, InvalidOptionError
-from .linked import check_follow_links
-from .model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
-from .profiles import Profile, get_profile
-from .prompt_layout import Layout as _Layout
-from .prompt_layout import build_layout, resolve_prompt_mode
-from .prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
-from .queries import InputQuery, QueryContext, QueryFormulator, make_query
-from .retrieving import RetrievalSteps
-from .stopping import has_completed_answer, last_complete_sentence_end, repeated_sentence_start
+from .methods.linked import check_follow_links
+from .decoding.model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
+from .methods.profiles import Profile, get_profile
+from .methods.prompt_layout import Layout as _Layout
+from .methods.prompt_layout import build_layout, resolve_prompt_mode
+from .methods.prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
+from .methods.queries import InputQuery, QueryContext, QueryFormulator, make_query
+from .methods.retrieving import RetrievalSteps
+from .decoding.stopping import has_completed_answer, last_complete_sentence_end, repeated_sentence_start
 from .text import first_sentence_end
 from .text import tokens_within as _tokens_within
 from .text import word_start as _word_start
-from .thresholds import resolve_threshold
-from .triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
+from .methods.thresholds import resolve_threshold
+from .methods.triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
 from .types import (ActiveRAGResult, Passage, Retrieval, Retriever, RouteDecision, StreamEvent, TokenEvent, TokenStep,
                     TriggerDecision)
 from .validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_question
@@ -177,8 +177,8 @@ class ActiveRAG(RetrievalSteps):
 
     @classmethod
     def from_preset(cls, name: str, model: ActiveLM, retriever: Retriever | None = None, **overrides: Any) -> ActiveRAG:
-        """Build one of the papers' methods by name (see :data:`active_rag.presets.PRESETS`)."""
-        from .presets import preset_kwargs
+        """Build one of the papers' methods by name (see :data:`active_rag.methods.presets.PRESETS`)."""
+        from .methods.presets import preset_kwargs
 
         return cls(model, retriever, **{**preset_kwargs(name, overrides.get("profile")), **overrides})
 
@@ -234,16 +234,16 @@ class ActiveRAG(RetrievalSteps):
         self, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
     ) -> list[ActiveRAGResult | BaseException]:
         """Answer many questions with up to ``batch_size`` decoding together (one batched forward per
-        step, continuous batching); results in input order. See :mod:`active_rag.many_questions`."""
-        from .many_questions import run_batch
+        step, continuous batching); results in input order. See :mod:`active_rag.decoding.many_questions`."""
+        from .decoding.many_questions import run_batch
 
         return run_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
 
     def stream_batch(
         self, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
     ) -> Iterator[tuple[int, StreamEvent | BaseException]]:
-        """Yield ``(question index, event)`` while many questions advance together. See :mod:`active_rag.many_questions`."""
-        from .many_questions import stream_batch
+        """Yield ``(question index, event)`` while many questions advance together. See :mod:`active_rag.decoding.many_questions`."""
+        from .decoding.many_questions import stream_batch
 
         return stream_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
 
@@ -445,7 +445,7 @@ class ActiveRAG(RetrievalSteps):
         return len(self._layout(run, passages).ids) + reserve <= self.model.max_context
 
     def _fit_passages(self, run: _Run, held: Sequence[Passage], retrieval: Retrieval) -> list[Passage]:
-        """The longest version of ``held`` whose prompt fits the context (:func:`~active_rag.context_window.fit_passages`)."""
+        """The longest version of ``held`` whose prompt fits the context (:func:`~active_rag.decoding.context_window.fit_passages`)."""
         return fit_passages(
             held, retrieval, lambda passages: self._fits(run, passages), model=self.model,
             max_new_tokens=self.max_new_tokens, run_warnings=run.warnings, retrieval_number=len(run.retrievals) + 1,

@@ -3,13 +3,13 @@
 ``ask``, ``calibrate``, ``eval``, ``bench`` and ``throughput`` take the same flags: ``--device``, ``--dtype``,
 ``--weights``, ``--no-prefix-cache`` and ``--prefix-cache-mb`` (:func:`add_model_options`).
 :func:`model_options` checks them, before anything slow, and turns them into the keyword arguments of
-:meth:`ActiveLM.load <active_rag.model.ActiveLM.load>`; :func:`load_model` loads the model with one-line
+:meth:`ActiveLM.load <active_rag.decoding.model.ActiveLM.load>`; :func:`load_model` loads the model with one-line
 errors. Both the main CLI (:mod:`active_rag.cli`) and the evaluation CLI (:mod:`active_rag.evaluation.cli`)
 build on this module, which imports neither.
 
 ``--endpoint URL`` (``ask``, ``eval``, ``bench``; :func:`add_endpoint_options`) runs the model behind an
 OpenAI-compatible server instead: :func:`endpoint_options` checks the flags, :func:`load_endpoint` builds the
-:class:`~active_rag.remote.RemoteLM` (docs/endpoint.md).
+:class:`~active_rag.remote.lm.RemoteLM` (docs/endpoint.md).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def parse_number(value: str) -> float:
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """``--device``, ``--dtype``, ``--weights``, ``--no-prefix-cache``, ``--prefix-cache-mb`` (ask, eval, bench,
     calibrate)."""
-    from .devices import DEVICES, DTYPES
-    from .weights import WEIGHTS
+    from .models.devices import DEVICES, DTYPES
+    from .models.weights import WEIGHTS
 
     parser.add_argument("--device", default="auto",
                         help=f"{', '.join(DEVICES)} or cuda:N (default auto: a CUDA GPU when present, else the CPU)")
@@ -50,9 +50,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of ``ActiveLM.load`` from :func:`add_model_options`' flags, checked."""
-    from .devices import resolve_device, resolve_dtype
+    from .models.devices import resolve_device, resolve_dtype
     from .validation import check_number
-    from .weights import resolve_weights
+    from .models.weights import resolve_weights
 
     options: dict[str, Any] = {"device": getattr(args, "device", "auto"), "dtype": getattr(args, "dtype", "auto"),
                                "weights": getattr(args, "weights", "auto")}
@@ -69,7 +69,7 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
 def load_model(name: str | None, **options: Any) -> Any:
     """``ActiveLM.load``, with the errors of a folder transformers cannot read turned into one-line errors."""
     from .errors import ActiveRAGError, ModelLoadError
-    from .model import ActiveLM
+    from .decoding.model import ActiveLM
 
     try:
         return ActiveLM.load(name, **options)
@@ -97,7 +97,7 @@ def given(name: str | None) -> str | None:
 def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
     """``--endpoint URL``, ``--endpoint-model NAME``, ``--endpoint-api``, ``--endpoint-context``, ``--endpoint-timeout``
     (ask, eval, bench):
-    run the model behind an OpenAI-compatible server (:class:`~active_rag.remote.RemoteLM`)."""
+    run the model behind an OpenAI-compatible server (:class:`~active_rag.remote.lm.RemoteLM`)."""
     parser.add_argument("--endpoint", default=None, metavar="URL",
                         help="use the model behind this OpenAI-compatible server (llama.cpp, vLLM, Ollama), e.g. "
                         "http://127.0.0.1:8080/v1, instead of a local one; --model then names the served model's "
@@ -117,10 +117,10 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
 
 
 def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The keyword arguments of :class:`~active_rag.remote.RemoteLM` from :func:`add_endpoint_options`' flags,
+    """The keyword arguments of :class:`~active_rag.remote.lm.RemoteLM` from :func:`add_endpoint_options`' flags,
     checked before anything slow (``InvalidOptionError``: one line, exit code 2); ``None`` without ``--endpoint``."""
     from .errors import InvalidOptionError
-    from .remote_http import resolve_base_url
+    from .remote.http import resolve_base_url
 
     url = getattr(args, "endpoint", None)
     if url is None:
@@ -146,8 +146,8 @@ def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def load_endpoint(tokenizer: str | None, **options: Any) -> Any:
-    """A :class:`~active_rag.remote.RemoteLM` over ``options`` (:func:`endpoint_options`), with the tokenizer of the
+    """A :class:`~active_rag.remote.lm.RemoteLM` over ``options`` (:func:`endpoint_options`), with the tokenizer of the
     model named ``tokenizer`` (a registry name or folder) when given."""
-    from .remote import RemoteLM
+    from .remote.lm import RemoteLM
 
     return RemoteLM(tokenizer=tokenizer, **options)

@@ -71,12 +71,12 @@ class TriggerDecision:
     query_hint: str | None = None  # a query the trigger itself found (e.g. FLARE-instruct's [Search(q)])
     token_scores: list[float] | None = None  # the per-token signal over the segment, when the trigger has one
     # every per-token signal the trigger computed over the segment, by name (RIND: prob, entropy, max_attention,
-    # semantic, rind; FLARE: prob, entropy); for plots such as active_rag.viz.plot_token_signals
+    # semantic, rind; FLARE: prob, entropy); for plots such as active_rag.viz.plots.plot_token_signals
     token_signals: dict[str, list[float]] | None = None
     output_start: int | None = None  # set by the loop: index in the accepted output of the segment's first token
     passage_ids: list[str] | None = None  # set by the loop: ids of the passages in the prompt that wrote the segment
     # where ``threshold`` comes from: "default" (the paper's value), "user", "profile:<name>" or
-    # "calibrated:<cache file>" (see active_rag.calibration)
+    # "calibrated:<cache file>" (see active_rag.methods.calibration)
     threshold_source: str | None = None
     entities: list[str] | None = None  # the bridge trigger: names the checked sentence adds to the question
 
@@ -232,9 +232,9 @@ class ActiveRAGResult:
     def short_answer(self) -> str:
         """The answer span: what follows the last "the answer is" (also "the final answer is"), to the end of its
         sentence or line, without a leading ":" or quotes and a trailing period
-        (:func:`active_rag.answer_span.answer_span`, what an answer check and ``answer_options`` read); the whole
+        (:func:`active_rag.methods.answer_span.answer_span`, what an answer check and ``answer_options`` read); the whole
         ``answer`` when it has no such span."""
-        from .answer_span import answer_span  # plain text: imports nothing of the package
+        from .methods.answer_span import answer_span  # plain text: imports nothing of the package
 
         span = answer_span(self.answer)
         return self.answer if span is None else self.answer[span[0]:span[1]]

@@ -70,11 +70,11 @@ def question_of(value: Any) -> Any:
 
 def resolve_lm(model: Any, weights: str = "auto", tokenizer: Any = None) -> Any:
     """An :class:`~active_rag.ActiveLM` from an ActiveLM, a ``ChatActiveHF`` or a registry name / path (loaded
-    with ``weights``); or the :class:`~active_rag.remote.RemoteLM` of a chat model served by an OpenAI-compatible
+    with ``weights``); or the :class:`~active_rag.remote.lm.RemoteLM` of a chat model served by an OpenAI-compatible
     endpoint (``ChatOpenAI(base_url=..., logprobs=True)``, ``ChatOllama``), with ``tokenizer`` (the
     served model's tokenizer or registry name) when given."""
-    from active_rag.remote import RemoteLM
-    from active_rag.remote_clients import is_remote_client, remote_from_client
+    from active_rag.remote.lm import RemoteLM
+    from active_rag.remote.clients import is_remote_client, remote_from_client
 
     if isinstance(model, (ActiveLM, RemoteLM)):
         return model

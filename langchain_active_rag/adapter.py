@@ -11,7 +11,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 
 from active_rag import Passage
-from active_rag.name_index import NameIndex, name_index_for
+from active_rag.retrieval.name_index import NameIndex, name_index_for
 
 from ._convert import document_id, document_to_passage
 
@@ -55,7 +55,7 @@ class RetrieverAdapter:
 
     @property
     def name_index(self) -> NameIndex | None:
-        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.linked`): the engine
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): the engine
         index's (``BM25sRetriever``), else one built once from the Documents the retriever holds (``docs``, an
         ``InMemoryVectorStore``'s), with the ids and titles this adapter gives them; ``None`` for one that lists
         none."""

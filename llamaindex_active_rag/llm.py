@@ -24,8 +24,8 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.llms.custom import CustomLLM
 
 from active_rag._aio import aiter_in_thread, run_in_thread
-from active_rag.model import ActiveLM
-from active_rag.stopping import StopFilter
+from active_rag.decoding.model import ActiveLM
+from active_rag.decoding.stopping import StopFilter
 from active_rag.types import TokenStep
 
 __all__ = ["ActiveHFLLM"]
@@ -43,7 +43,7 @@ def _load(name: str, weights: str) -> ActiveLM:
 def load_shared(name: str, weights: str = "auto") -> ActiveLM:
     """``ActiveLM.load(name, weights=weights)`` once per process, name and weights (thread-safe), shared by every
     LLM built from it."""
-    from active_rag.weights import check_weights
+    from active_rag.models.weights import check_weights
 
     with _LOAD_LOCK:
         return _load(name, check_weights(weights))
@@ -104,7 +104,7 @@ class ActiveHFLLM(CustomLLM):
         if lm is not None and "model_name" not in kwargs:
             kwargs["model_name"] = lm.name
         if "weights" in kwargs:
-            from active_rag.weights import check_weights
+            from active_rag.models.weights import check_weights
 
             kwargs["weights"] = check_weights(kwargs["weights"])  # InvalidOptionError for a bad value
         super().__init__(**kwargs)

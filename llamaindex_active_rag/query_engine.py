@@ -18,12 +18,12 @@ from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.answer_stream import AnswerStream
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import ActiveRAG, Router
-from active_rag.model import ActiveLM
-from active_rag.remote import RemoteLM
-from active_rag.prompts import PromptTemplate as EnginePrompt
-from active_rag.queries import QueryFormulator
-from active_rag.routing import make_router
-from active_rag.triggers import Trigger
+from active_rag.decoding.model import ActiveLM
+from active_rag.remote.lm import RemoteLM
+from active_rag.methods.prompts import PromptTemplate as EnginePrompt
+from active_rag.methods.queries import QueryFormulator
+from active_rag.methods.routing import make_router
+from active_rag.methods.triggers import Trigger
 from active_rag.types import ActiveRAGResult, Retriever, TokenEvent
 
 from .engine_call import EngineCall
@@ -246,7 +246,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         self._rag = rag
 
     def _get_prompt_modules(self) -> dict[str, Any]:
-        return {}  # the routers' prompts are the authors' fixed templates (active_rag.routing)
+        return {}  # the routers' prompts are the authors' fixed templates (active_rag.methods.routing)
 
     # -- BaseQueryEngine --------------------------------------------------------------------------
 
@@ -321,7 +321,7 @@ def _drain(call: EngineCall) -> None:
 
 
 class _RemoteInfo:
-    """What ``ActiveRAGQueryEngine.llm`` reports for a :class:`~active_rag.remote.RemoteLM` given directly."""
+    """What ``ActiveRAGQueryEngine.llm`` reports for a :class:`~active_rag.remote.lm.RemoteLM` given directly."""
 
     def __init__(self, lm: RemoteLM) -> None:
         self.lm = lm
@@ -341,7 +341,7 @@ def _model_and_llm(lm: Any, llm: Any, tokenizer: Any = None) -> tuple[Any, Any]:
     """The engine's model and the LLM it is reported as, from ``lm`` and/or ``llm``: an ``ActiveLM`` / ``ActiveHFLLM``,
     or a model behind an OpenAI-compatible endpoint (``OpenAILike``, ``OpenAI``, an ``active_rag.RemoteLM``),
     whose ``tokenizer`` (registry name, folder or tokenizer) gives the engine the served model's own prompt layout."""
-    from active_rag.remote_clients import is_remote_client, remote_from_client
+    from active_rag.remote.clients import is_remote_client, remote_from_client
 
     for candidate in (lm, llm):
         if candidate is None or isinstance(candidate, (ActiveLM, ActiveHFLLM, RemoteLM)) or not is_remote_client(candidate):

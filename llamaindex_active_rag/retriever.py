@@ -28,7 +28,7 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from active_rag.name_index import NameIndex, name_index_for, name_index_of
+from active_rag.retrieval.name_index import NameIndex, name_index_for, name_index_of
 from active_rag.types import Passage, Retriever
 
 __all__ = [
@@ -73,8 +73,8 @@ def nodes_from_passages(passages: Iterable[Passage]) -> list[TextNode]:
 
 
 def demo_nodes(path: str | Path | None = None) -> list[TextNode]:
-    """The bundled demo corpus (300 HotpotQA paragraphs, ``active_rag.retrieval.demo_corpus_path()``) as nodes."""
-    from active_rag.retrieval import demo_corpus_path, read_jsonl_passages
+    """The bundled demo corpus (300 HotpotQA paragraphs, ``active_rag.retrieval.bm25.demo_corpus_path()``) as nodes."""
+    from active_rag.retrieval.bm25 import demo_corpus_path, read_jsonl_passages
 
     return nodes_from_passages(read_jsonl_passages(path or demo_corpus_path()))
 
@@ -185,7 +185,7 @@ class LlamaIndexRetrieverAdapter:
 
     @property
     def name_index(self) -> NameIndex | None:
-        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.linked`): an engine
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): an engine
         retriever's own, else one built once from the nodes the LlamaIndex retriever holds (a ``BM25Retriever``'s
         corpus, a vector index retriever's docstore), as :func:`passage_from_node` sees them; ``None`` for one that
         lists none (a factory's retrievers are not listed)."""

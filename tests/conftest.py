@@ -129,7 +129,7 @@ def fake_retriever() -> FakeRetriever:
 def generated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """``generated[0]`` counts the tokens every decoding session has generated so far: tests of when output streams
     read it when a piece arrives."""
-    from active_rag.model import DecodingSession
+    from active_rag.decoding.model import DecodingSession
 
     count = [0]
     original = DecodingSession.generate

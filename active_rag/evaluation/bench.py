@@ -73,7 +73,7 @@ from active_rag.evaluation.bench_runs import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
 __all__ = [
     "LOOP_METHODS",
@@ -142,7 +142,7 @@ class BenchConfig:
 
 def bench_questions(n: int) -> list[str]:
     """The first ``n`` bundled HotpotQA demo questions (their paragraphs are in the demo corpus)."""
-    from active_rag.retrieval import demo_questions_path
+    from active_rag.retrieval.bm25 import demo_questions_path
 
     out = []
     with open(demo_questions_path(), encoding="utf-8") as fh:
@@ -188,7 +188,7 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
     if config.threads:
         torch.set_num_threads(config.threads)
     if lm is None:
-        from active_rag.model import ActiveLM as _ActiveLM
+        from active_rag.decoding.model import ActiveLM as _ActiveLM
 
         lm = _ActiveLM.load(config.model, device=config.device, dtype=config.dtype, weights=config.weights)
     model_name = config.model if named else str(lm.name)
@@ -336,7 +336,7 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
 def _retrieval_share(lm: ActiveLM, questions: Sequence[str], n: int) -> dict[str, Any]:
     from active_rag.evaluation.method_engines import _TimedRetriever
     from active_rag.loop import ActiveRAG
-    from active_rag.retrieval import BM25Index
+    from active_rag.retrieval.bm25 import BM25Index
 
     t0 = time.perf_counter()
     index = BM25Index.demo()

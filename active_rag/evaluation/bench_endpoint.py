@@ -26,8 +26,8 @@ def run_endpoint_bench(lm: Any, methods: Sequence[str], questions: Sequence[str]
     """Seconds per question of every method at every batch size (the best of ``repeats``), with retrievals and
     generated tokens per question."""
     from active_rag import ActiveRAG, BM25Index
-    from active_rag.remote import check_remote_method
-    from active_rag.presets import PRESETS
+    from active_rag.remote.lm import check_remote_method
+    from active_rag.methods.presets import PRESETS
 
     for m in methods:
         if m not in PRESETS:

@@ -10,7 +10,7 @@ For every model (a registry name: the same GGUF file feeds both sides) and batch
   batched forwards at batch > 1), llama.cpp through ``llama_decode`` with one token per sequence per call
   (``n_seq_max`` sequences in one KV cache);
 - **the memory limit**: the bytes of weights one decode step reads (the engine:
-  :func:`~active_rag.quantized.model_weight_bytes`; llama.cpp: the GGUF's tensors but the token embedding, of
+  :func:`~active_rag.models.quantized.model_weight_bytes`; llama.cpp: the GGUF's tensors but the token embedding, of
   which it reads one row) over the machine's copy bandwidth, measured in the same run.
 
 Every figure of the engine is also given as a ratio to llama.cpp's (prefill: engine / llama.cpp tokens per
@@ -48,7 +48,7 @@ class LlamaCppBenchConfig:
 
     def __post_init__(self) -> None:
         from active_rag.validation import check_int
-        from active_rag.weights import check_weights
+        from active_rag.models.weights import check_weights
 
         self.weights = [check_weights(w) for w in self.weights]
         for b in self.batch_sizes:
@@ -180,8 +180,8 @@ QUESTIONS = [
 def _engine_row(model: str, weights: str, config: LlamaCppBenchConfig) -> tuple[dict[str, Any], list[int], list[list[int]]]:
     """The engine's row, the prefill prompt's ids and the decode prompts' ids (the chat template applied)."""
     from active_rag.evaluation.bench_weights import _prefill_prompt, decode_step_ms, prefill_tokens_per_s
-    from active_rag.model import ActiveLM
-    from active_rag.quantized import model_weight_bytes, prefill_dtype
+    from active_rag.decoding.model import ActiveLM
+    from active_rag.models.quantized import model_weight_bytes, prefill_dtype
 
     t0 = time.perf_counter()
     lm = ActiveLM.load(model, weights=weights, device="cpu")
@@ -203,7 +203,7 @@ def _engine_row(model: str, weights: str, config: LlamaCppBenchConfig) -> tuple[
 
 
 def _llamacpp_row(model: str, config: LlamaCppBenchConfig, prompt: list[int], questions: list[list[int]]) -> dict[str, Any]:
-    from active_rag.gguf_files import resolve_gguf
+    from active_rag.models.gguf_files import resolve_gguf
 
     path = resolve_gguf(model)
     # one KV cache shared by the sequences: the prefill prompt alone, or every decode sequence at once

@@ -21,7 +21,7 @@ from active_rag.evaluation.bench_runs import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
 __all__ = ["measure_memory"]
 
@@ -106,7 +106,7 @@ def _memory_subprocess(model: str, mode: str, question: str, ids: Sequence[int],
 
 
 def _memory_worker(payload: str) -> int:
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
     args = json.loads(payload)
     if args.get("threads"):

@@ -1,5 +1,5 @@
 """Ragged attention bench: one batched decode step with the per-sequence attention loop against the padded
-call (:mod:`active_rag.ragged_attention`), at several batch sizes, in one run, reported as ratios.
+call (:mod:`active_rag.decoding.ragged_attention`), at several batch sizes, in one run, reported as ratios.
 
     python -m active_rag.evaluation.bench_ragged --model smollm2 --batch-sizes 8 32 --out results/bench/ragged-smollm2
 
@@ -50,7 +50,7 @@ def _prompt(lm: Any, n: int, seed: int) -> list[int]:
 
 def _step(scheduler: Any, sessions: Sequence[Any], tokens: Sequence[int], capture: bool) -> tuple[float, list[int]]:
     """One batched forward advancing every session by its token; seconds and the next greedy tokens."""
-    from active_rag.decode_scheduler import _Request
+    from active_rag.decoding.decode_scheduler import _Request
 
     requests = [_Request(s._cache, int(t), s._fed, capture) for s, t in zip(sessions, tokens, strict=True)]
     start = time.perf_counter()
@@ -65,7 +65,7 @@ def _step(scheduler: Any, sessions: Sequence[Any], tokens: Sequence[int], captur
 
 def bench_batch(lm: Any, batch: int, *, min_tokens: int, max_tokens: int, steps: int, capture: bool) -> RaggedRow:
     """The row of one batch size (see the module docstring)."""
-    from active_rag.ragged_attention import use_padded
+    from active_rag.decoding.ragged_attention import use_padded
 
     scheduler = lm.scheduler
     lengths = [min_tokens + (max_tokens - min_tokens) * i // max(batch - 1, 1) for i in range(batch)]
@@ -83,7 +83,7 @@ def bench_batch(lm: Any, batch: int, *, min_tokens: int, max_tokens: int, steps:
                 times[mode].append(seconds)
     scheduler.attention = "auto"
     probe = type("Probe", (), {"_active_rag_inner": "sdpa"})()
-    from active_rag.ragged_attention import RaggedBatch
+    from active_rag.decoding.ragged_attention import RaggedBatch
 
     auto = use_padded(probe, RaggedBatch(caches=[None] * batch, capture=[False] * batch), [n + steps for n in lengths],  # type: ignore[arg-type]
                       lm.device.type)
@@ -119,7 +119,7 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     import torch
 
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
     torch.set_num_threads(args.threads)
     lm = ActiveLM.load(args.model, device=args.device, dtype=args.dtype, weights=args.weights, prefix_cache=False,

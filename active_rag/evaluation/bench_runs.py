@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
 __all__ = ["LOOP_METHODS", "NAIVE_MODES", "LoopRun", "generate_run", "loop_run", "naive_segment_run", "naive_token_run"]
 
@@ -34,7 +34,7 @@ def _no_eos(lm: ActiveLM, *, prefix_cache: bool = False) -> tuple[ActiveLM, list
     """A shallow copy of ``lm`` (same weights and tokenizer) that never stops on end-of-sequence and records
     (prompt ids, session) for every decoding session it opens. The prefix cache is off unless asked for:
     ``model.generate`` prefills every prompt, so the loop must too for a like-for-like ratio."""
-    from active_rag.model import ActiveLM as _ActiveLM
+    from active_rag.decoding.model import ActiveLM as _ActiveLM
 
     clone = copy.copy(lm)
     clone.eos_token_ids = frozenset()
@@ -65,7 +65,7 @@ class LoopRun:
 def loop_run(lm: ActiveLM, method: str, question: str, n: int) -> LoopRun:
     """(a): the engine's ``method`` loop for exactly ``n`` tokens, retrieval disabled, signals on."""
     from active_rag.loop import ActiveRAG
-    from active_rag.triggers import make_trigger
+    from active_rag.methods.triggers import make_trigger
 
     clone, opened = _no_eos(lm)
     trigger, theta = LOOP_METHODS[method]
@@ -147,7 +147,7 @@ def naive_token_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _SE
     per generated token (plus one for the last token's row); RIND checked per ``segment`` tokens. Seconds."""
     import torch
 
-    from active_rag.triggers import RindTrigger, SegmentContext
+    from active_rag.methods.triggers import RindTrigger, SegmentContext
 
     model = lm.model
     trigger = RindTrigger(theta=1e12)
@@ -180,7 +180,7 @@ def naive_segment_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _
     import torch
 
     from active_rag.signals import entropy_from_logprobs
-    from active_rag.triggers import RindTrigger, SegmentContext
+    from active_rag.methods.triggers import RindTrigger, SegmentContext
     from active_rag.types import TokenStep
 
     model = lm.model

@@ -6,7 +6,7 @@ For every model and weights option, in one process on one machine:
   end-of-sequence disabled, exactly ``tokens`` steps timed after the prefill; at batch > 1 the sessions
   decode from threads and share batched forwards through the model's decode scheduler);
 - **prefill**: prompt tokens per second of a ``prefill_tokens``-token prompt with the prefix cache off;
-- **the memory limit**: the bytes of weights one decode step reads (:func:`~active_rag.quantized.model_weight_bytes`:
+- **the memory limit**: the bytes of weights one decode step reads (:func:`~active_rag.models.quantized.model_weight_bytes`:
   every linear layer, packed or dense, and one embedding row) divided by the machine's copy bandwidth, measured
   in the same run by a STREAM-like copy of two 512 MiB arrays (bytes read plus bytes written per second, as
   STREAM counts them); each option's batch-1 decode time is reported as a ratio to its limit.
@@ -58,7 +58,7 @@ class WeightsBenchConfig:
 
     def __post_init__(self) -> None:
         from active_rag.validation import check_int
-        from active_rag.weights import check_weights
+        from active_rag.models.weights import check_weights
 
         self.weights = [check_weights(w) for w in self.weights]
         if "auto" in self.weights:
@@ -147,7 +147,7 @@ def prefill_tokens_per_s(lm: Any, ids: Sequence[int], repeats: int) -> float:
 
 
 def _prefill_prompt(lm: Any, n: int) -> list[int]:
-    from active_rag.retrieval import demo_corpus_path, read_jsonl_passages
+    from active_rag.retrieval.bm25 import demo_corpus_path, read_jsonl_passages
 
     text = " ".join(p.text for p in read_jsonl_passages(demo_corpus_path()))
     ids = lm.prompt_ids(text)
@@ -158,8 +158,8 @@ def _prefill_prompt(lm: Any, n: int) -> list[int]:
 
 def measure_option(model: str, weights: str, config: WeightsBenchConfig, questions: Sequence[str]) -> dict[str, Any]:
     """Load ``model`` with ``weights`` on the CPU and time decode and prefill (see the module docstring)."""
-    from active_rag.model import ActiveLM
-    from active_rag.quantized import model_weight_bytes
+    from active_rag.decoding.model import ActiveLM
+    from active_rag.models.quantized import model_weight_bytes
 
     t0 = time.perf_counter()
     lm = ActiveLM.load(model, weights=weights, device="cpu")

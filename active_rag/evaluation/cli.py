@@ -235,7 +235,7 @@ def _check_methods(config: Any) -> None:
     """Build every method's trigger with its settings: e.g. ``--sweep theta=-1`` fails before the model loads."""
     from active_rag.evaluation.config import _trigger_name, build_methods
     from active_rag.evaluation.paired import resolve_baseline
-    from active_rag.triggers import make_trigger
+    from active_rag.methods.triggers import make_trigger
 
     specs = build_methods(config)
     for spec in specs:
@@ -308,12 +308,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _endpoint(args: argparse.Namespace, config: Any) -> Any:
     """``eval --endpoint URL``: the methods checked (none reads attention or masks the logits: without ``--methods``,
-    the presets that do are left out), then the :class:`~active_rag.remote.RemoteLM` with the tokenizer of
+    the presets that do are left out), then the :class:`~active_rag.remote.lm.RemoteLM` with the tokenizer of
     ``--model``; ``None`` without ``--endpoint``."""
     from active_rag.errors import ActiveRAGError
     from active_rag.evaluation.config import build_methods
     from active_rag.model_flags import endpoint_options, given, load_endpoint
-    from active_rag.remote import check_remote_method
+    from active_rag.remote.lm import check_remote_method
 
     options = endpoint_options(args)
     if options is None:
@@ -321,7 +321,7 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
     if getattr(args, "ray", False):
         raise ValueError("--ray shards the questions over local models; with --endpoint the server serves them all: "
                          "drop --ray (use --batch-size for questions in flight).")
-    from active_rag.presets import PRESETS
+    from active_rag.methods.presets import PRESETS
 
     from active_rag.errors import NeedsLocalModelError
 
@@ -425,7 +425,7 @@ def _cmd_weights(args: argparse.Namespace) -> int:
     compared with float32 (comma-separated; default int8,int4)."""
     from active_rag.evaluation.bench_weights import DEFAULT_MODELS, WeightsBenchConfig, run_weights_bench
     from active_rag.validation import check_int
-    from active_rag.weights import check_weights
+    from active_rag.models.weights import check_weights
 
     named = [check_weights(w) for w in str(args.weights).split(",")]
     options = [w for w in named if w not in ("auto", "float32")] or ["int8", "int4"]
@@ -457,7 +457,7 @@ def _cmd_throughput(args: argparse.Namespace) -> int:
         check_int("--batch-sizes", b, minimum=1)
     check_int("--questions", args.questions, minimum=1)
     check_int("--prefix-batch", args.prefix_batch, minimum=1)
-    from active_rag.prompt_layout import check_prompt_mode
+    from active_rag.methods.prompt_layout import check_prompt_mode
 
     check_prompt_mode(args.prompt_mode)
     _set_threads(args.threads)

@@ -66,9 +66,9 @@ GROUPINGS = ("choice", "form")
 
 def group_of(row: Mapping[str, Any], by: str) -> str:
     """The group of ``row`` by its question: ``"choice"``: what ``sr-rag-choose`` reads
-    (:func:`active_rag.read_choice.choose_reading`: ``compare`` or ``links``); ``"form"``: choice, yes-no or open
-    (:func:`active_rag.read_choice.question_form`)."""
-    from active_rag.read_choice import choose_reading, question_form
+    (:func:`active_rag.methods.read_choice.choose_reading`: ``compare`` or ``links``); ``"form"``: choice, yes-no or open
+    (:func:`active_rag.methods.read_choice.question_form`)."""
+    from active_rag.methods.read_choice import choose_reading, question_form
 
     question = str(row.get("question") or "")
     return choose_reading(question).way if by == "choice" else question_form(question)

@@ -19,7 +19,7 @@ from active_rag.evaluation.prompts import (
     format_dragin_context,
     format_retrievalqa_evidence,
 )
-from active_rag.prompts import PromptTemplate
+from active_rag.methods.prompts import PromptTemplate
 from active_rag.types import Passage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +54,7 @@ _SELF_ASK_PHRASE = "So the final answer is"  # Press et al.'s exemplars end with
 
 @dataclass(frozen=True)
 class EvalPromptTemplate(PromptTemplate):
-    """A :class:`~active_rag.prompts.PromptTemplate` whose documents are formatted as the papers' eval prompts do:
+    """A :class:`~active_rag.methods.prompts.PromptTemplate` whose documents are formatted as the papers' eval prompts do:
     ``"Context:\\n[1] title text\\n..."`` (DRAGIN appendix F, whitespace collapsed) or RetrievalQA's
     ``"[1] title\\ntext"`` over the first 5 passages."""
 
@@ -105,7 +105,7 @@ def eval_prompt_template(dataset: str) -> EvalPromptTemplate:
         direct=_as_format_template(build_eval_prompt(dataset, _Q_MARK)),
         with_docs=_as_format_template(build_eval_prompt(dataset, _Q_MARK, marker), documents=block),
         dataset=dataset,
-        # the structure of the chat-turns and completion prompt modes (active_rag.prompt_layout)
+        # the structure of the chat-turns and completion prompt modes (active_rag.methods.prompt_layout)
         exemplars=EXEMPLARS.get(dataset, ()),
         question_instruction=INSTRUCTIONS.get(dataset) or "",
     )
@@ -139,9 +139,9 @@ class EvalConfig:
     grid: bool = False
     initial_retrieval: bool = False
     context: str | None = None
-    """A context policy for every method (:mod:`active_rag.context`); None: each method's own."""
+    """A context policy for every method (:mod:`active_rag.methods.context`); None: each method's own."""
     answer_options: bool = False
-    """Every method answers a choice question with one of its options (:mod:`active_rag.answer_options`);
+    """Every method answers a choice question with one of its options (:mod:`active_rag.methods.answer_options`);
     presets run as ``NAME@options`` unless they already do."""
     router: str | None = None
     model: str = DEFAULT_EVAL_MODEL
@@ -152,7 +152,7 @@ class EvalConfig:
     max_retrievals: int | None = None  # None: no cap (the engine's generated-token guard stops runaways)
     sweep: tuple[str, list[float]] | None = None
     profile: str | None = None  # DRAGIN Table 9 profile; None: the dataset's; "none": no profile
-    prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.prompt_layout)
+    prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.methods.prompt_layout)
     ta_are_demos: str = "fixed"  # fixed: the authors' 2 [Yes] / 2 [No]; similar: the 2 most similar [Yes] of the pool
     today: str = EVAL_TODAY  # TA-ARE's "Today is ...": pinned, so that rows never depend on the day they ran
     baseline: str | None = None  # paired comparison against this method; None: sr-rag when run; "none": no comparison
@@ -164,7 +164,7 @@ class EvalConfig:
     device: str = "auto"
     dtype: str | None = None
     weights: str = "auto"
-    """float32, int8, int4, mixed or auto (mixed on the CPU): :mod:`active_rag.weights`. Rows of packed weights go to
+    """float32, int8, int4, mixed or auto (mixed on the CPU): :mod:`active_rag.models.weights`. Rows of packed weights go to
     ``<model>-<weights>`` beside the float32 folder (:func:`active_rag.evaluation.runner.eval_output_dir`)."""
     prefix_cache: bool = True
     prefix_cache_mb: float | None = None
@@ -174,8 +174,8 @@ class EvalConfig:
     @property
     def resolved_weights(self) -> str:
         """``weights`` with ``auto`` resolved for this run's device."""
-        from active_rag.devices import resolve_device
-        from active_rag.weights import resolve_weights
+        from active_rag.models.devices import resolve_device
+        from active_rag.models.weights import resolve_weights
 
         return resolve_weights(self.weights, resolve_device(self.device))
 
@@ -205,10 +205,10 @@ class EvalConfig:
         check_int("batch_size", self.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8")
         if self.prefix_cache_mb is not None:
             check_number("prefix_cache_mb", self.prefix_cache_mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB")
-        from active_rag.prompt_layout import check_prompt_mode
+        from active_rag.methods.prompt_layout import check_prompt_mode
 
         check_prompt_mode(self.prompt_mode)
-        from active_rag.weights import check_weights
+        from active_rag.models.weights import check_weights
 
         self.weights = check_weights(self.weights)
         self.profile_obj  # UnknownNameError for a bad profile
@@ -227,8 +227,8 @@ class EvalConfig:
 
     @property
     def profile_obj(self) -> Any:
-        """The DRAGIN Table 9 profile of this run (:mod:`active_rag.profiles`), or None."""
-        from active_rag.profiles import get_profile, profile_for_dataset
+        """The DRAGIN Table 9 profile of this run (:mod:`active_rag.methods.profiles`), or None."""
+        from active_rag.methods.profiles import get_profile, profile_for_dataset
 
         if self.profile == "none":
             return None
@@ -284,21 +284,21 @@ class MethodSpec:
 
 
 def _trigger_name(spec: MethodSpec) -> str:
-    from active_rag.presets import PRESETS
-    from active_rag.triggers import TRIGGER_ALIASES
+    from active_rag.methods.presets import PRESETS
+    from active_rag.methods.triggers import TRIGGER_ALIASES
 
     name = PRESETS[spec.preset].trigger if spec.preset else str(spec.trigger)
     return TRIGGER_ALIASES.get(name, name)
 
 
 def _trigger_fields(trigger: str) -> dict[str, dataclasses.Field[Any]]:
-    from active_rag.triggers import TRIGGERS
+    from active_rag.methods.triggers import TRIGGERS
 
     return {f.name: f for f in dataclasses.fields(TRIGGERS[trigger])}
 
 
 def _retrieves(spec: MethodSpec) -> bool:
-    from active_rag.triggers import TRIGGERS
+    from active_rag.methods.triggers import TRIGGERS
 
     return TRIGGERS[_trigger_name(spec)].action != "never" or spec.initial_retrieval
 
@@ -325,10 +325,10 @@ def _pairs(triggers: list[str], queries: list[str], grid: bool) -> list[tuple[st
 def build_methods(config: EvalConfig) -> list[MethodSpec]:
     """The methods a config asks for, in order: presets, then trigger x query ablations; each expanded
     over the sweep values when its trigger has the swept field; with the router attached where it retrieves."""
-    from active_rag.presets import PRESETS
-    from active_rag.queries import QUERIES
-    from active_rag.routing import ROUTERS
-    from active_rag.triggers import TRIGGER_ALIASES, TRIGGERS
+    from active_rag.methods.presets import PRESETS
+    from active_rag.methods.queries import QUERIES
+    from active_rag.methods.routing import ROUTERS
+    from active_rag.methods.triggers import TRIGGER_ALIASES, TRIGGERS
 
     router = config.router_name
     if router not in (*ROUTERS, "none"):
@@ -343,7 +343,7 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
         else:
             methods = list(PRESETS)
     specs: list[MethodSpec] = []
-    from active_rag.context import make_context
+    from active_rag.methods.context import make_context
 
     if config.context is not None:
         make_context(config.context)  # an unknown name or setting: its typed error before any model work

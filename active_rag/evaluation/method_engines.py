@@ -27,13 +27,13 @@ from active_rag.evaluation.config import (
 )
 from active_rag.evaluation.datasets import corpus_path, load_dataset
 from active_rag.evaluation.prompts import RETRIEVALQA_TOP_N
-from active_rag.prompts import PromptTemplate
-from active_rag.stopping import has_completed_answer
+from active_rag.methods.prompts import PromptTemplate
+from active_rag.decoding.stopping import has_completed_answer
 from active_rag.types import Passage
 
 if TYPE_CHECKING:  # pragma: no cover
     from active_rag.loop import ActiveRAG
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
 # ------------------------------------------------------------------------------------------------ engine
 
@@ -67,7 +67,7 @@ class _TimedRetriever:
     @property
     def name_index(self) -> Any:
         """The wrapped retriever's name index (linked retrieval reads it instead of asking once per name)."""
-        from active_rag.name_index import name_index_of
+        from active_rag.retrieval.name_index import name_index_of
 
         return name_index_of(self.inner)
 
@@ -78,8 +78,8 @@ def _router_options(config: EvalConfig, data_dir: Path | None) -> dict[str, Any]
     paper uses SimCSE)."""
     if config.ta_are_demos != "similar" or config.router_name != "ta-are":
         return {}
-    from active_rag.embeddings import MiniLMEncoder
-    from active_rag.routing import Demonstration
+    from active_rag.retrieval.embeddings import MiniLMEncoder
+    from active_rag.methods.routing import Demonstration
 
     pool = [Demonstration(e.question, True) for e in load_dataset(config.dataset, data_dir) if e.needs_retrieval]
     if not pool:
@@ -102,8 +102,8 @@ def build_engine(
 ) -> ActiveRAG:
     """The engine object for one method, with the eval prompt, stop rule, answer phrase and limits of ``config``."""
     from active_rag.loop import ActiveRAG
-    from active_rag.presets import PRESETS
-    from active_rag.triggers import make_trigger
+    from active_rag.methods.presets import PRESETS
+    from active_rag.methods.triggers import make_trigger
 
     dataset = config.dataset
     template = eval_prompt_template(dataset)
@@ -129,7 +129,7 @@ def build_engine(
         if preset.prompt in _REPLACEABLE_PROMPTS:
             overrides["prompt"] = template
         if spec.trigger_kwargs:
-            from active_rag.presets import preset_kwargs
+            from active_rag.methods.presets import preset_kwargs
 
             profiled = preset_kwargs(spec.preset, config.profile_obj)["trigger"]  # the profile's segment length
             overrides["trigger"] = make_trigger(preset.trigger, **{**dict(preset.trigger_kwargs), **dict(spec.trigger_kwargs),
@@ -209,7 +209,7 @@ def load_corpus_index(dataset: str, data_dir: Path | None = None, cache: Path | 
     hash covers the corpus path, mtime and size), else built and saved there. With ``hide_titles`` every
     passage is indexed with the title ``doc-<n>.txt`` (:func:`hidden_titles`; cached apart,
     ``<dataset>-notitles-<hash>``). Returns (index, folder, loaded)."""
-    from active_rag.retrieval import BM25Index, read_jsonl_passages
+    from active_rag.retrieval.bm25 import BM25Index, read_jsonl_passages
 
     path = corpus_path(dataset, data_dir)
     if not path.is_file():

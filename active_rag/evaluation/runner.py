@@ -5,7 +5,7 @@ routers); this module only wires a dataset to it, scores the outputs and writes 
 
 * Prompts: DRAGIN appendix F few-shot chain-of-thought exemplars (HotpotQA, 2WikiMultihopQA, StrategyQA) and
   the RetrievalQA templates, exactly as :func:`~active_rag.evaluation.prompts.build_eval_prompt` writes them,
-  as an engine :class:`~active_rag.prompts.PromptTemplate` (:func:`eval_prompt_template`). The engine wraps the
+  as an engine :class:`~active_rag.methods.prompts.PromptTemplate` (:func:`eval_prompt_template`). The engine wraps the
   prompt in the model's chat template. self-ask and FLARE-instruct keep their own prompts (their triggers
   read the ``Follow up:`` / ``[Search(...)]`` formats those prompts teach).
 * Answers, the DRAGIN way (appendix B): generation stops once an answer sentence is complete
@@ -80,14 +80,14 @@ from active_rag.evaluation.scoring import (
     summarize_rows,
     thresholds_used,
 )
-from active_rag.prompt_layout import resolve_prompt_mode
-from active_rag.routing import authors_decision
+from active_rag.methods.prompt_layout import resolve_prompt_mode
+from active_rag.methods.routing import authors_decision
 from active_rag.validation import check_date
 from active_rag.types import ActiveRAGResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from active_rag.loop import ActiveRAG
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
 __all__ = [
     "DEFAULT_EVAL_MODEL",
@@ -278,13 +278,13 @@ class EvalWorker:
         specs: Sequence[MethodSpec] | None = None,
         data_dir: Path | None = None,
     ) -> None:
-        from active_rag.routing import make_router
+        from active_rag.methods.routing import make_router
 
         self.config = config
         self.specs = {s.name: s for s in (specs if specs is not None else build_methods(config))}
         self.data_dir = data_dir if data_dir is not None else resolve_data_dir(config)
         if lm is None:
-            from active_rag.model import ActiveLM
+            from active_rag.decoding.model import ActiveLM
 
             lm = ActiveLM.load(config.model, **config.model_options())
         self.lm = lm

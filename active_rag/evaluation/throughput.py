@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from active_rag.model import ActiveLM
+    from active_rag.decoding.model import ActiveLM
 
 __all__ = ["ThroughputConfig", "batch_suite", "prefix_suite", "format_batch_table", "format_prefix_table", "run_throughput"]
 
@@ -81,7 +81,7 @@ def _loop_batch(lm: ActiveLM, method: str, questions: Sequence[str], n: int) -> 
 
     from active_rag.evaluation.bench import LOOP_METHODS, _no_eos, _NoRetriever
     from active_rag.loop import ActiveRAG
-    from active_rag.triggers import make_trigger
+    from active_rag.methods.triggers import make_trigger
 
     clone, _ = _no_eos(lm)
     first: dict[int, list[int]] = {}  # thread -> prompt of its first session (one question per thread)
@@ -219,7 +219,7 @@ def prefix_suite(config: ThroughputConfig, lm: ActiveLM, progress: bool = True) 
     ends and is read back instead of rerun when the same model, dataset and questions ask for it again, so an
     interrupted bench resumes where it stopped."""
     from active_rag.evaluation.runner import EvalConfig, EvalWorker, plan_eval
-    from active_rag.model import ActiveLM as _ActiveLM
+    from active_rag.decoding.model import ActiveLM as _ActiveLM
 
     eval_config = EvalConfig(dataset=config.dataset, data_dir=config.data_dir, methods=list(config.prefix_methods),
                              limit=config.questions, max_new_tokens=config.max_new_tokens, plots=False,
@@ -318,7 +318,7 @@ def run_throughput(config: ThroughputConfig, lm: ActiveLM | None = None, progres
 
     import torch
 
-    from active_rag.model import ActiveLM as _ActiveLM
+    from active_rag.decoding.model import ActiveLM as _ActiveLM
 
     if lm is None:
         lm = _ActiveLM.load(config.model, **(model_options or {}))

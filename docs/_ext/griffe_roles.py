@@ -1,6 +1,6 @@
 """Griffe extension for the API reference: the docstrings' reStructuredText becomes Markdown that links.
 
-The docstrings are written for Sphinx-style readers (``:class:`~active_rag.model.ActiveLM```,
+The docstrings are written for Sphinx-style readers (``:class:`~active_rag.decoding.model.ActiveLM```,
 ``>>> ...  # doctest: +SKIP``, ``.. code-block:: python``); mkdocstrings renders Markdown, where those show as
 text. When a package has been loaded (``on_package``), every docstring in it is rewritten before it is parsed;
 the source files are never changed:

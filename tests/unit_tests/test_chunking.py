@@ -1,4 +1,4 @@
-"""Folder corpora cut into passages (active_rag.chunking): bounded chunks that break between paragraphs, else
+"""Folder corpora cut into passages (active_rag.retrieval.chunking): bounded chunks that break between paragraphs, else
 sentences, overlap by whole sentences, and say which file and which chunk they are; the CLI's --chunk-tokens and
 --chunk-overlap flags."""
 
@@ -11,8 +11,8 @@ import pytest
 
 import active_rag
 from active_rag import BM25Index, Passage, chunk_passages, chunk_text
-from active_rag.chunking import count_tokens
-from active_rag.cli import main
+from active_rag.retrieval.chunking import count_tokens
+from active_rag.cli.commands import main
 from active_rag.errors import InvalidOptionError
 
 SENTENCES = [f"Rule {i} of the handbook says that request number {i} goes to desk {i}." for i in range(40)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from active_rag.cli import main
+from active_rag.cli.commands import main
 
 
 def test_ask_json_schema(tiny_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from active_rag.cli import main
+from active_rag.cli.commands import main
 
 
 QUESTION = "Who is Kasper Schmeichel?"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from active_rag import ActiveLM
-from active_rag.cli import main
+from active_rag.cli.commands import main
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_a_model_folder_with_a_broken_config(tiny_dir: Path, corpus: Path, tmp_p
 
 def test_index_refuses_to_overwrite_or_to_write_beside_other_files(corpus: Path, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from active_rag.retrieval import BM25Index
+    from active_rag.retrieval.bm25 import BM25Index
 
     out = tmp_path / "idx"
     assert main(["index", str(corpus), str(out)]) == 0
@@ -264,7 +264,7 @@ def test_router_options_are_validated_in_the_python_api(tiny_lm: ActiveLM) -> No
     import datetime as dt
 
     from active_rag.errors import InvalidOptionError
-    from active_rag.routing import TaAreRouter, make_router
+    from active_rag.methods.routing import TaAreRouter, make_router
 
     with pytest.raises(InvalidOptionError, match="today must be a date written YYYY-MM-DD"):
         TaAreRouter(tiny_lm, today="notadate")

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from active_rag.attention import CAPTURE as _CAPTURE
+from active_rag.decoding.attention import CAPTURE as _CAPTURE
 
 PROMPTS = [
     "Who is Peter Schmeichel?",

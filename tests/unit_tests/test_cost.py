@@ -1,5 +1,5 @@
 """The cost of a question in every result: retriever calls, counted where the engine calls the retriever
-(:func:`active_rag.rankings.fetch_rankings`), and prompt tokens read; in ``ActiveRAGResult``, its ``to_dict`` and
+(:func:`active_rag.retrieval.rankings.fetch_rankings`), and prompt tokens read; in ``ActiveRAGResult``, its ``to_dict`` and
 ``ask`` (``--json`` and the printed summary)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from active_rag import ActiveRAG, Passage
-from active_rag.cli import main
-from active_rag.rankings import count_retriever_calls, fetch_rankings
+from active_rag.cli.commands import main
+from active_rag.retrieval.rankings import count_retriever_calls, fetch_rankings
 from active_rag.types import ActiveRAGResult, Retrieval
 from tests.unit_tests.test_loop import QUESTION, Recorder, ScriptedLM, words
 

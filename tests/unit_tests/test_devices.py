@@ -14,7 +14,7 @@ from active_rag import ActiveLM
 
 def test_structured_output_mask_is_built_on_the_logits_device(tiny_lm: ActiveLM) -> None:
     pytest.importorskip("llguidance")
-    from active_rag.constrained import JsonSchemaConstraint
+    from active_rag.decoding.constrained import JsonSchemaConstraint
 
     vocab = len(tiny_lm.tokenizer)
     prompt = tiny_lm.encode("{")
@@ -29,7 +29,7 @@ def test_structured_output_mask_is_built_on_the_logits_device(tiny_lm: ActiveLM)
 # -- every tensor the packages make names its device ----------------------------------------------------
 from typing import Any, Literal  # noqa: E402
 
-from active_rag.device_audit import audited  # noqa: E402
+from active_rag.models.device_audit import audited  # noqa: E402
 
 
 class _Retriever:
@@ -39,7 +39,7 @@ class _Retriever:
         return [Passage(id=f"p{i}", title=f"T{i}", text=f"Peter Schmeichel passage {i}.") for i in range(k)]
 
 
-@pytest.mark.parametrize("preset", sorted(__import__("active_rag.presets", fromlist=["PRESETS"]).PRESETS))
+@pytest.mark.parametrize("preset", sorted(__import__("active_rag.methods.presets", fromlist=["PRESETS"]).PRESETS))
 def test_every_preset_makes_its_tensors_on_a_named_device(tiny_lm: ActiveLM, preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from active_rag import ActiveRAG
 

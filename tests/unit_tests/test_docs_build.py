@@ -105,7 +105,7 @@ def test_mkdocs_build_is_strict_clean(site: Path) -> None:
     reference = (site / "reference" / "active_rag" / "index.html").read_text(encoding="utf-8")
     assert 'id="active_rag.ActiveRAG"' in reference and 'id="active_rag.BM25Index"' in reference
     triggers = (site / "reference" / "triggers" / "index.html").read_text(encoding="utf-8")
-    assert 'id="active_rag.triggers.RindTrigger"' in triggers
+    assert 'id="active_rag.methods.triggers.RindTrigger"' in triggers
 
 
 @pytest.mark.slow
@@ -201,10 +201,10 @@ def test_griffe_roles_resolves_the_packages_names() -> None:
     assert not left, f"docstrings still with Sphinx roles or doctest directives: {left[:10]}"
     chain = collection["langchain_active_rag.chain"]
     resolve = lambda target: extension.resolve(chain, target, collection)  # noqa: E731
-    assert resolve("active_rag.ActiveLM") == "active_rag.model.ActiveLM"  # a public name, to its definition
+    assert resolve("active_rag.ActiveLM") == "active_rag.decoding.model.ActiveLM"  # a public name, to its definition
     assert resolve("ChatActiveHF") == "langchain_active_rag.chat_models.ChatActiveHF"  # the package's public API
     assert resolve("ActiveRAG.as_configurable") == "langchain_active_rag.chain.ActiveRAG.as_configurable"  # module scope
-    assert resolve("BM25Index") == "active_rag.retrieval.BM25Index"  # another package's public API
+    assert resolve("BM25Index") == "active_rag.retrieval.bm25.BM25Index"  # another package's public API
     assert resolve("no_such_name") is None and resolve("langchain_core.runnables.AddableDict") is None
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from active_rag import doctor
-from active_rag.cli import main
+from active_rag.cli import doctor
+from active_rag.cli.commands import main
 
 
 def test_doctor_passes_every_check_on_this_machine(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from active_rag import ActiveRAG
-from active_rag.cli import main
+from active_rag.cli.commands import main
 from active_rag.errors import (
     EndpointHTTPError,
     EndpointTimeoutError,
@@ -18,10 +18,10 @@ from active_rag.errors import (
     NeedsLocalModelError,
     NoLogprobsError,
 )
-from active_rag.remote import ASSISTANT_MARK, USER_MARK, RemoteLM
-from active_rag.remote_http import resolve_base_url
-from active_rag.remote_parse import parse_choice, topk_entropy
-from active_rag.remote_vocab import PieceVocab
+from active_rag.remote.lm import ASSISTANT_MARK, USER_MARK, RemoteLM
+from active_rag.remote.http import resolve_base_url
+from active_rag.remote.parse import parse_choice, topk_entropy
+from active_rag.remote.vocab import PieceVocab
 from active_rag.types import Passage
 from endpoint_fakes import Script, fake_endpoint, free_port
 

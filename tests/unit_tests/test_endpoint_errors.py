@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from active_rag.cli import main
+from active_rag.cli.commands import main
 from active_rag.errors import EndpointError, InvalidOptionError
-from active_rag.remote import RemoteLM
-from active_rag.remote_clients import remote_from_client
-from active_rag.remote_http import resolve_base_url
+from active_rag.remote.lm import RemoteLM
+from active_rag.remote.clients import remote_from_client
+from active_rag.remote.http import resolve_base_url
 from endpoint_fakes import Script, fake_endpoint
 
 ANSWER = ["Paris", " is", " in", " France", ".", " So", " the", " answer", " is", " Paris", "."]
@@ -153,7 +153,7 @@ def _hotpot(root: Path) -> Path:
 def test_eval_endpoint_default_methods_leave_out_those_that_need_a_local_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from active_rag.evaluation import runner
-    from active_rag.presets import PRESETS
+    from active_rag.methods.presets import PRESETS
 
     ran: list[str] = []
 

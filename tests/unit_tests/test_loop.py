@@ -451,7 +451,7 @@ def test_real_sessions_running_max_equals_full_attention_across_commit_crop_and_
 def test_rind_trigger_reads_the_real_running_max_and_fires_where_brute_force_says(real: RealModel) -> None:
     """RIND's a_max and raw scores (Eq. 5: H * a_max * s) on a real session after a crop equal the brute-force
     ones, and with a threshold between the two largest brute-force scores it fires at the largest."""
-    from active_rag.triggers import RindTrigger, SegmentContext
+    from active_rag.methods.triggers import RindTrigger, SegmentContext
 
     prompt = real.lm.prompt_ids("Were Scott Derrickson and Ed Wood of the same nationality?")
     session = real.lm.session(prompt, capture_attention=True)
@@ -474,7 +474,7 @@ def test_rind_trigger_reads_the_real_running_max_and_fires_where_brute_force_say
 
 def test_dragin_loop_gives_rind_the_sessions_running_max(real: RealModel, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the engine: the a_max in each RIND decision is the brute-force one of the session it came from."""
-    from active_rag.triggers import RindTrigger
+    from active_rag.methods.triggers import RindTrigger
 
     sessions: list[tuple[int, object]] = []
     open_session = real.lm.session
@@ -585,7 +585,7 @@ def test_engine_options_are_validated(kwargs: dict[str, object], message: str) -
 )
 def test_trigger_constructors_reject_bad_numbers(trigger: str, kwargs: dict[str, float], message: str) -> None:
     from active_rag.errors import InvalidOptionError
-    from active_rag.triggers import make_trigger
+    from active_rag.methods.triggers import make_trigger
 
     with pytest.raises(InvalidOptionError, match=message):
         make_trigger(trigger, **kwargs)
@@ -626,7 +626,7 @@ def test_dragin_code_drops_the_whole_hallucinated_sentence() -> None:
 
 def test_rind_truncate_option_is_validated() -> None:
     from active_rag.errors import InvalidOptionError
-    from active_rag.triggers import make_trigger
+    from active_rag.methods.triggers import make_trigger
 
     with pytest.raises(InvalidOptionError, match="rind truncate must be one of word, sentence, got 'token'"):
         make_trigger("rind", truncate="token")
@@ -690,7 +690,7 @@ def test_no_retrieval_cap_by_default() -> None:
 
 
 def test_calibration_collects_one_score_per_sentence_without_retrieving() -> None:
-    from active_rag.calibration import collect_check_scores
+    from active_rag.methods.calibration import collect_check_scores
 
     lm = ScriptedLM(script=lambda p: words("Kasper's father is Bob. Bob won Gold.", Bob=(0.2, 10.0)), focus={"father", "Bob"})
     rec = Recorder()

@@ -1,4 +1,4 @@
-"""Unit tests of active_rag.model: the signals read from the one KV-cached pass (token ids, log-probs,
+"""Unit tests of active_rag.decoding.model: the signals read from the one KV-cached pass (token ids, log-probs,
 entropies, captured attention rows) are checked against an independent full forward pass of an eager
 copy of the same weights, and against transformers' own greedy ``generate``."""
 
@@ -17,8 +17,8 @@ from transformers import PretrainedConfig
 
 from active_rag import ActiveLM, DecodingSession
 from active_rag.errors import AttentionCaptureError
-from active_rag.attention import attention_modules as _attention_modules
-from active_rag.model import CAPTURE_IMPLEMENTATION
+from active_rag.decoding.attention import attention_modules as _attention_modules
+from active_rag.decoding.model import CAPTURE_IMPLEMENTATION
 from active_rag.signals import entropy as entropy_of
 from active_rag.signals import max_later_attention
 from active_rag.types import TokenStep
@@ -484,7 +484,7 @@ def test_entropy_of_matches_definition() -> None:
 
 
 def test_eager_attention_runs_only_on_captured_one_token_decode_steps(tiny_lm, monkeypatch) -> None:
-    import active_rag.attention as model_module
+    import active_rag.decoding.attention as model_module
 
     real = model_module.eager_function
     calls: list[tuple[int, int]] = []  # (layer, query length) of every eager call

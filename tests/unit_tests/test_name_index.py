@@ -1,4 +1,4 @@
-"""The name index (:mod:`active_rag.name_index`): which passages are about which name, from their titles or, when
+"""The name index (:mod:`active_rag.retrieval.name_index`): which passages are about which name, from their titles or, when
 titles are file names or missing, from how their text opens; chunks of one source share it; saved with the index."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 
 from active_rag import Passage
-from active_rag.linked import follow_links
-from active_rag.name_index import (
+from active_rag.methods.linked import follow_links
+from active_rag.retrieval.name_index import (
     NameIndex,
     attach_name_index,
     is_file_name,
@@ -17,7 +17,7 @@ from active_rag.name_index import (
     name_key,
     text_subjects,
 )
-from active_rag.retrieval import BM25Index
+from active_rag.retrieval.bm25 import BM25Index
 
 #: a company's documents as a user indexes them: titled by file name, or not titled at all
 PRODUCTS = Passage(id="products.md", title="products.md", text="# Products\nAcme sells Orion and Vega to banks.")
@@ -161,8 +161,8 @@ def test_the_evaluation_s_timed_retriever_passes_the_name_index_through() -> Non
     """``active-rag eval`` wraps its index to time the calls; linked retrieval must still find the index's names
     (else it asks the retriever once per name: 8 more calls a question)."""
     from active_rag.evaluation.method_engines import _TimedRetriever
-    from active_rag.name_index import name_index_of
-    from active_rag.retrieval import BM25Index
+    from active_rag.retrieval.name_index import name_index_of
+    from active_rag.retrieval.bm25 import BM25Index
 
     index = BM25Index.demo()
     assert name_index_of(_TimedRetriever(index)) is index.name_index

@@ -1,4 +1,4 @@
-"""LangChain and LlamaIndex retrievers get the same links as the engine (:mod:`active_rag.name_index`): the adapters
+"""LangChain and LlamaIndex retrievers get the same links as the engine (:mod:`active_rag.retrieval.name_index`): the adapters
 build the name index from the documents the retriever holds, even when they carry no ``title`` metadata."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from active_rag import Passage
-from active_rag.linked import follow_links
-from active_rag.retrieval import BM25Index
+from active_rag.methods.linked import follow_links
+from active_rag.retrieval.bm25 import BM25Index
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")

@@ -14,10 +14,10 @@ import pytest
 import torch
 from torch import nn
 
-import active_rag.quantized as quantized
+import active_rag.models.quantized as quantized
 from active_rag import ActiveLM, Passage
-from active_rag.quantized import Int4Linear, Int8Linear, PackedLinear, grid_quantize, packed_layers, prefill_dtype
-from active_rag.weights import quantize_model
+from active_rag.models.quantized import Int4Linear, Int8Linear, PackedLinear, grid_quantize, packed_layers, prefill_dtype
+from active_rag.models.weights import quantize_model
 from tests.conftest import build_tiny_model
 
 QUESTION = "Who is Kasper Schmeichel and who is his father, the goalkeeper of Manchester United and Denmark?"
@@ -185,7 +185,7 @@ import json, sys, torch
 sys.path.insert(0, {root!r})
 from tests.conftest import build_tiny_model, build_tokenizer
 from active_rag import ActiveLM
-from active_rag.weights import quantize_model
+from active_rag.models.weights import quantize_model
 tok = build_tokenizer()
 model = build_tiny_model(len(tok), seed=3)
 with torch.no_grad():
@@ -254,9 +254,9 @@ def test_packed_layers_are_packed_linear() -> None:
 def test_int4_on_a_torch_without_the_cpu_kernel_is_a_typed_error_and_one_cli_line(monkeypatch, capsys) -> None:
     """torch 2.4 and 2.5 (allowed by the dependency range) have no CPU int4 kernel: ``int4``/``mixed`` say so and
     what to do instead, ``auto`` falls back to int8, and the CLI prints one line and exits 2."""
-    from active_rag.cli import main
+    from active_rag.cli.commands import main
     from active_rag.errors import InvalidOptionError
-    from active_rag.weights import resolve_weights
+    from active_rag.models.weights import resolve_weights
 
     monkeypatch.setattr(quantized, "int4_kernel_available", lambda: False)
     for kind in ("int4", "mixed"):

@@ -12,8 +12,8 @@ import torch
 
 from active_rag import ActiveLM, ActiveRAG, Passage
 from active_rag.errors import InvalidOptionError
-from active_rag.prefix_cache import PrefixCache, common_prefix_length
-from active_rag.presets import PRESETS
+from active_rag.decoding.prefix_cache import PrefixCache, common_prefix_length
+from active_rag.methods.presets import PRESETS
 
 EXEMPLARS = "Question: Who is he? Answer: He is a director. So the answer is a director.\n" * 6
 QUESTIONS = [
@@ -255,7 +255,7 @@ def test_a_cache_shared_across_models_and_dtypes_never_reuses_another_s_kv(model
 
 def test_the_default_bound_follows_the_device_s_free_memory(monkeypatch: pytest.MonkeyPatch, model, tiny_tokenizer) -> None:
     """Issue 25: on a GPU the prefix cache takes a fifth of the memory free after loading, at most 1024 MiB."""
-    from active_rag.prefix_cache import DEFAULT_PREFIX_CACHE_MB, default_prefix_cache_mb
+    from active_rag.decoding.prefix_cache import DEFAULT_PREFIX_CACHE_MB, default_prefix_cache_mb
 
     assert default_prefix_cache_mb(torch.device("cpu")) == DEFAULT_PREFIX_CACHE_MB
     free = {"bytes": 2 * 2**30}

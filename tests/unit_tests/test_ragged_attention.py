@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-import active_rag.ragged_attention as ragged
+import active_rag.decoding.ragged_attention as ragged
 from active_rag import ActiveLM
-from active_rag.decode_scheduler import DecodeScheduler, _Request
-from active_rag.ragged_attention import RaggedBatch, use_padded
+from active_rag.decoding.decode_scheduler import DecodeScheduler, _Request
+from active_rag.decoding.ragged_attention import RaggedBatch, use_padded
 from tests.unit_tests.test_model import _shared_conftest as _conftest  # tests/conftest.py, loaded by path
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of active_rag.registry (with active_rag.installing, active_rag.gguf_files and active_rag.loading, which
+"""Unit tests of active_rag.models.registry (with active_rag.models.installing, active_rag.models.gguf_files and active_rag.models.loading, which
 it re-exports): no real model is loaded and nothing is installed.
 
 Wheel packages are faked by patching ``installing._package_dir`` (how the registry finds an installed
@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from active_rag import gguf_files, installing, loading, registry
+from active_rag.models import gguf_files, installing, loading, registry
 from active_rag.errors import (
     ActiveRAGError,
     ModelIntegrityError,
     ModelNotInstalledError,
     UnknownNameError,
 )
-from active_rag.registry import ModelSpec
+from active_rag.models.registry import ModelSpec
 
 # Deliberately not in alphabetical order, so a sorted concatenation would be caught.
 PART_CONTENTS: tuple[tuple[str, str, bytes], ...] = (

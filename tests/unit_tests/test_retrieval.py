@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from active_rag.errors import CorpusError
-from active_rag.retrieval import BM25Index, demo_corpus_path, demo_questions_path
+from active_rag.retrieval.bm25 import BM25Index, demo_corpus_path, demo_questions_path
 from active_rag.types import Passage, Retriever
 
 DOCS = [

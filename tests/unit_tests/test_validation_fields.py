@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from active_rag.errors import InvalidOptionError
-from active_rag.queries import make_query
-from active_rag.triggers import make_trigger
+from active_rag.methods.queries import make_query
+from active_rag.methods.triggers import make_trigger
 from active_rag.validation import check_fields
 
 

@@ -9,7 +9,8 @@ import math
 import pytest
 from matplotlib.patches import Rectangle
 
-from active_rag import ActiveRAG, LowConfidenceTrigger, RindTrigger, viz
+from active_rag import ActiveRAG, LowConfidenceTrigger, RindTrigger
+from active_rag.viz import plots as viz
 from active_rag.types import (
     ActiveRAGResult,
     Passage,

@@ -13,7 +13,7 @@ from torch import nn
 
 from active_rag import ActiveLM, ActiveRAG, Passage
 from active_rag.errors import InvalidOptionError
-from active_rag.quantized import (
+from active_rag.models.quantized import (
     PACKED_MAX_ROWS,
     Int4Linear,
     Int8Linear,
@@ -21,7 +21,7 @@ from active_rag.quantized import (
     model_weight_bytes,
     packed_layers,
 )
-from active_rag.weights import DEFAULT_CPU_WEIGHTS, check_weights, quantize_model, resolve_weights
+from active_rag.models.weights import DEFAULT_CPU_WEIGHTS, check_weights, quantize_model, resolve_weights
 from tests.conftest import build_tiny_model
 
 QUESTION = "Who is Kasper Schmeichel?"
@@ -198,7 +198,7 @@ def test_quantised_weights_are_cached_reused_and_invalidated(model_dir: Path, ti
     tokens = _tokens(first)
 
     # the second load reads the file: quantising again would fail here
-    import active_rag.weights as weights_module
+    import active_rag.models.weights as weights_module
 
     def fail(*args, **kwargs):
         raise AssertionError("quantised again although the cache matches")
@@ -245,7 +245,7 @@ def test_int4_cache_rebuilds_the_kernel_layout(model_dir: Path) -> None:
     ["calibrate", "--method", "dragin"],
 ])
 def test_bad_weights_value_is_one_line_and_exit_2(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    from active_rag.cli import main
+    from active_rag.cli.commands import main
 
     assert main([*command, "--weights", "int9"]) == 2
     err = capsys.readouterr().err.strip()
@@ -276,8 +276,8 @@ def test_eval_rows_of_packed_weights_go_to_their_own_folder(tmp_path: Path) -> N
 
 
 def test_calibrations_are_keyed_by_weights_and_dtype(float_and_packed, fake_retriever, tmp_path: Path, monkeypatch) -> None:
-    from active_rag.thresholds import Calibration, save_calibration
-    from active_rag.triggers import LowConfidenceTrigger
+    from active_rag.methods.thresholds import Calibration, save_calibration
+    from active_rag.methods.triggers import LowConfidenceTrigger
 
     monkeypatch.setenv("ACTIVE_RAG_CACHE", str(tmp_path))
     trigger = LowConfidenceTrigger(theta="auto")
@@ -355,6 +355,6 @@ def test_misaligned_weights_are_copied_to_aligned_memory() -> None:
 
 
 def test_constrained_decoding_reads_the_vocabulary_of_a_packed_head(float_and_packed) -> None:
-    from active_rag.constrained import vocab_size
+    from active_rag.decoding.constrained import vocab_size
 
     assert vocab_size(float_and_packed["int8"]) == vocab_size(float_and_packed["float32"]) == float_and_packed["float32"].model.lm_head.out_features

@@ -25,9 +25,9 @@ DEVICE = os.environ.get("GPU_CHECKS_DEVICE", "cuda")  # "cpu" for a dry run of t
 sys.path.insert(0, str(ROOT))
 
 from active_rag import ActiveLM, ActiveRAG  # noqa: E402
-from active_rag.doctor import format_checks, run_checks  # noqa: E402
+from active_rag.cli.doctor import format_checks, run_checks  # noqa: E402
 from active_rag.evaluation.bench_weights import decode_step_ms  # noqa: E402
-from active_rag.retrieval import BM25Index  # noqa: E402
+from active_rag.retrieval.bm25 import BM25Index  # noqa: E402
 from tests.conftest import build_tiny_model, build_tokenizer  # noqa: E402
 
 QUESTIONS = [

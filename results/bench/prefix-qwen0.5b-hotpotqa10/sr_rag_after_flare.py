@@ -1,7 +1,7 @@
 """SR-RAG after FLARE on one prefix cache (one eval run with both methods): SR-RAG's prompt is FLARE's first."""
 import json, sys, time, torch
 torch.set_num_threads(2)
-from active_rag.model import ActiveLM
+from active_rag.decoding.model import ActiveLM
 from active_rag.evaluation.runner import EvalConfig, EvalWorker, plan_eval
 from active_rag.evaluation.throughput import _prefix_pass
 lm = ActiveLM.load("qwen2.5-coder-0.5b")

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.documents import Document
 
 from active_rag import BM25Index, CorpusError, ModelNotInstalledError, Passage
-from active_rag import embeddings as engine_embeddings
+from active_rag.retrieval import embeddings as engine_embeddings
 from langchain_active_rag import BM25sRetriever, RetrieverAdapter
 from langchain_active_rag._convert import document_id, document_to_passage, passage_to_document
 from langchain_active_rag.adapter import adapt

@@ -1,0 +1,34 @@
+"""The ``active-rag`` command line (:mod:`active_rag.cli.commands`): ``active_rag.cli:main`` is its entry point,
+``python -m active_rag.cli`` runs it. The ``calibrate`` command (:mod:`~active_rag.cli.calibrate`), the tables of
+``methods`` and the progress line (:mod:`~active_rag.cli.output`), ``doctor`` (:mod:`~active_rag.cli.doctor`) and
+the default model of ``ask`` (:mod:`~active_rag.cli.ask_defaults`) are modules of their own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    'build_parser': 'commands',
+    'main': 'commands',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .commands import build_parser, main

@@ -1,0 +1,298 @@
+"""How an answer is finished: forced words (the answer phrase, a bridge's name) and answering again.
+
+:class:`AnswerSteps` holds the engine's steps that write words into the answer other than by checked generation
+(:class:`~active_rag.loop.ActiveRAG` inherits them):
+
+- :meth:`AnswerSteps._extend`: append text as if the model wrote it (log-probability 0): DRAGIN's answer phrase
+  (App. B) and the ``bridge`` trigger's seed, the name of the entity the next sentence starts from.
+- :meth:`AnswerSteps._force_answer`: DRAGIN App. B, "So the answer is" when the model did not write it.
+- :meth:`AnswerSteps._answer_again` (``reanswer``, beyond the papers): once the answer's retrievals
+  have chosen the evidence, write the answer again from its first word with every passage the prompt holds.
+  The draft's checks found the evidence; a fresh answer reads all of it at once, as a single-round prompt does,
+  instead of going on from a draft that committed to a wrong first hop. The draft is kept in
+  ``ActiveRAGResult.draft``; the new answer's tokens stream again from position 0.
+- :meth:`AnswerSteps._look_again` (``answer_check``, :mod:`active_rag.methods.answer_check`): when the model is unsure
+  of the finished answer, retrieve the question's next passages, answer again and keep the surer answer.
+- :meth:`AnswerSteps._processor` (``answer_options``, :mod:`active_rag.methods.answer_options`): a choice question's
+  answer is one of its own options.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any
+
+from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
+from .answer_options import OptionsConstraint, question_options
+from ..decoding.constrained import chain
+from .linked import Links, follow_links
+from .read_choice import choose_reading
+from ..decoding.stopping import last_complete_sentence_end
+from ..text import first_sentence_end
+from ..types import Passage, StreamEvent, TokenEvent, TokenStep, TriggerDecision
+
+__all__ = ["ANSWER_PHRASE", "AnswerSteps", "resolve_answer_phrase"]
+
+#: The phrase the DRAGIN and FLARE prompts' exemplars end their answers with ("... So the answer is X.").
+ANSWER_PHRASE = "So the answer is"
+
+
+YES_NO_STANDS = "a yes or no answer stands: no passage can confirm it"
+
+#: The most tokens the model writes after a forced answer phrase (beyond ``max_new_tokens``, with the phrase).
+FORCED_ANSWER_TOKENS = 32
+
+#: a mark that may end a sentence: a segment cut after its first sentence streams no token past one live
+_SENTENCE_MARK = re.compile(r"[.!?\n]")
+
+
+def _text(steps: Sequence[TokenStep]) -> str:
+    return "".join(s.text for s in steps)
+
+
+def resolve_answer_phrase(phrase: str | None, answer_check: bool, answer_options: bool) -> str | None:
+    """The engine's ``answer_phrase``: ``"auto"`` is :data:`ANSWER_PHRASE` when an answer check or ``answer_options``
+    reads the answer span after it (without it the check finds no span and looks again every time), else ``None``;
+    anything else as given."""
+    if phrase == "auto":
+        return ANSWER_PHRASE if answer_check or answer_options else None
+    return phrase
+
+
+def _kept_draft_reason(check: AnswerCheck, draft: Any, second: Any) -> str:
+    """Why the check kept the draft after looking again (the record's ``reason``)."""
+    if draft.tokens == 0 and second.tokens == 0:
+        return "neither answer has an answer span (no \"the answer is\"): the draft stands"
+    if second.tokens == 0:
+        return "the second answer has no answer span"
+    return (f"rule {check.select!r} keeps the draft {draft.answer!r} (weakest answer token p={draft.min_prob:.3f}) over "
+            f"{second.answer!r} (p={second.min_prob:.3f})")
+
+
+def _passage_text(run: Any, ids: Sequence[str]) -> str:
+    """The titles and texts of the passages ``ids`` that the run retrieved, in that order."""
+    found = {p.id: p for r in run.retrievals for p in r.passages}
+    return passages_text(found[i] for i in ids if i in found)
+
+
+class AnswerSteps:
+    """Answer-writing steps of the engine; see the module docstring. The engine provides the model, the settings
+    and the session helpers named below."""
+
+    model: Any
+    retriever: Any
+    top_k: int
+    answer_phrase: str | None
+    max_new_tokens: int
+    answer_check: AnswerCheck | None
+    answer_options: bool
+    forced_answer_tokens: int = FORCED_ANSWER_TOKENS
+    """The most tokens the model writes after a forced answer phrase (the command line lowers it to fit
+    ``--max-new-tokens``)."""
+
+    def _accept(self, run: Any, steps: Sequence[TokenStep]) -> Iterator[TokenEvent]:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _open_session(self, run: Any, capture: bool, with_docs: bool = True) -> None:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _stopped(self, text: str) -> bool:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _trim_repetition(self, run: Any) -> None:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _retrieve(self, run: Any, queries: Sequence[str], **kwargs: Any) -> Any:  # pragma: no cover - engine
+        raise NotImplementedError
+
+    def _processor(self, run: Any, base: Any = None) -> Any:
+        """The logits processor of a generation: ``base`` (the trigger's), then with ``answer_options`` the
+        question's options after the answer phrase (built once a run)."""
+        if not self.answer_options:
+            return base
+        if run.options is None:
+            options = question_options(run.question)
+            run.options = OptionsConstraint(self.model, options) if options else False
+        return chain(base, run.options or None)
+
+    def _generate(
+        self, run: Any, limit: int, *, stop: Callable[[list[TokenStep]], bool] | None, processor: Any,
+        live: bool = True, by_sentence: bool = False,
+    ) -> Generator[TokenEvent, None, list[TokenStep]]:
+        """Generate up to ``limit`` tokens in the open session and return them. ``live``: no check will see them (the
+        caller accepts them as they are), so each token streams as soon as it is generated, a :class:`TokenEvent`
+        at the position it takes in the answer; with ``by_sentence`` (a segment cut after its first sentence) only
+        until a sentence-end mark, the rest when accepted, after the cut. ``run.streamed`` counts those streamed
+        (:meth:`_accept` streams the others)."""
+        assert run.session is not None
+        run.answer_passages = list(run.session_passages)
+        ids = list(run.answer_passages)
+        steps: list[TokenStep] = []
+        run.streamed = 0
+        text = ""
+        for step in run.session.generate(limit, stop=stop, logits_processor=processor):
+            steps.append(step)
+            text += step.text
+            if not live or (by_sentence and _SENTENCE_MARK.search(text)):
+                live = False
+                continue
+            run.streamed += 1
+            yield TokenEvent(text=step.text, token_id=step.id, logprob=step.logprob, entropy=step.entropy,
+                             position=len(run.output) + len(steps) - 1, passage_ids=ids, attempt=run.attempt)
+        return steps
+
+    def _extend(self, run: Any, text: str) -> Iterator[TokenEvent]:
+        """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""
+        assert run.session is not None
+        forced_ids = self.model.encode(text)
+        context = list(run.session.ids)
+        forced: list[TokenStep] = []
+        for i in forced_ids:
+            forced.append(TokenStep(id=i, text=self.model.token_text(context, i), logprob=0.0, entropy=0.0,
+                                    position=len(context)))
+            context.append(i)
+        run.session.extend(forced_ids)
+        yield from self._accept(run, forced)
+
+    def _force_answer(self, run: Any) -> Iterator[TokenEvent]:
+        """DRAGIN App. B: if the answer phrase is missing, append it and let the model finish the sentence.
+
+        An unfinished last sentence (the model stopped, or the budget ran out, before its full stop) is kept and
+        closed with a full stop before the phrase: nothing the model wrote is cut, so its tokens stream as they
+        are written (:class:`~active_rag.answer_stream.AnswerStream`)."""
+        assert self.answer_phrase is not None
+        if self.answer_phrase.lower() in run.output_text.lower():
+            return
+        text = run.output_text
+        if run.session is None:
+            self._open_session(run, False)
+        assert run.session is not None
+        if not run.output or text.endswith((" ", "\n")):
+            sep = ""
+        elif text[last_complete_sentence_end(text):].strip():  # an unfinished sentence: end it, never cut it
+            sep = " " if text.endswith((",", ";", ":", "-")) else ". "
+        else:
+            sep = " "
+        yield from self._extend(run, sep + self.answer_phrase)
+
+        def stop(steps: list[TokenStep]) -> bool:
+            # only once the answer itself has begun: "So the answer is:\n\nX" must not stop at the first newline
+            body = _text(steps).lstrip(" :\n")
+            if not body.strip():
+                return False
+            return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
+
+        steps = yield from self._generate(run, self.forced_answer_tokens, stop=stop, processor=self._processor(run))  # nothing cuts it
+        run.generated += len(steps)
+        yield from self._accept(run, steps)
+
+    def _answer_again(self, run: Any) -> Iterator[TokenEvent]:
+        """``reanswer``: drop the draft and write the answer from its first word, unchecked, with every passage
+        the prompt holds now (the context policy's, in its order)."""
+        del run.output[:]
+        run.attempt += 1
+        self._open_session(run, False)
+        assert run.session is not None
+        steps = yield from self._generate(run, self.max_new_tokens, stop=lambda s: self._stopped(_text(s)),
+                                          processor=self._processor(run))
+        run.generated += len(steps)
+        yield from self._accept(run, steps)
+        self._trim_repetition(run)
+        if self.answer_phrase:
+            yield from self._force_answer(run)
+
+    def _look_again(self, run: Any) -> Generator[StreamEvent, None, dict[str, Any]]:
+        """``answer_check``: check the finished answer's span; when unsure, retrieve the question's next passages
+        (those the prompt does not hold), answer again from the first word and keep the surer answer. Returns
+        the record of the check (``ActiveRAGResult.answer_check``)."""
+        check = self.answer_check
+        assert check is not None
+        draft_steps = list(run.output)
+        draft_passages = list(run.answer_passages)
+        draft = answer_confidence(draft_steps)
+        unsure = check.unsure(draft)
+        decision = TriggerDecision(
+            fire=unsure,
+            trigger=check.name,
+            token=draft.token,
+            score=draft.min_prob,
+            threshold=check.theta,
+            reason=(
+                "no answer span" if draft.tokens == 0
+                else YES_NO_STANDS if check.grounds and grounded_in(draft.answer, "") is None
+                else f"answer token {draft.token!r} has p={draft.min_prob:.3f} {'<' if unsure else '>='} theta={check.theta:g}"
+            ),
+        )
+        decision.output_start = 0
+        decision.passage_ids = draft_passages
+        run.decisions.append(decision)
+        yield decision
+        record: dict[str, Any] = {**check.describe(), "fired": unsure, "draft": draft.to_dict(), "second": None,
+                                  "kept": "draft"}
+        if not unsure:
+            if decision.reason == YES_NO_STANDS:
+                record["reason"] = YES_NO_STANDS
+            return record
+        query = check.look_query(run.question, "".join(step.text for step in draft_steps))
+        retrieval = yield from self._yield_retrieval(run, decision, query)
+        if not retrieval.new_ids:  # nothing new to read: the draft stands
+            record["reason"] = "the retrieval added no passage"
+            return record
+        yield from self._answer_again(run)
+        second = answer_confidence(run.output)
+        record["second"] = second.to_dict()
+        if check.keep_second(draft, second, run.question, (_passage_text(run, draft_passages),
+                                                             _passage_text(run, run.answer_passages))):
+            record["kept"] = "second"
+            return record
+        record["second_text"] = "".join(step.text for step in run.output)  # what the model wrote, kept
+        record["reason"] = _kept_draft_reason(check, draft, second)
+        run.output[:] = draft_steps  # the draft is surer: it is the answer again, streamed again from position 0
+        run.answer_passages = draft_passages
+        for n, s in enumerate(draft_steps):
+            yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=n,
+                             passage_ids=draft_passages, attempt=0)
+        return record
+
+    def _linked_retrieval(self, run: Any, read: Sequence[Passage], *, position: int, decision: TriggerDecision,
+                          choose: bool = False) -> Any:
+        """Add the own articles of the names worth following that ``read`` mentions, looked up in the retriever's
+        name index, then the question's next passages (:func:`active_rag.methods.linked.follow_links`). The trace records
+        the names followed, best first (``details["names"]``, a list), and which passage is whose article
+        (``details["articles"]``); the query is the question, the only one the retriever may be asked.
+
+        ``choose``: first choose by the question's form (:func:`active_rag.methods.read_choice.choose_reading`); a
+        comparison of named things follows only the question's own names (``details["choice"]`` and
+        ``details["choice_reason"]`` say which way and why)."""
+        details: dict[str, Any] = {}
+        if choose:
+            choice = choose_reading(run.question)
+            details.update(choice=choice.way, choice_reason=choice.reason)
+            if choice.way == "compare":
+                read = []
+
+        found: list[Links] = []
+
+        def fetch(held: set[str]) -> list[Passage]:
+            links = follow_links(self.retriever, read, run.question, self.top_k, held, fill=self.context.fill_links)
+            details.update(names=links.names, articles=links.articles)  # articles: the rest are the question's
+            details["linked_from"] = dict(links.linked_from)
+            found.append(links)
+            return links.passages
+
+        return self._retrieve(run, [run.question], position=position, decision=decision, details=details,
+                              formulator="linked", fetch=fetch,
+                              arrange=lambda kept: self.context.arrange_links(kept, found[-1]) if found else kept)
+
+    def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
+        assert self.answer_check is not None
+        if self.answer_check.query == "linked":  # the names the draft's passages mention, then the question
+            answered_from = set(run.answer_passages)
+            read = [p for p in run.docs if p.id in answered_from]
+            retrieval = self._linked_retrieval(run, read, position=len(run.output), decision=decision)
+        else:
+            retrieval = self._retrieve(run, [query], position=len(run.output), decision=decision, details={},
+                                       formulator="input" if query == run.question else "question+draft")
+        yield retrieval
+        return retrieval

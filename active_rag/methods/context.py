@@ -1,0 +1,263 @@
+"""Context policies: *what the prompt keeps* of the passages retrieved so far, the third component beside the
+trigger ("when") and the query formulator ("what").
+
+The papers replace the documents at every retrieval: what an earlier query found is gone when the answer is
+written. On small models evidence in the prompt decides the answer (both gold paragraphs in the prompt: EM
+47.5 for qwen2.5-coder-0.5b on HotpotQA, 5.0 with none), so the policies here differ in what survives:
+
+- :class:`ReplaceContext` (``replace``, the papers'): the prompt holds the newest retrieval's passages only,
+  and only for as long as the method's source keeps them. DRAGIN (RIND, ``documents_for_one_sentence``) uses
+  them for the one sentence regenerated after the retrieval and checks the following sentences without
+  documents (the released code, oneal2000/DRAGIN ``src/generate.py``, ``AttnWeightRAG.inference``: every
+  iteration prompts without documents unless it retrieved); FLARE-direct uses them for the regenerated
+  sentence (its look-ahead is always generated without documents, §3); FLARE-instruct, self-ask, FL-RAG,
+  FS-RAG and SR-RAG keep them until the next retrieval.
+- :class:`KeepNewestContext` (``keep-newest``): the newest retrieval's passages stay in the prompt for the rest
+  of the answer (active-rag's behaviour for DRAGIN before the context policies).
+- :class:`AccumulateContext` (``accumulate``): a bounded buffer of distinct passages across retrievals,
+  deduplicated by id, at most ``max_passages`` (by default twice the engine's ``top_k``: the question's passages
+  and as many more, 6 at ``top_k`` 3); in the prompt in retrieval order (the first retrieval's passages first, each
+  retrieval's in its rank order, so the newest sit nearest the question); beyond the bound, or when the model's
+  context is full, the oldest leave first.
+- :class:`ReadLinksContext` (``read-links``): ``accumulate`` whose prompt reads a linked look's articles beside
+  the passages that named them, and leaves out the question's next passages when links were found.
+- :class:`RerankContext` (``rerank``, after SeaKR, Yao et al. 2024, THU-KEG/SeaKR): the candidates are the
+  held passages and the new ones; each is scored by the same model's uncertainty about the next sentence with
+  that passage alone in the prompt (the mean entropy, DRAGIN Eq. 1, of the first ``probe_tokens`` greedy
+  tokens; prefills start from the prefix cache), and the ``keep`` least uncertain stay, least uncertain first.
+
+With ``accumulate`` and ``rerank`` a retrieval asks for passages the prompt does not already hold
+(:attr:`ContextPolicy.skip_held`): the retriever is asked for more and the held ones are skipped, so every
+retrieval can add evidence. ``replace`` and ``keep-newest`` take the retriever's ranking as it is.
+
+Every passage that leaves the prompt is in the trace: a new one the policy does not keep in its retrieval's
+``dropped``, one the prompt held before in its ``evicted_ids`` (:func:`record_held`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import InvalidOptionError, UnknownNameError
+from ..types import Passage, Retrieval
+from ..validation import check_int
+
+if TYPE_CHECKING:
+    from .linked import Links
+
+Scorer = Callable[[Sequence[Passage]], float]
+"""The model's uncertainty about the next sentence with these passages in the prompt (lower: more certain)."""
+
+
+@dataclass
+class ContextPolicy:
+    """Base class: what the prompt holds after a retrieval, and after the sentence that follows it."""
+
+    name: ClassVar[str] = "context"
+    skip_held: ClassVar[bool] = False
+    """Retrievals skip passages the prompt already holds."""
+    needs_scorer: ClassVar[bool] = False
+    fill_links: ClassVar[bool] = True
+    """A linked look (:func:`active_rag.methods.linked.follow_links`) fills what its links leave of ``top_k`` with the
+    question's next passages; ``False``: only when no link was found."""
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        """The prompt's passages after a retrieval returned ``new`` while it held ``held``."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def after_sentence(self, held: Sequence[Passage], trigger: Any) -> list[Passage]:
+        """The prompt's passages once the sentence generated right after a truncating retrieval is accepted
+        (``trigger``: the method's). Default: unchanged."""
+        return list(held)
+
+    def arrange_links(self, kept: Sequence[Passage], links: Links) -> list[Passage]:
+        """The order the prompt reads ``kept`` in after a linked look that found ``links``. Default: as kept."""
+        return list(kept)
+
+    def for_top_k(self, top_k: int) -> ContextPolicy:
+        """This policy with its settings that follow the engine's ``top_k`` resolved (a copy when any changes).
+        Default: itself."""
+        return self
+
+    def describe(self) -> str:
+        settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{self.name}({settings})"
+
+
+@dataclass
+class ReplaceContext(ContextPolicy):
+    """The papers' policy: the newest retrieval's passages replace the held ones; after a truncating trigger's
+    retrieval (DRAGIN) they serve the one regenerated sentence and the prompt is without documents again."""
+
+    name: ClassVar[str] = "replace"
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        return list(new)
+
+    def after_sentence(self, held: Sequence[Passage], trigger: Any) -> list[Passage]:
+        return [] if getattr(trigger, "documents_for_one_sentence", False) else list(held)
+
+
+@dataclass
+class KeepNewestContext(ContextPolicy):
+    """The newest retrieval's passages stay in the prompt for the rest of the answer."""
+
+    name: ClassVar[str] = "keep-newest"
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        return list(new)
+
+
+def _distinct(passages: Sequence[Passage]) -> list[Passage]:
+    seen: set[str] = set()
+    out: list[Passage] = []
+    for p in passages:
+        if p.id not in seen:
+            seen.add(p.id)
+            out.append(p)
+    return out
+
+
+#: ``accumulate``'s bound outside an engine, where no ``top_k`` sets it: twice the engine's default ``top_k``.
+DEFAULT_MAX_PASSAGES = 6
+
+
+@dataclass
+class AccumulateContext(ContextPolicy):
+    """Distinct passages of every retrieval so far, oldest first, at most ``max_passages`` (the oldest leave).
+
+    ``max_passages=None`` (the default) is twice the engine's ``top_k`` (:meth:`for_top_k`): the question's own
+    passages and as many more, so that ``top_k`` 5 with the linked articles keeps the five passages the links came
+    from (a fixed 6 kept the fifth only)."""
+
+    name: ClassVar[str] = "accumulate"
+    skip_held: ClassVar[bool] = True
+    max_passages: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_passages is not None:
+            check_int("max_passages", self.max_passages, minimum=1, hint="It bounds the passages the prompt keeps across retrievals")
+
+    def for_top_k(self, top_k: int) -> AccumulateContext:
+        return self if self.max_passages is not None else replace(self, max_passages=2 * top_k)
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        kept = _distinct([*held, *new])
+        return kept[-(self.max_passages or DEFAULT_MAX_PASSAGES):]
+
+
+@dataclass
+class ReadLinksContext(AccumulateContext):
+    """``accumulate`` whose prompt reads a linked look's passages where they belong (beyond the papers): each
+    linked article right after the passage whose name led to it (``beside=1``; ``beside=0``: after every held
+    passage, as ``accumulate``), the articles of the question's own names after the question's passages, and the
+    question's next passages only when no name's article was found (:attr:`fill_links`). Those fillers are noise
+    where links are found: on the union corpus 1.7% (HotpotQA dev), 0.9% (dev-b) and 0.0% (2Wiki) of them are gold
+    paragraphs, against 24-52% of the linked articles (``sr-rag-choose`` rows, qwen2.5-coder-1.5b; docs/context.md,
+    "Read the links where they belong"). Any other retrieval accumulates as ``accumulate`` does."""
+
+    name: ClassVar[str] = "read-links"
+    fill_links: ClassVar[bool] = False
+    beside: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("beside", self.beside, minimum=0, maximum=1, hint="1 puts each linked article beside its source")
+
+    def arrange_links(self, kept: Sequence[Passage], links: Links) -> list[Passage]:
+        ids = {p.id for p in kept}
+        articles = [p for p, name in links.sources if name is not None and p.id in ids]
+        article_ids = {p.id for p in articles}
+        rest = [p for p in kept if p.id not in article_ids]
+        if not self.beside:
+            return rest + articles
+        out: list[Passage] = []
+        for p in rest:
+            out.append(p)
+            out.extend(a for a in articles if links.linked_from.get(a.id) == p.id)
+        placed = {p.id for p in out}
+        return out + [a for a in articles if a.id not in placed]
+
+
+@dataclass
+class RerankContext(ContextPolicy):
+    """Of the held and the new passages, the ``keep`` that leave the model least uncertain about the next
+    sentence (each scored alone in the prompt), least uncertain first; with ``keep`` or fewer candidates all
+    stay, in retrieval order, and none is scored."""
+
+    name: ClassVar[str] = "rerank"
+    skip_held: ClassVar[bool] = True
+    needs_scorer: ClassVar[bool] = True
+    keep: int = 3
+    probe_tokens: int = 4
+
+    def __post_init__(self) -> None:
+        check_int("keep", self.keep, minimum=1, hint="It is the number of passages the prompt keeps")
+        check_int("probe_tokens", self.probe_tokens, minimum=1, hint="It is the number of tokens whose entropy scores a passage")
+
+    def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
+        if scorer is None:
+            raise ValueError("The rerank context policy scores passages with the model: the engine passes a scorer.")
+        candidates = _distinct([*held, *new])
+        if len(candidates) <= self.keep:  # nothing to choose: kept in retrieval order, unscored
+            return candidates
+        scores = [scorer([p]) for p in candidates]
+        order = sorted(range(len(candidates)), key=lambda i: (scores[i], i))  # ties: the earlier candidate
+        return [candidates[i] for i in order[: self.keep]]
+
+
+CONTEXT_POLICIES: dict[str, type[ContextPolicy]] = {
+    cls.name: cls for cls in (ReplaceContext, KeepNewestContext, AccumulateContext, ReadLinksContext, RerankContext)
+}
+
+
+def make_context(spec: str | ContextPolicy | None, *, top_k: int | None = None, **kwargs: Any) -> ContextPolicy:
+    """A context policy from its name (``replace``, ``keep-newest``, ``accumulate``, ``rerank``) or an instance;
+    ``None`` is ``replace``. A name may carry integer settings after a colon, as the CLI writes them:
+    ``"rerank:keep=4"``, ``"accumulate:max_passages=9"``. With the engine's ``top_k`` the settings that follow it
+    are resolved (:meth:`ContextPolicy.for_top_k`; an instance given is copied, not changed)."""
+    if isinstance(spec, ContextPolicy):
+        return spec if top_k is None else spec.for_top_k(top_k)
+    key, _, options = ("replace" if spec is None else str(spec).strip().lower()).partition(":")
+    if key not in CONTEXT_POLICIES:
+        raise UnknownNameError("context policy", str(spec), CONTEXT_POLICIES)
+    cls = CONTEXT_POLICIES[key]
+    settings = {f.name for f in fields(cls)}
+    for item in filter(None, (o.strip() for o in options.split(","))):
+        name, eq, value = (part.strip() for part in item.partition("="))
+        if not eq or name not in settings:
+            valid = ", ".join(sorted(settings)) or "none"
+            raise InvalidOptionError(f"Context policy {key!r}: {item!r} is not a setting; write {key}:NAME=INTEGER "
+                                     f"with NAME one of: {valid}.")
+        try:
+            kwargs[name] = int(value)
+        except ValueError:
+            raise InvalidOptionError(f"Context policy {key!r}: {name} must be an integer, got {value!r}.") from None
+    policy = cls(**kwargs)
+    return policy if top_k is None else policy.for_top_k(top_k)
+
+
+def record_held(retrieval: Retrieval, before: Sequence[Passage], held: Sequence[Passage]) -> None:
+    """Write into ``retrieval`` what the prompt holds after it (``held_ids``), which of its passages are new there
+    (``new_ids``) and which passages the prompt held ``before`` it that left (``evicted_ids``: the context policy's
+    bound, the context window), in the order they were held."""
+    was = [p.id for p in before]
+    retrieval.held_ids = [p.id for p in held]
+    retrieval.new_ids = [p.id for p in retrieval.passages if p.id not in was]
+    retrieval.evicted_ids = [i for i in was if i not in retrieval.held_ids]
+
+
+__all__ = [
+    "CONTEXT_POLICIES",
+    "AccumulateContext",
+    "ContextPolicy",
+    "KeepNewestContext",
+    "ReadLinksContext",
+    "ReplaceContext",
+    "RerankContext",
+    "Scorer",
+    "make_context",
+    "record_held",
+]

@@ -1,0 +1,235 @@
+"""``weights="float32" | "int8" | "int4" | "mixed"``: how a loaded model stores its linear layers, and the disk cache of
+the quantised ones.
+
+``float32`` keeps the dense weights in the model's dtype (on a GPU the dense dtype is bfloat16). ``int8``, ``int4``
+and ``mixed`` (4 bits for layers whose weights lie on a 4-bit grid, 8 for the others) replace every ``nn.Linear``,
+the output head included, with a weight-only layer of :mod:`active_rag.models.quantized` that runs torch's packed CPU
+kernels. ``auto`` is
+:data:`DEFAULT_CPU_WEIGHTS` on the CPU and ``float32`` elsewhere (README, "Speed": it is the fastest
+option whose answers agree with float32 on the agreement check of ``active-rag bench --suite weights``).
+
+Quantising takes seconds (a minute for a 1.5B model), so it is done once per model and weights option and
+saved as one safetensors file beside the converted model (``<converted folder>/packed-int8.safetensors``),
+or under ``cache_dir()/packed/`` for folders active-rag does not own. The file records a fingerprint of its
+source (the names, sizes and modification times of the model's weight files, or the hub commit) and the
+quantisation format; a load whose source no longer matches quantises again and replaces the file
+atomically, so a changed model is never served stale weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import InvalidOptionError
+from .quantized import (
+    INT4_GROUP,
+    PackedLinear,
+    layer_from_state,
+    linear_layers,
+    quantize_linear,
+    replace_module,
+)
+
+logger = logging.getLogger(__name__)
+
+WEIGHTS = ("auto", "float32", "int8", "int4", "mixed")
+"""The accepted values of ``weights`` / ``--weights``."""
+
+DEFAULT_CPU_WEIGHTS = "mixed"
+"""What ``weights="auto"`` means on the CPU: 4 bits for the layers a GGUF file stored in 4 bits (kept exactly), int8
+for the others (docs/weights.md): the fastest option whose answers agree with float32's (identical SR-RAG answers on
+18 of 20 HotpotQA questions and FLARE's on all, qwen2.5-coder-0.5b; F1 intervals containing zero on the 1.5B model,
+where it reads 25% fewer bytes a token than int8). A model whose weights lie on no 4-bit grid gets int8 throughout.
+On a torch without the CPU int4 kernel, int8."""
+
+FORMAT = 3
+"""Version of the saved quantisation format; a file of another version is quantised again."""
+
+PACKED_PREFIX = "packed-"
+
+
+def check_weights(weights: str | None) -> str:
+    """The normalised ``weights`` value; :class:`InvalidOptionError` names the choices otherwise."""
+    text = "auto" if weights is None else str(weights).strip().lower()
+    if text not in WEIGHTS:
+        raise InvalidOptionError(
+            f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}: int8/int4 store the linear layers in "
+            "8/4 bits for fast CPU decoding, mixed keeps a GGUF's 4-bit layers in 4 bits and the rest in 8, float32 "
+            "keeps them dense, auto picks mixed on the CPU."
+        )
+    return text
+
+
+def resolve_weights(weights: str | None, device: torch.device | str) -> str:
+    """``auto`` -> :data:`DEFAULT_CPU_WEIGHTS` on the CPU, ``float32`` elsewhere; packed weights on another
+    device raise :class:`InvalidOptionError` (torch's weight-only kernels used here are the CPU ones)."""
+    from . import quantized
+
+    text = check_weights(weights)
+    kind = torch.device(device).type
+    if text == "auto":
+        if kind != "cpu":
+            return "float32"
+        return DEFAULT_CPU_WEIGHTS if quantized.int4_kernel_available() else "int8"
+    if text in ("int4", "mixed") and not quantized.int4_kernel_available():
+        raise InvalidOptionError(
+            f"weights={text!r} needs torch's CPU int4 kernel, which torch {torch.__version__} lacks (it came in torch "
+            "2.6): use weights='int8', or install torch>=2.6."
+        )
+    if text != "float32" and kind != "cpu":
+        raise InvalidOptionError(
+            f"weights={text!r} runs torch's packed CPU kernels, but the model is on {kind}: use weights='float32' "
+            "there (the dense dtype is bfloat16 on a GPU by default), or device='cpu'."
+        )
+    return text
+
+
+def model_weights(model: nn.Module) -> str:
+    """``int8``/``int4`` when the model's linear layers are packed, else ``float32``."""
+    kinds = {module.kind for module in model.modules() if isinstance(module, PackedLinear)}
+    if not kinds:
+        return "float32"
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+# ------------------------------------------------------------------------------------------------ quantise
+
+
+def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None, fingerprint: str = "",
+                   lock: Callable[[Path], AbstractContextManager[Any]] | None = None) -> nn.Module:
+    """Replace ``model``'s linear layers with packed ``weights`` layers in place and return it.
+
+    With ``cache``, the quantised tensors are read from that safetensors file when its fingerprint and
+    format match, else computed and saved there (atomically; under ``lock(path)`` when given, e.g. the model
+    cache's inter-process lock). ``weights="float32"`` leaves the model as it is.
+    """
+    weights = check_weights(weights)
+    if weights in ("float32", "auto"):
+        return model
+    if model_weights(model) != "float32":
+        raise InvalidOptionError(f"The model's linear layers are packed already ({model_weights(model)}); load it again to change weights.")
+    started = time.monotonic()
+    states = _read_cache(cache, weights, fingerprint) if cache is not None else None
+    loaded = states is not None
+    if states is None:
+        states = {}
+        for name, linear in linear_layers(model):
+            layer = quantize_linear(linear, weights)
+            if layer is not None:
+                states[name] = layer.state()
+                _swap(model, name, linear, layer)
+        if cache is not None:
+            _write_cache(cache, weights, fingerprint, states, lock)
+    else:
+        for name, linear in linear_layers(model):
+            if name in states:
+                _swap(model, name, linear, layer_from_state(states[name], linear.bias))
+    logger.info("%s the linear layers as %s in %.1f s.", "Loaded" if loaded else "Quantised", weights, time.monotonic() - started)
+    return model
+
+
+def _swap(model: nn.Module, name: str, linear: nn.Linear, layer: PackedLinear) -> None:
+    replace_module(model, name, layer.to(linear.weight.device))
+
+
+# ------------------------------------------------------------------------------------------------ the disk cache
+
+
+def packed_path(folder: Path, weights: str, *, owned: bool, root: Path) -> Path:
+    """Where the quantised tensors of the model in ``folder`` are cached: inside it when active-rag owns the
+    folder (a converted GGUF), else under ``root/packed/<name>-<hash of the path>/`` (``root``: the model cache)."""
+    file_name = f"{PACKED_PREFIX}{weights}.safetensors"
+    if owned:
+        return folder / file_name
+    resolved = str(folder.resolve())
+    key = re.sub(r"[^A-Za-z0-9._-]+", "_", folder.name) or "model"
+    return root / "packed" / f"{key}-{hashlib.sha256(resolved.encode()).hexdigest()[:12]}" / file_name
+
+
+def hub_packed_path(hub_id: str, weights: str, root: Path) -> Path:
+    key = re.sub(r"[^A-Za-z0-9._-]+", "_", hub_id)
+    return root / "packed" / f"hub-{key}" / f"{PACKED_PREFIX}{weights}.safetensors"
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """Names, sizes and modification times of a model folder's config and weight files, hashed."""
+    entries = []
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and not path.name.startswith(PACKED_PREFIX) and (
+            path.suffix in (".safetensors", ".bin", ".gguf") or path.name in ("config.json", "active-rag-conversion.json")
+        ):
+            stat = path.stat()
+            entries.append(f"{path.name}|{stat.st_size}|{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()
+
+
+def _metadata(weights: str, fingerprint: str) -> dict[str, str]:
+    return {"format": str(FORMAT), "weights": weights, "group_size": str(INT4_GROUP), "source": fingerprint}
+
+
+def _read_cache(path: Path, weights: str, fingerprint: str) -> dict[str, dict[str, torch.Tensor]] | None:
+    if not path.is_file():
+        return None
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            meta = handle.metadata() or {}
+            if meta != _metadata(weights, fingerprint):
+                logger.warning("The quantised weights in %s were made from another model file or format: quantising again.", path)
+                return None
+            states: dict[str, dict[str, torch.Tensor]] = {}
+            for key in handle.keys():
+                layer, _, tensor = key.rpartition(":")
+                states.setdefault(layer, {})[tensor] = handle.get_tensor(key)
+            return states
+    except (OSError, ValueError, RuntimeError) as error:  # a damaged file: quantise again
+        logger.warning("Cannot read the quantised weights in %s (%s): quantising again.", path, error)
+        return None
+
+
+def _write_cache(path: Path, weights: str, fingerprint: str, states: dict[str, dict[str, torch.Tensor]],
+                 lock: Callable[[Path], AbstractContextManager[Any]] | None = None) -> None:
+    from safetensors.torch import save_file
+
+    tensors = {f"{layer}:{name}": t.detach().cpu().contiguous() for layer, state in states.items() for name, t in state.items()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with lock(path) if lock is not None else contextlib.nullcontext():
+            handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+            os.close(handle)
+            try:
+                save_file(tensors, temporary, metadata=_metadata(weights, fingerprint))
+                os.chmod(temporary, 0o644)
+                os.replace(temporary, path)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+    except OSError as error:  # a read-only cache: the model still runs, quantised again next time
+        logger.warning("Cannot save the quantised weights to %s (%s); they will be computed again at the next load.", path, error)
+
+
+__all__ = [
+    "DEFAULT_CPU_WEIGHTS",
+    "WEIGHTS",
+    "check_weights",
+    "folder_fingerprint",
+    "hub_packed_path",
+    "model_weights",
+    "packed_path",
+    "quantize_model",
+    "resolve_weights",
+]

@@ -1,0 +1,43 @@
+"""Retrieval: the BM25 index over a local corpus (:mod:`active_rag.retrieval.bm25`), the chunker of folder
+corpora (:mod:`~active_rag.retrieval.chunking`), the name index (:mod:`~active_rag.retrieval.name_index`),
+merging and fetching rankings (:mod:`~active_rag.retrieval.rankings`) and MiniLM sentence embeddings
+(:mod:`~active_rag.retrieval.embeddings`).
+
+``from active_rag.retrieval import BM25Index, demo_corpus_path, read_jsonl_passages`` keeps working: the names of
+:mod:`active_rag.retrieval.bm25` are imported from here lazily, so importing a module of this package does not
+import ``bm25s``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    'BM25Index': 'bm25',
+    'DATA_DIR': 'bm25',
+    'DEMO_CORPUS_FILE': 'bm25',
+    'DEMO_QUESTIONS_FILE': 'bm25',
+    'demo_corpus_path': 'bm25',
+    'demo_questions_path': 'bm25',
+    'read_jsonl_passages': 'bm25',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .bm25 import BM25Index, DATA_DIR, DEMO_CORPUS_FILE, DEMO_QUESTIONS_FILE, demo_corpus_path, demo_questions_path, read_jsonl_passages
