@@ -71,7 +71,7 @@ class TriggerDecision:
     query_hint: str | None = None  # a query the trigger itself found (e.g. FLARE-instruct's [Search(q)])
     token_scores: list[float] | None = None  # the per-token signal over the segment, when the trigger has one
     # every per-token signal the trigger computed over the segment, by name (RIND: prob, entropy, max_attention,
-    # semantic, rind; FLARE: prob, entropy); for plots such as active_rag.viz.plots.plot_token_signals
+    # semantic, rind; FLARE: prob, entropy); for plots such as active_rag.viz.plot_token_signals
     token_signals: dict[str, list[float]] | None = None
     output_start: int | None = None  # set by the loop: index in the accepted output of the segment's first token
     passage_ids: list[str] | None = None  # set by the loop: ids of the passages in the prompt that wrote the segment

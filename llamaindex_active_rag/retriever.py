@@ -73,7 +73,7 @@ def nodes_from_passages(passages: Iterable[Passage]) -> list[TextNode]:
 
 
 def demo_nodes(path: str | Path | None = None) -> list[TextNode]:
-    """The bundled demo corpus (300 HotpotQA paragraphs, ``active_rag.retrieval.bm25.demo_corpus_path()``) as nodes."""
+    """The bundled demo corpus (300 HotpotQA paragraphs, ``active_rag.retrieval.demo_corpus_path()``) as nodes."""
     from active_rag.retrieval.bm25 import demo_corpus_path, read_jsonl_passages
 
     return nodes_from_passages(read_jsonl_passages(path or demo_corpus_path()))
