@@ -21,7 +21,7 @@ from llama_index.core.workflow import Event, StopEvent
 from llama_index.retrievers.bm25 import BM25Retriever
 
 from active_rag import ActiveLM
-from active_rag.methods.routing import make_router
+from active_rag.routing import make_router
 from llamaindex_active_rag import (
     ActiveRAGQueryEngine,
     ActiveRAGWorkflow,
