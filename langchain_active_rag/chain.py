@@ -113,11 +113,11 @@ OVERRIDABLE = (
 CONFIGURABLE = ("preset", "trigger", "query", "context", "top_k", "max_new_tokens", "max_retrievals")
 _DESCRIPTIONS = {
     "preset": "A method of active_rag.PRESETS (`active-rag methods` lists them): the papers' (dragin, flare, "
-              "flare-instruct, fl-rag, fs-rag, sr-rag, wo-rag, self-ask) and beyond them (look-again-linked, "
-              "sr-rag-linked, dragin-accumulate, ...).",
+              "flare-instruct, fl-rag, fs-rag, sr-rag, wo-rag, self-ask, dragin-code) and beyond them (sr-rag-choose, "
+              "sr-rag-linked, look-again-grounded).",
     "trigger": "When to retrieve: an active_rag trigger name (rind, low-confidence, fixed-length, ...) or method alias.",
     "query": "What to retrieve: an active_rag query formulator name (attention, masked-sentence, last-tokens, ...).",
-    "context": "What the prompt keeps of the retrieved passages: replace (the papers'), keep-newest, accumulate or rerank.",
+    "context": "What the prompt keeps of the retrieved passages: replace (the papers'), keep-newest, accumulate, read-links or rerank.",
     "top_k": "Passages per retrieval.",
     "max_new_tokens": "Maximum answer length in tokens.",
     "max_retrievals": "Maximum retrievals during generation (None: no cap).",

@@ -431,10 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--trigger", help="trigger name (see `active-rag methods`), overrides the method's")
     ask.add_argument("--query", help="query formulator name, overrides the method's")
     ask.add_argument("--context", help="context policy, what the prompt keeps of the retrieved passages: replace (the "
-                     "papers'), keep-newest, accumulate or rerank; overrides the method's")
+                     "papers'), keep-newest, accumulate, read-links or rerank; overrides the method's")
     ask.add_argument("--answer-options", action=argparse.BooleanOptionalAction, default=None,
                      help="answer a choice question ('..., A or B?') with one of its options (default: the method's; "
-                     "the look-again-grounded/-linked and sr-rag-linked methods do); --no-answer-options: in the "
+                     "the look-again-grounded, sr-rag-linked and sr-rag-choose methods do); --no-answer-options: in the "
                      "model's own words")
     ask.add_argument("--theta", type=_theta, help="threshold of the trigger (RIND score or FLARE probability), or 'auto': "
                      "the model's calibrated value (`active-rag calibrate`), else the profile's or paper's")

@@ -83,7 +83,8 @@ def methods_json() -> str:
     from ..methods.triggers import TRIGGERS
 
     return json.dumps({
-        "presets": {n: {"trigger": p.trigger, "query": p.query, "description": p.description} for n, p in PRESETS.items()},
+        "presets": {n: {"trigger": p.trigger, "query": p.query, "description": p.description, "source": p.source,
+                        "use_for": p.use_for} for n, p in PRESETS.items()},
         "triggers": {n: summary(c) for n, c in TRIGGERS.items()},
         "queries": {n: summary(c) for n, c in QUERIES.items()},
         "routers": {**{n: summary(c) for n, c in ROUTERS.items()}, "none": "always follow the method"},
@@ -101,9 +102,15 @@ def methods_text(out: TextIO | None = None) -> str:
     from ..methods.triggers import TRIGGERS
 
     width = _width(out or sys.stdout)
-    lines = ["Presets (--method): when to retrieve (trigger) and what with (query)"]
-    lines += format_table([("NAME", "TRIGGER", "QUERY", "DESCRIPTION")]
-                          + [(n, p.trigger, p.query, p.description) for n, p in PRESETS.items()], width)
+    from ..methods.presets import SOURCES
+
+    lines = textwrap.wrap("Presets (--method): when to retrieve (trigger) and what with (query), by source, each with "
+                          "what it is recommended for (recipes beyond these: docs/recipes.md)", width)
+    for source in SOURCES:
+        lines += ["", f"  {source}"]
+        lines += format_table([("NAME", "TRIGGER", "QUERY", "DESCRIPTION")]
+                              + [(n, p.trigger, p.query, f"{p.description}. Use for: {p.use_for}.")
+                                 for n, p in PRESETS.items() if p.source == source], width)
     for title, table in (("Triggers (--trigger): when to retrieve", TRIGGERS),
                          ("Query formulators (--query): what to retrieve with", QUERIES)):
         lines += ["", title]

@@ -1,6 +1,6 @@
 """Choose the answer check's ``theta`` and selection rule from rows written with ``theta = 1``.
 
-With ``theta = 1`` the answer check (:mod:`active_rag.methods.answer_check`, the ``look-again`` preset) looks again after
+With ``theta = 1`` the answer check (:mod:`active_rag.methods.answer_check`, the ``look-again`` recipe: docs/recipes.md) looks again after
 every answer, so each eval row holds both answers and the model's confidence in each (``answer_check.draft`` and
 ``.second``: the answer span, its lowest token probability and mean log-probability). What any lower ``theta``
 and any selection rule would have kept follows from those numbers without running the model again: an answer
@@ -62,10 +62,10 @@ def checked_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     for row in rows:
         check = row.get("answer_check")
         if not check:
-            raise ValueError(f"Row {row.get('id')!r} has no answer check: sweep rows of `--methods look-again`.")
+            raise ValueError(f"Row {row.get('id')!r} has no answer check: sweep rows written by the look-again recipe (docs/recipes.md).")
         if check["theta"] < 1.0:
             raise ValueError(f"Row {row.get('id')!r} was written with theta {check['theta']:g}: the sweep needs "
-                             "rows written with theta 1 (the look-again preset's), where every answer was checked.")
+                             "rows written with theta 1 (the look-again recipe's), where every answer was checked.")
         out.append(row)
     return out
 
@@ -182,7 +182,7 @@ def read_corpus(dataset: str, data_dir: Path | None = None) -> dict[str, Passage
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.answer_check_sweep",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("rows", type=Path, help="JSONL rows of `active-rag eval --methods look-again`")
+    parser.add_argument("rows", type=Path, help="JSONL rows of the look-again recipe (docs/recipes.md), e.g. results/eval/hotpotqa/qwen2.5-coder-0.5b/look-again.jsonl")
     parser.add_argument("--dataset", required=True, choices=["hotpotqa", "2wikimultihopqa", "strategyqa"])
     parser.add_argument("--limit", type=int, default=None, help="the first N rows only (e.g. 50: choose on them)")
     parser.add_argument("--data-dir", type=Path, default=None,

@@ -1,4 +1,4 @@
-"""The papers' methods by name. Each preset is a trigger + query formulator + prompt + first-retrieval
+"""The papers' methods, and the few configurations beyond them that the evidence keeps, by name. Each preset is a trigger + query formulator + prompt + first-retrieval
 choice; any field can be overridden, and any trigger can be combined with any query formulator.
 
 The thresholds of ``flare`` and ``dragin`` are ``"auto"``: the model's calibrated threshold when one is
@@ -18,13 +18,14 @@ preset departs from its source:
   checked again without documents, as the released code does.
 - ``dragin-code``: truncates at the start of the hallucinated sentence and keeps every sentence before it; the
   released code's ``sentences[:sid-1]`` also drops the sentence just before it, an off-by-one not copied here.
-- beyond the papers: ``dragin-accumulate`` and ``flare-accumulate`` keep every retrieval's passages
-  (``accumulate``); ``follow-bridge`` follows the bridge entity a sentence names (the ``bridge`` trigger and the
-  ``entity`` query: :mod:`active_rag.entities`); the ``look-again-*`` presets check the finished answer and look
-  again (:mod:`active_rag.methods.answer_check`); ``look-again-linked`` and ``sr-rag-linked`` read the articles the
-  passages link to (:mod:`active_rag.methods.linked`).
-- the answer phrase: a method that reads the answer span (an answer check: the ``look-again-*`` presets;
-  ``answer_options``: ``look-again-grounded``, ``-next-hop``, ``-linked``, ``-linked-second``, ``sr-rag-linked``)
+- beyond the papers: ``look-again-grounded`` checks the finished answer and looks again
+  (:mod:`active_rag.methods.answer_check`); ``sr-rag-linked`` and ``sr-rag-choose`` read the articles the passages
+  link to (:mod:`active_rag.methods.linked`, :mod:`active_rag.methods.read_choice`). The configurations the evidence
+  did not keep (``dragin-accumulate``, ``flare-accumulate``, ``follow-bridge``, ``follow-bridge-reanswer``,
+  ``look-again``, ``look-again-next-hop``, ``look-again-linked``, ``look-again-linked-second``) are recipes:
+  the ``ActiveRAG(...)`` call that builds each is in docs/recipes.md, and their rows stay under ``results/``.
+- the answer phrase: a method that reads the answer span (an answer check: ``look-again-grounded``;
+  ``answer_options``: ``look-again-grounded``, ``sr-rag-linked``, ``sr-rag-choose``)
   forces "So the answer is" when the model did not write it (an unfinished last sentence is closed first; DRAGIN App. B;
   :class:`~active_rag.ActiveRAG`'s ``answer_phrase="auto"``), the same in the CLI, Python, LangChain and
   LlamaIndex, so the check always finds the span it reads; the others leave the answer as the model wrote it (docs/api.md,
@@ -64,79 +65,72 @@ class Preset:
     """A choice question's answer is one of its options (:mod:`active_rag.methods.answer_options`)."""
     answer_query: str = "question"
     """What the check's second look retrieves with (:class:`~active_rag.methods.answer_check.AnswerCheck` ``query``)."""
+    source: str = ""
+    """The paper or group the preset comes from (:data:`SOURCES`): how ``active-rag methods`` groups them."""
+    use_for: str = ""
+    """What data and questions the preset is recommended for, by the evidence (README, "Which preset for my data")."""
     follow_links: bool | str = False
     """Before the first token, add the own articles of the names the question's passages mention;
     ``"choose"``: by the question's form (:func:`active_rag.methods.linked.check_follow_links`)."""
 
 
+#: the groups ``active-rag methods`` lists the presets in, in order
+SOURCES = (
+    "baselines (Jiang et al. 2023; Su et al. 2024; Press et al. 2023)",
+    "FLARE (Jiang et al. 2023)",
+    "DRAGIN (Su et al. 2024)",
+    "beyond the papers (chosen on this library's evidence: docs/context.md)",
+)
+_BASE, _FLARE, _DRAGIN, _BEYOND = SOURCES
+_PAPER = "reproducing the paper (docs/fidelity.md)"
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("wo-rag", "no retrieval (DRAGIN §4.3)", "never", "input"),
+        Preset("wo-rag", "no retrieval (DRAGIN §4.3)", "never", "input", source=_BASE,
+               use_for="questions the model knows; the floor every method is measured against"),
         # six passages: on the first 50 HotpotQA dev questions F1 37.4 against 27.1 with three (docs/context.md);
         # `active-rag eval` keeps --top-k 3 for every method, as the papers compare them
         Preset("sr-rag", "single-round: retrieve once with the question (6 passages), then answer", "once", "input",
-               top_k=6),
+               top_k=6, source=_BASE, use_for="one fact a question, yes/no questions on world knowledge, models under "
+               "1B: nothing measured beats retrieving once there"),
         Preset("fl-rag", "fixed length: retrieve every 16 tokens with the previous window (FLARE §4)",
-               "fixed-length", "last-tokens", prompt="flare", initial_retrieval=True),
+               "fixed-length", "last-tokens", prompt="flare", initial_retrieval=True, source=_BASE, use_for=_PAPER),
         Preset("fs-rag", "fixed sentence: retrieve every sentence with the previous sentence (IRCoT)",
-               "fixed-sentence", "last-sentence", prompt="flare", initial_retrieval=True),
+               "fixed-sentence", "last-sentence", prompt="flare", initial_retrieval=True, source=_BASE, use_for=_PAPER),
         Preset("self-ask", "question decomposition: retrieve for every 'Follow up:' question (Press et al.)",
-               "follow-up", "follow-up", prompt="self-ask"),
+               "follow-up", "follow-up", prompt="self-ask", source=_BASE, use_for=_PAPER),
         Preset("flare", "FLARE-direct: look-ahead sentence, retrieve if any token p < 0.8, masked query (beta 0.4)",
                "low-confidence", "masked-sentence", prompt="flare", initial_retrieval=True,
-               trigger_kwargs=(("theta", "auto"),)),
+               trigger_kwargs=(("theta", "auto"),), source=_FLARE, use_for=_PAPER),
         Preset("flare-instruct", "FLARE-instruct: the model writes [Search(query)], '[' biased by +2.0",
-               "search-tag", "search-tag", prompt="flare-instruct", initial_retrieval=True),
+               "search-tag", "search-tag", prompt="flare-instruct", initial_retrieval=True, source=_FLARE,
+               use_for=_PAPER),
         Preset("dragin", "DRAGIN: RIND trigger (theta 1.2) + QFS attention query (top 35), truncate and continue",
-               "rind", "attention", trigger_kwargs=(("theta", "auto"),)),
+               "rind", "attention", trigger_kwargs=(("theta", "auto"),), source=_DRAGIN, use_for=_PAPER),
         Preset("dragin-code", "DRAGIN as its released code truncates: drop the whole hallucinated sentence, "
                "regenerate it with the QFS documents", "rind", "attention",
-               trigger_kwargs=(("theta", "auto"), ("truncate", "sentence"))),
-        # beyond the papers (docs/context.md): chosen on the first 50 HotpotQA dev questions
-        Preset("dragin-accumulate", "DRAGIN that first retrieves with the question and whose prompt keeps the distinct "
-               "passages of every retrieval (at most 6, oldest leave first); each QFS query asks for passages the "
-               "prompt does not hold yet", "rind", "attention", initial_retrieval=True,
-               trigger_kwargs=(("theta", "auto"),), context="accumulate"),
-        Preset("flare-accumulate", "FLARE-direct whose prompt keeps the distinct passages of every retrieval (at most 6, "
-               "oldest leave first); each masked query asks for passages the prompt does not hold yet",
-               "low-confidence", "masked-sentence", prompt="flare", initial_retrieval=True,
-               trigger_kwargs=(("theta", "auto"),), context="accumulate"),
-        Preset("follow-bridge", "retrieve with the question; after each sentence that names an entity the question "
-               "does not, add that entity's own article to the prompt and start the next sentence with its name "
-               "(at most 2 hops)", "bridge", "entity", initial_retrieval=True, context="accumulate"),
-        Preset("follow-bridge-reanswer", "follow-bridge to find the evidence, then answer again from the first word "
-               "with the question's passages and every bridge article the prompt holds", "bridge", "entity",
-               initial_retrieval=True, context="accumulate", reanswer=True),
-        Preset("look-again", "retrieve with the question and answer; when an answer token has p < theta, add the "
-               "question's next passages, answer again and keep the answer the model is surer of", "once", "input",
-               context="accumulate", answer_check=1.0),
-        Preset("look-again-grounded", "look-again that keeps the answer its own passages contain when only one of the "
-               "two does (else the surer one), and answers a choice question with one of its options", "once", "input",
-               context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True),
-        Preset("look-again-next-hop", "look-again-grounded whose second look retrieves with the question and the draft "
-               "answer (the bridge entity it names finds the next hop) instead of the question alone", "once", "input",
-               context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
-               answer_query="draft"),
-        Preset("look-again-linked", "look-again-grounded whose second look reads the articles the draft's passages "
-               "link to (the names they mention that the question does not, looked up in the index's names, own articles only)",
+               trigger_kwargs=(("theta", "auto"), ("truncate", "sentence")), source=_DRAGIN,
+               use_for="reproducing the released code (the best paper method on StrategyQA, 0.5B)"),
+        Preset("look-again-grounded", "retrieve with the question and answer; when an answer token has p < theta, "
+               "add the question's next passages, answer again and keep the answer its own passages contain when only "
+               "one of the two does (else the surer one); a choice question is answered with one of its options",
                "once", "input", context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
-               answer_query="linked"),
-        Preset("look-again-linked-second", "look-again-linked that keeps the second answer (its prompt holds the "
-               "linked articles too) unless only the draft is found in its own passages", "once", "input",
-               context="accumulate", answer_check=1.0, answer_select="grounded-second", answer_options=True,
-               answer_query="linked"),
+               source=_BEYOND, use_for="models under 1B on multi-hop questions (the best F1 of qwen2.5-coder-0.5b on "
+               "HotpotQA, above SR-RAG on 2WikiMultihopQA)"),
         Preset("sr-rag-linked", "retrieve once with the question, add the articles its passages link to (the names "
-               "they mention that the question does not, looked up in the index's names, own articles only), then answer once, a "
-               "choice question with one of its options: look-again-linked's second answer without the draft",
-               "once", "input", context="accumulate", answer_options=True, follow_links=True),
+               "they mention that the question does not, looked up in the index's names, own articles only), then "
+               "answer once, a choice question with one of its options", "once", "input", context="accumulate",
+               answer_options=True, follow_links=True, source=_BEYOND,
+               use_for="bridge questions only (sr-rag-choose without the per-question choice)"),
         Preset("sr-rag-choose", "sr-rag-linked that chooses per question what to add to the question's passages: a "
                "comparison of things the question names reads their own articles, any other question the articles "
                "its passages link to (active_rag.methods.read_choice)", "once", "input", context="accumulate",
-               answer_options=True, follow_links="choose"),
+               answer_options=True, follow_links="choose", source=_BEYOND,
+               use_for="recommended (the ask default): questions about things they only describe, over documents that "
+               "name what they mention; +8.7 F1 over retrieving once on HotpotQA, +14.6 on 2WikiMultihopQA (1.5B)"),
     )
 }
-
 
 def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
     """Keyword arguments for :class:`~active_rag.loop.ActiveRAG` that build the named method, with a DRAGIN

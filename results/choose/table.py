@@ -1,12 +1,15 @@
 """The sr-rag-choose evidence table from the committed rows (one line per slice), paired against the six-passage
 control: `python results/choose/table.py` from the repository root (the rows come from the `active-rag eval`
-commands in docs/context.md, "Choose per question what to read")."""
+commands in docs/context.md, "Choose per question what to read"). `python results/choose/table.py METHOD` pairs
+another method's rows (e.g. `sr-rag-choose@context=read-links`) against the same control."""
 import json
+import sys
 import tempfile
 from pathlib import Path
 from active_rag.evaluation.compare import compare_rows
 
 M = "qwen2.5-coder-1.5b-mixed"
+METHOD = sys.argv[1] if len(sys.argv) > 1 else "sr-rag-choose"
 R = Path(__file__).resolve().parent.parent
 def f(folder, ds, method): return R / folder / ds / M / f"{method}.jsonl"
 SLICES = [
@@ -47,10 +50,10 @@ def bold(d):
 
 
 def num(v, s=100, d=1): return "-" if v is None else f"{s*v:.{d}f}"
-out = ["| Slice | Corpus | Titles | n | control F1 | `sr-rag-choose` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
+out = [f"| Slice | Corpus | Titles | n | control F1 | `{METHOD}` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for name, corpus, titles, parts in SLICES:
-    control = cat([f(b, ds, "sr-rag") for ds, b, _ in parts]); choose = cat([f(c, ds, "sr-rag-choose") for ds, _, c in parts])
+    control = cat([f(b, ds, "sr-rag") for ds, b, _ in parts]); choose = cat([f(c, ds, METHOD) for ds, _, c in parts])
     if control is None or choose is None: continue
     both = paired(control, choose)  # every column over the questions both answered
     for path in (control, choose):

@@ -13,6 +13,7 @@ from active_rag.methods.answer_check import AnswerCheck, answer_confidence, answ
 from active_rag.errors import InvalidOptionError
 from active_rag.types import Retrieval, TokenEvent, TokenStep, TriggerDecision
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
+from tests.recipes import recipe
 
 QUESTION = "Who directed the film that starred Annie Morton?"
 A = Passage(id="a", title="Annie Morton", text="Annie Morton starred in Glow.")
@@ -121,7 +122,7 @@ def _reader(unsure_first: bool = True, second_surer: bool = True) -> tuple[Scrip
 def test_an_unsure_answer_looks_again_with_the_next_passages_and_keeps_the_surer_answer() -> None:
     lm, prompts = _reader()
     wiki = Ranked([A, B, C, D])
-    rag = ActiveRAG.from_preset("look-again", lm, wiki, top_k=2)
+    rag = ActiveRAG(lm, wiki, **recipe("look-again", top_k=2))
     events = list(rag.stream(QUESTION))
     result = events[-1]
     assert result.answer == "Glow was directed by Terry Richardson. So the answer is Terry Richardson."
@@ -162,7 +163,7 @@ def test_the_next_hop_look_retrieves_with_the_question_and_the_draft() -> None:
     question's own ranking puts last."""
     lm, _ = _reader()
     wiki = ByQuery()
-    rag = ActiveRAG.from_preset("look-again-next-hop", lm, wiki, top_k=2)
+    rag = ActiveRAG(lm, wiki, **recipe("look-again-next-hop", top_k=2))
     result = rag.run(QUESTION)
     assert rag.answer_check is not None and rag.answer_check.query == "draft"
     assert rag.describe()["answer_check"]["query"] == "draft"
@@ -178,11 +179,10 @@ def test_the_next_hop_look_retrieves_with_the_question_and_the_draft() -> None:
 def test_the_draft_stays_when_the_model_is_surer_of_it() -> None:
     lm, _ = _reader(second_surer=False)
     # the draft names the question's own film star: with avoid_echo that alone loses to the second answer
-    echo = ActiveRAG.from_preset("look-again", lm, Ranked([A, B, C, D]), top_k=2,
-                                 answer_check=AnswerCheck(avoid_echo=True)).run(QUESTION)
+    echo = ActiveRAG(lm, Ranked([A, B, C, D]), **recipe("look-again", top_k=2, answer_check=AnswerCheck(avoid_echo=True))).run(QUESTION)
     assert echo.answer_check["kept"] == "second" and echo.answer.endswith("Terry Richardson.")
     lm, _ = _reader(second_surer=False)
-    rag = ActiveRAG.from_preset("look-again", lm, Ranked([A, B, C, D]), top_k=2)
+    rag = ActiveRAG(lm, Ranked([A, B, C, D]), **recipe("look-again", top_k=2))
     events = list(rag.stream(QUESTION))
     result = events[-1]
     assert result.answer == "Annie Morton starred in Glow. So the answer is Annie Morton."
@@ -198,7 +198,7 @@ def test_the_draft_stays_when_the_model_is_surer_of_it() -> None:
 def test_a_sure_answer_is_not_checked_again() -> None:
     lm, prompts = _reader(unsure_first=False)
     wiki = Ranked([A, B, C, D])
-    result = ActiveRAG.from_preset("look-again", lm, wiki, top_k=2, answer_check=AnswerCheck(theta=0.5)).run(QUESTION)
+    result = ActiveRAG(lm, wiki, **recipe("look-again", top_k=2, answer_check=AnswerCheck(theta=0.5))).run(QUESTION)
     assert len(result.retrievals) == 1 and result.draft is None and len(prompts) == 1
     assert result.answer_check == {"name": "answer-check", "theta": 0.5, "select": "min", "fired": False,
                                    "draft": result.answer_check["draft"], "second": None, "kept": "draft"}
@@ -207,7 +207,7 @@ def test_a_sure_answer_is_not_checked_again() -> None:
 
 def test_no_second_answer_when_the_retrieval_finds_nothing_new() -> None:
     lm, prompts = _reader()
-    result = ActiveRAG.from_preset("look-again", lm, Ranked([A, B]), top_k=2).run(QUESTION)
+    result = ActiveRAG(lm, Ranked([A, B]), **recipe("look-again", top_k=2)).run(QUESTION)
     assert len(result.retrievals) == 2 and result.retrievals[1].new_ids == [] and len(prompts) == 1
     assert result.draft is None and result.answer_check["reason"] == "the retrieval added no passage"
 
@@ -217,4 +217,4 @@ def test_no_check_without_retrieval_and_no_two_second_answers() -> None:
     result = ActiveRAG.from_preset("wo-rag", lm, answer_check=True).run(QUESTION)
     assert result.answer_check is None and len(prompts) == 1
     with pytest.raises(InvalidOptionError, match="reanswer and answer_check"):
-        ActiveRAG.from_preset("look-again", lm, Ranked([A]), reanswer=True)
+        ActiveRAG(lm, Ranked([A]), **recipe("look-again", reanswer=True))

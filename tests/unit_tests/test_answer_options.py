@@ -17,6 +17,7 @@ from active_rag.methods.presets import PRESETS, preset_kwargs
 from active_rag.types import TokenEvent, TokenStep
 from tests.unit_tests.test_answer_check import A, B, C, D, QUESTION, Ranked
 from tests.unit_tests.test_loop import ScriptedLM, words
+from tests.recipes import recipe
 
 
 # -- the options a question offers -----------------------------------------------------------------------
@@ -177,7 +178,7 @@ def _reader() -> tuple[ScriptedLM, list[str]]:
 
 def test_look_again_grounded_keeps_the_answer_read_in_its_passages() -> None:
     lm, _ = _reader()
-    surer = ActiveRAG.from_preset("look-again", lm, Ranked([A, B, C, D]), top_k=2).run(QUESTION)
+    surer = ActiveRAG(lm, Ranked([A, B, C, D]), **recipe("look-again", top_k=2)).run(QUESTION)
     assert surer.answer_check["kept"] == "draft"  # "min": the draft is surer
     lm, prompts = _reader()
     rag = ActiveRAG.from_preset("look-again-grounded", lm, Ranked([A, B, C, D]), top_k=2)

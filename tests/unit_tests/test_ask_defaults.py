@@ -14,6 +14,7 @@ from active_rag import ActiveLM, ActiveRAG, BM25Index
 from active_rag.models import registry
 from active_rag.cli.ask_defaults import ASK_MODELS, default_ask_method, default_ask_model
 from active_rag.cli.commands import build_parser, main
+from tests.recipes import recipe
 
 QUESTION = "Who is Kasper Schmeichel?"
 
@@ -75,7 +76,7 @@ def test_a_preset_answers_in_one_format_in_the_cli_and_in_python(tiny_dir: Path,
 def test_a_preset_that_reads_the_answer_span_forces_its_phrase_everywhere(tiny_lm: ActiveLM, fake_retriever) -> None:
     """``look-again`` checks the span after "So the answer is": from Python too, the phrase is forced, so the check
     reads an answer instead of finding none and looking again every time."""
-    rag = ActiveRAG.from_preset("look-again", tiny_lm, fake_retriever, max_new_tokens=12, top_k=2)
+    rag = ActiveRAG(tiny_lm, fake_retriever, **recipe("look-again", max_new_tokens=12, top_k=2))
     assert rag.answer_phrase == "So the answer is"
     result = rag.run(QUESTION)
     assert result.answer_check is not None and result.answer_check["draft"]["tokens"] > 0
@@ -95,8 +96,7 @@ def test_the_short_answer_is_the_span_after_the_answer_phrase() -> None:
 
 def test_a_draft_kept_after_looking_again_says_why(tiny_lm: ActiveLM, fake_retriever) -> None:
     """Without the phrase neither answer has a span: the check ties, keeps the draft and records that reason."""
-    result = ActiveRAG.from_preset("look-again", tiny_lm, fake_retriever, max_new_tokens=12, top_k=2,
-                                   answer_phrase=None).run(QUESTION)
+    result = ActiveRAG(tiny_lm, fake_retriever, **recipe("look-again", max_new_tokens=12, top_k=2, answer_phrase=None)).run(QUESTION)
     check = result.answer_check
     assert check is not None and check["fired"] and check["second"] is not None and check["kept"] == "draft"
     assert check["reason"].startswith("neither answer has an answer span")

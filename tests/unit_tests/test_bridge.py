@@ -12,6 +12,7 @@ from active_rag.methods.queries import EntityQuery, QueryContext
 from active_rag.methods.triggers import BridgeTrigger, SegmentContext, make_trigger
 from active_rag.types import TokenStep, TriggerDecision
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
+from tests.recipes import recipe
 
 QUESTION = "Where was the husband of Octavie Coudreau born?"
 OCTAVIE = Passage(id="octavie", title="Octavie Coudreau", text="Octavie Coudreau married Henri Coudreau.")
@@ -109,7 +110,7 @@ def test_entity_query_asks_each_entity_alone() -> None:
 def test_follow_adds_the_bridge_article_and_starts_the_next_sentence_with_its_name() -> None:
     lm = ScriptedLM(script=reader)
     wiki = Wiki({QUESTION: [OCTAVIE, FRENCH], "Henri Coudreau": [FRENCH, HENRI, SONNAC]})
-    result = ActiveRAG.from_preset("follow-bridge", lm, wiki, top_k=2).run(QUESTION)
+    result = ActiveRAG(lm, wiki, **recipe("follow-bridge", top_k=2)).run(QUESTION)
     assert wiki.queries == [QUESTION, "Henri Coudreau", "Sonnac"]  # Sonnac: the followed sentence names it
     first, follow, second = result.retrievals
     assert first.position == 0 and first.held_ids == ["octavie", "french"]
@@ -134,11 +135,11 @@ def test_follow_adds_the_bridge_article_and_starts_the_next_sentence_with_its_na
 def test_follow_seeds_from_an_article_the_prompt_already_holds_and_not_without_one() -> None:
     held = Wiki({QUESTION: [OCTAVIE, HENRI]})
     lm = ScriptedLM(script=reader)
-    result = ActiveRAG.from_preset("follow-bridge", lm, held, top_k=2).run(QUESTION)
+    result = ActiveRAG(lm, held, **recipe("follow-bridge", top_k=2)).run(QUESTION)
     assert result.answer == FOLLOWED and result.retrievals[1].passage_ids == []  # held: skipped, still followed
     # no article of its own anywhere: the answer is what the model wrote, and generation ended there
     lm = ScriptedLM(script=reader)
-    none = ActiveRAG.from_preset("follow-bridge", lm, Wiki({QUESTION: [OCTAVIE]}), top_k=1).run(QUESTION)
+    none = ActiveRAG(lm, Wiki({QUESTION: [OCTAVIE]}), **recipe("follow-bridge", top_k=1)).run(QUESTION)
     assert none.answer == BRIDGE_ONLY and none.retrievals[1].passage_ids == []
     assert [p.id for p in none.retrievals[1].dropped] == ["french"]
 
@@ -146,7 +147,7 @@ def test_follow_seeds_from_an_article_the_prompt_already_holds_and_not_without_o
 def test_follow_without_seed_retrieves_but_lets_the_model_go_on() -> None:
     lm = ScriptedLM(script=reader)
     wiki = Wiki({QUESTION: [OCTAVIE], "Henri Coudreau": [HENRI]})
-    result = ActiveRAG.from_preset("follow-bridge", lm, wiki, top_k=1, trigger=BridgeTrigger(seed=False)).run(QUESTION)
+    result = ActiveRAG(lm, wiki, **recipe("follow-bridge", top_k=1, trigger=BridgeTrigger(seed=False))).run(QUESTION)
     assert result.retrievals[1].passage_ids == ["henri"]
     # the model wrote its next sentence itself, with the article in its prompt: no forced words
     sessions = lm.sessions
@@ -160,8 +161,7 @@ def test_the_answer_sentence_is_never_followed_and_hops_stop_at_max_follows() ->
 
     pages = {n: [Passage(id=n, title=n, text=f"{n} text.")] for n in ("B Bee", "C Cee", "D Dee")}
     lm = ScriptedLM(script=chain)
-    result = ActiveRAG.from_preset("follow-bridge", lm, Wiki(pages), top_k=1,
-                                   trigger=BridgeTrigger(max_follows=1)).run("What is A?")
+    result = ActiveRAG(lm, Wiki(pages), **recipe("follow-bridge", top_k=1, trigger=BridgeTrigger(max_follows=1))).run("What is A?")
     fired = [d.token for d in result.decisions if d.fire]
     assert fired == ["B Bee"]  # one hop, then the budget holds every check
     assert result.answer.endswith("So the answer is D Dee.")
@@ -178,7 +178,7 @@ def test_reanswer_writes_the_answer_again_with_every_passage_held() -> None:
 
     lm = ScriptedLM(script=reader_first_hop_only)
     wiki = Wiki({QUESTION: [OCTAVIE], "Henri Coudreau": [HENRI]})
-    rag = ActiveRAG.from_preset("follow-bridge-reanswer", lm, wiki, top_k=1)
+    rag = ActiveRAG(lm, wiki, **recipe("follow-bridge-reanswer", top_k=1))
     events = list(rag.stream(QUESTION))
     result = events[-1]
     # the draft went on from the seed; the answer was written again from its first word with both passages
@@ -192,7 +192,6 @@ def test_reanswer_writes_the_answer_again_with_every_passage_held() -> None:
     assert restart > 0 and "".join(e.text for e in tokens[restart:]).strip() == result.answer  # streamed from 0 again
     assert result.to_dict()["draft"] == result.draft and rag.describe()["reanswer"] is True
     # nothing added after the first token: no second answer
-    plain = ActiveRAG.from_preset("follow-bridge-reanswer", ScriptedLM(script=reader), Wiki({QUESTION: [OCTAVIE, HENRI]}),
-                                  top_k=2).run(QUESTION)
+    plain = ActiveRAG(ScriptedLM(script=reader), Wiki({QUESTION: [OCTAVIE, HENRI]}), **recipe("follow-bridge-reanswer", top_k=2)).run(QUESTION)
     assert plain.draft is None and "draft" not in plain.to_dict()
-    assert "reanswer" not in ActiveRAG.from_preset("follow-bridge", lm, wiki).describe()
+    assert "reanswer" not in ActiveRAG(lm, wiki, **recipe("follow-bridge")).describe()

@@ -44,7 +44,7 @@ def test_ask_stream(tiny_dir: Path, corpus: Path, capsys) -> None:
 
 def test_ask_look_again_prints_both_answers_and_which_was_kept(tiny_dir: Path, corpus: Path, capsys) -> None:
     args = ["ask", "Who is Kasper Schmeichel?", "--model", str(tiny_dir), "--corpus", str(corpus), "--method",
-            "look-again", "--max-new-tokens", "8", "--top-k", "1"]
+            "look-again-grounded", "--max-new-tokens", "8", "--top-k", "1"]
     assert main([*args, "--json"]) == 0
     check = json.loads(capsys.readouterr().out)["answer_check"]
     assert main([*args, "--stream"]) == 0

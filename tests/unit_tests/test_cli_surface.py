@@ -40,7 +40,7 @@ def test_methods_is_a_table_that_wraps_without_cutting(columns: int, monkeypatch
     flat = " ".join(out.split())
     for name, preset in PRESETS.items():
         assert " ".join(preset.description.split()) in flat, name  # every description whole
-    assert re.search(r"^  look-again-linked-second +once +input", out, re.M)  # the longest name keeps its columns
+    assert re.search(r"^  look-again-grounded +once +input", out, re.M)  # the longest name keeps its columns
 
 
 def test_methods_json_gives_whole_descriptions(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ from active_rag import ActiveRAG, Passage, UnknownNameError
 from active_rag.methods.context import AccumulateContext, RerankContext, make_context
 from active_rag.errors import InvalidOptionError
 from tests.unit_tests.test_loop import QUESTION, Recorder, ScriptedLM, Word, _two_trigger_script, run, words
+from tests.recipes import build, recipe
 
 FOCUS = {"Kasper's", "father", "Bob", "Zonk", "Peter"}
 
@@ -182,7 +183,7 @@ def _top_k_5_answers() -> ScriptedLM:
 def test_accumulate_with_top_k_5_keeps_the_question_s_passages(preset: str) -> None:
     """A fixed six passages kept q4 and five added ones at top_k 5: q0-q3, the passages the links came from, were
     gone. ``accumulate``'s bound is twice top_k: the question's five and the five added stay, none is evicted."""
-    rag = ActiveRAG.from_preset(preset, _top_k_5_answers(), QuestionThenNames(), top_k=5)
+    rag = build(preset, _top_k_5_answers(), QuestionThenNames(), top_k=5)
     assert rag.context.max_passages == 10 and rag.describe()["context"] == "accumulate(max_passages=10)"
     result = rag.run(QUESTION)
     first, second = result.retrievals
@@ -190,15 +191,14 @@ def test_accumulate_with_top_k_5_keeps_the_question_s_passages(preset: str) -> N
     assert set(first.passage_ids) <= set(second.held_ids) and len(second.held_ids) == 10
     assert first.evicted_ids == [] and second.evicted_ids == [] and second.to_dict()["evicted_ids"] == []
     # at the default top_k the bound, and so every committed row's engine description, is the six it was
-    assert ActiveRAG.from_preset(preset, _top_k_5_answers(), QuestionThenNames()).describe()["context"] == \
+    assert build(preset, _top_k_5_answers(), QuestionThenNames()).describe()["context"] == \
         "accumulate(max_passages=6)"
 
 
 def test_every_eviction_is_recorded_in_the_trace() -> None:
     """An explicit bound below two retrievals evicts the oldest held passages: each is named in its retrieval's
     ``evicted_ids`` (the trace before recorded only new passages left out, in ``dropped``)."""
-    rag = ActiveRAG.from_preset("look-again", _top_k_5_answers(), QuestionThenNames(), top_k=5,
-                                context="accumulate:max_passages=6")
+    rag = ActiveRAG(_top_k_5_answers(), QuestionThenNames(), **recipe("look-again", top_k=5, context="accumulate:max_passages=6"))
     assert rag.context.max_passages == 6  # an explicit bound is kept whatever top_k
     first, second = rag.run(QUESTION).retrievals
     assert second.passage_ids == [f"q{i}" for i in range(5, 10)] and second.dropped == []

@@ -14,6 +14,7 @@ from active_rag.cli.commands import main
 from active_rag.retrieval.rankings import count_retriever_calls, fetch_rankings
 from active_rag.types import ActiveRAGResult, Retrieval
 from tests.unit_tests.test_loop import QUESTION, Recorder, ScriptedLM, words
+from tests.recipes import build
 
 
 class Counting(Recorder):
@@ -28,7 +29,7 @@ def _answer(prompt: str) -> list:
 @pytest.mark.parametrize("preset", ["wo-rag", "sr-rag", "fs-rag", "look-again", "look-again-linked", "sr-rag-linked"])
 def test_the_result_counts_every_call_the_engine_made_of_the_retriever(preset: str) -> None:
     retriever = Counting()
-    result = ActiveRAG.from_preset(preset, ScriptedLM(script=_answer), retriever, top_k=2).run(QUESTION)
+    result = build(preset, ScriptedLM(script=_answer), retriever, top_k=2).run(QUESTION)
     assert result.retriever_calls == len(retriever.queries)  # what the retriever itself saw
     assert result.retriever_calls == sum(r.retriever_calls for r in result.retrievals)
     assert all(r.to_dict()["retriever_calls"] == r.retriever_calls for r in result.retrievals)

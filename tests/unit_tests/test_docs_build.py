@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-MAX_README_LINES = 300
+MAX_README_LINES = 220  # the home page: what a newcomer needs; evidence lives in docs/
 
 _LINK = re.compile(r"!?\[[^\]\n]*\]\(([^()\s]+)\)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -56,7 +56,7 @@ def test_relative_links_point_to_existing_files(path: Path) -> None:
 
 def test_readme_links_reach_the_docs_pages() -> None:
     linked = {t.partition("#")[0] for t in _relative_links(README)}
-    for page in ("api", "evaluation", "speed", "scaling", "fidelity", "context", "weights", "engine_api"):
+    for page in ("api", "evaluation", "speed", "scaling", "fidelity", "context", "weights", "engine_api", "recipes", "endpoint"):
         assert f"docs/{page}.md" in linked, f"README.md does not link docs/{page}.md"
 
 

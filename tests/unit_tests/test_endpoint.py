@@ -24,6 +24,7 @@ from active_rag.remote.parse import parse_choice, topk_entropy
 from active_rag.remote.vocab import PieceVocab
 from active_rag.types import Passage
 from endpoint_fakes import Script, fake_endpoint, free_port
+from tests.recipes import recipe
 
 ANSWER = ["Paris", " is", " in", " France", ".", " So", " the", " answer", " is", " Paris", "."]
 
@@ -302,5 +303,5 @@ def test_answer_options_refuse_an_endpoint_at_construction() -> None:
             with pytest.raises(NeedsLocalModelError) as info:
                 build()
             assert "answer_options" in _one_line(info.value) and "local model" in _one_line(info.value)
-        assert ActiveRAG.from_preset("look-again", lm, TinyRetriever()).answer_options is False
+        assert ActiveRAG(lm, TinyRetriever(), **recipe("look-again")).answer_options is False
         assert not [r for r in script.requests if "prompt" in r or "messages" in r]

@@ -20,6 +20,7 @@ from active_rag.methods.linked import (
 )
 from active_rag.retrieval.name_index import NameIndex
 from tests.unit_tests.test_answer_check import _reader
+from tests.recipes import recipe
 
 QUESTION = "Who directed the film that starred Annie Morton?"
 A = Passage(id="a", title="Annie Morton", text="Annie Morton starred in Glow and met Paul Smith in Paris.")
@@ -161,7 +162,7 @@ def test_a_failing_retriever_names_the_query_it_was_asked() -> None:
 def test_the_linked_look_reads_the_bridge_article_the_question_ranks_last() -> None:
     lm, prompts = _reader()
     wiki = Wiki()
-    rag = ActiveRAG.from_preset("look-again-linked", lm, wiki, top_k=2)
+    rag = ActiveRAG(lm, wiki, **recipe("look-again-linked", top_k=2))
     result = rag.run(QUESTION)
     assert rag.answer_check is not None and rag.answer_check.query == "linked"
     assert rag.describe()["answer_check"]["query"] == "linked"
@@ -196,13 +197,13 @@ def printed(retrieval) -> list[str]:  # type: ignore[no-untyped-def]
 
 def test_ask_prints_which_name_each_linked_passage_is_the_article_of() -> None:
     lm, _ = _reader()
-    look = ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[1]
+    look = ActiveRAG(lm, Wiki(), **recipe("look-again-linked", top_k=3)).run(QUESTION).retrievals[1]
     lines = printed(look)
     assert "      - Paris  [f]  <- the article of 'Paris'" in lines
     assert "      - Glow (film)  [c]  <- the article of 'Glow'" in lines
     assert "      - Paul Smith  [e]  <- the article of 'Paul Smith'" in lines
     assert f"      names followed: {', '.join(look.details['names'])}" in lines and look.details["names"]
-    first = printed(ActiveRAG.from_preset("look-again-linked", lm, Wiki(), top_k=3).run(QUESTION).retrievals[0])
+    first = printed(ActiveRAG(lm, Wiki(), **recipe("look-again-linked", top_k=3)).run(QUESTION).retrievals[0])
     assert not any("<-" in line for line in first)  # a retrieval with the question: no origin to print
 
 
@@ -223,8 +224,7 @@ def test_sr_rag_linked_reads_the_linked_articles_before_the_first_token_and_answ
     assert len(prompts) == 1 and "directed by Terry Richardson" in prompts[0]
     assert result.answer == "Glow was directed by Terry Richardson. So the answer is Terry Richardson."
     assert result.final_passage_ids == ["a", "b", "f", "c"] and result.answer_check is None and result.draft is None
-    assert rag.describe()["follow_links"] is True and "follow_links" not in ActiveRAG.from_preset(
-        "look-again-linked", lm, Wiki()).describe()
+    assert rag.describe()["follow_links"] is True and "follow_links" not in ActiveRAG(lm, Wiki(), **recipe("look-again-linked")).describe()
     # without the links the same reader, with the question's passages only, guesses
     plain = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="accumulate", top_k=2).run(QUESTION)
     assert plain.answer.endswith("So the answer is Annie Morton.") and len(plain.retrievals) == 1

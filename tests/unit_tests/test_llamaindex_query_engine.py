@@ -22,6 +22,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from active_rag import ActiveLM, ActiveRAG, Passage
 from active_rag.errors import EmptyQuestionError, RetrieverError, UnknownNameError
 from llamaindex_active_rag import ActiveRAGQueryEngine, ActiveRetrievalEvent, ActiveRouteEvent, LlamaIndexRetrieverAdapter
+from tests.recipes import recipe
 
 QUESTION = "What was the father of Kasper Schmeichel voted to be by the IFFHS in 1992?"
 
@@ -153,7 +154,7 @@ def test_the_linked_look_fetches_the_next_passages_past_those_held(tiny_lm: Acti
     """``look-again-linked`` asks for ``top_k`` passages beyond those the prompt holds: a retriever built with
     ``similarity_top_k=top_k`` answers through a copy set to that many, so the look adds the next ``top_k``."""
     retriever = _Ranked(similarity_top_k=2)
-    engine = ActiveRAGQueryEngine(tiny_lm, retriever, preset="look-again-linked", top_k=2, max_new_tokens=8)
+    engine = ActiveRAGQueryEngine(tiny_lm, retriever, **recipe("look-again-linked"), top_k=2, max_new_tokens=8)
     first, look = engine.query(QUESTION).metadata["retrievals"]
     assert first["passage_ids"] == ["p0", "p1"] and look["new_ids"] == ["p2", "p3"]
     assert retriever.similarity_top_k == 2
@@ -298,10 +299,9 @@ def test_streaming_source_nodes_are_known_before_the_first_token(tiny_lm: Active
 
 
 def test_responses_carry_the_short_answer(tiny_lm: ActiveLM) -> None:
-    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="look-again", top_k=2, max_new_tokens=12)
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), **recipe("look-again"), top_k=2, max_new_tokens=12)
     response = engine.query(QUESTION)
-    direct = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), top_k=2,
-                                   max_new_tokens=12).run(QUESTION)
+    direct = ActiveRAG(tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), **recipe("look-again", top_k=2, max_new_tokens=12)).run(QUESTION)
     assert response.response == direct.answer and response.metadata["short_answer"] == direct.short_answer
     assert "So the answer is" in direct.answer and direct.short_answer != direct.answer  # the preset's phrase
 
@@ -529,11 +529,10 @@ def test_context_policy_is_a_parameter_and_the_query_is_the_engines(tiny_lm: Act
 def test_the_linked_look_is_a_preset_and_the_query_is_the_engines(tiny_lm: ActiveLM) -> None:
     """``look-again-linked``: the second look asks the LlamaIndex retriever with the names its passages mention; the
     response is the engine's answer and trace."""
-    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="look-again-linked", max_new_tokens=12, top_k=2)
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), **recipe("look-again-linked"), max_new_tokens=12, top_k=2)
     assert engine.rag.answer_check is not None and engine.rag.answer_check.query == "linked"
     response = engine.query(QUESTION)
-    direct = ActiveRAG.from_preset("look-again-linked", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()),
-                                   max_new_tokens=12, top_k=2).run(QUESTION)
+    direct = ActiveRAG(tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), **recipe("look-again-linked", max_new_tokens=12, top_k=2)).run(QUESTION)
     assert str(response) == direct.answer
     assert response.metadata["retrievals"] == [r.to_dict() for r in direct.retrievals]
 
@@ -558,10 +557,9 @@ def test_an_answer_written_again_streams_and_reports_as_the_engines(tiny_lm: Act
     from llama_index.core.instrumentation.events.llm import LLMCompletionEndEvent, LLMCompletionStartEvent
 
     # without the preset's answer phrase: the random model writes no sentence, so the forced phrase would rewind it
-    direct = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), top_k=2,
-                                   max_new_tokens=12, answer_phrase=None).run(QUESTION)
+    direct = ActiveRAG(tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), **recipe("look-again", top_k=2, max_new_tokens=12, answer_phrase=None)).run(QUESTION)
     assert direct.answer_check is not None and direct.answer_check["second"] is not None  # it looked again
-    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="look-again", top_k=2, max_new_tokens=12,
+    engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), **recipe("look-again"), top_k=2, max_new_tokens=12,
                                   answer_phrase=None, streaming=True)
     response = engine.query(QUESTION)
     assert isinstance(response, StreamingResponse)
@@ -583,7 +581,7 @@ def test_a_second_answer_longer_than_its_draft_is_one_completion(tiny_lm: Active
     from llamaindex_active_rag.generation import GenerationTrace
 
     a, b, c = (Passage(id=i, title=i.upper(), text=f"Passage {i} text.") for i in "abc")
-    rag = ActiveRAG.from_preset("look-again", tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()))
+    rag = ActiveRAG(tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), **recipe("look-again"))
     trace = GenerationTrace(rag, QUESTION, {"model_name": "tiny"})
 
     def say(words: list[str], ids: list[str], attempt: int) -> None:

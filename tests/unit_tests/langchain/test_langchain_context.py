@@ -9,6 +9,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 import active_rag
 from langchain_active_rag import ActiveRAG
+from tests.recipes import adapter_kwargs, build, recipe
 
 QUESTION = "Who is the father of Kasper Schmeichel?"
 POLICIES = ["replace", "keep-newest", "accumulate", "rerank"]
@@ -37,9 +38,8 @@ def test_context_field_and_per_call_override(tiny_lm, bm25_retriever) -> None:
 def test_a_second_answer_streams_and_invokes_as_the_engines(tiny_lm, bm25_retriever, preset: str) -> None:
     """The presets that write the answer again: the invoked and the streamed answer are the engine's kept answer
     (the draft's chunks are not joined to it), and the trace is the engine's."""
-    rag = ActiveRAG(tiny_lm, bm25_retriever, preset=preset, max_new_tokens=16, top_k=2)
-    engine = active_rag.ActiveRAG.from_preset(preset, tiny_lm, bm25_retriever.index, max_new_tokens=16,
-                                              top_k=2).run(QUESTION)
+    rag = ActiveRAG(tiny_lm, bm25_retriever, **adapter_kwargs(preset, langchain=True), max_new_tokens=16, top_k=2)
+    engine = build(preset, tiny_lm, bm25_retriever.index, max_new_tokens=16, top_k=2).run(QUESTION)
     out = rag.invoke(QUESTION)
     assert out["answer"] == engine.answer
     assert out["trace"] == [r.to_dict() for r in engine.retrievals]
@@ -80,12 +80,11 @@ def test_the_traced_runs_show_what_each_answer_was_written_from(tiny_lm, bm25_re
     passage the prompt holds after the look) are two chat-model runs whose prompts hold exactly those passages;
     the kept draft's replay is not a third run."""
     # without the preset's answer phrase: the random model writes no sentence, so the forced phrase would rewind it
-    engine = active_rag.ActiveRAG.from_preset("look-again", tiny_lm, bm25_retriever.index, max_new_tokens=16,
-                                              top_k=2, answer_phrase=None).run(QUESTION)
+    engine = active_rag.ActiveRAG(tiny_lm, bm25_retriever.index, **recipe("look-again", max_new_tokens=16, top_k=2, answer_phrase=None)).run(QUESTION)
     assert engine.answer_check is not None and engine.answer_check["second"] is not None  # it looked again
     first, second = engine.retrievals
     runs = _ChatRuns()
-    ActiveRAG(tiny_lm, bm25_retriever, preset="look-again", max_new_tokens=16, top_k=2,
+    ActiveRAG(tiny_lm, bm25_retriever, **adapter_kwargs("look-again", langchain=True), max_new_tokens=16, top_k=2,
               answer_phrase=None).invoke(QUESTION, {"callbacks": [runs]})
     assert len(runs.prompts) == 2
     by_id = {p.id: p for r in engine.retrievals for p in r.passages}
@@ -102,7 +101,7 @@ def test_a_second_answer_longer_than_its_draft_is_one_run(tiny_lm, bm25_retrieve
     from langchain_active_rag.tracing import GenerationTracer
 
     a, b, c = (Passage(id=i, title=i.upper(), text=f"Passage {i} text.") for i in "abc")
-    engine = active_rag.ActiveRAG.from_preset("look-again", tiny_lm, bm25_retriever.index)
+    engine = active_rag.ActiveRAG(tiny_lm, bm25_retriever.index, **recipe("look-again"))
     runs = _ChatRuns()
     tracer = GenerationTracer({"callbacks": [runs]}, tiny_lm, engine.prompt, QUESTION, max_new_tokens=16,
                               prompt_mode=engine.prompt_mode)
