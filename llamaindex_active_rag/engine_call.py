@@ -1,5 +1,9 @@
-"""One question's run of the engine, as the LlamaIndex query engine and workflow use it: :class:`EngineCall`,
-and :class:`FixedRouter` (a routing verdict already taken).
+"""One question's run of the engine, and everything the LlamaIndex objects report of it, in one place:
+:class:`EngineCall` (and :class:`FixedRouter`, a routing verdict already taken). The query engine, its streaming
+responses and the workflow each hold one ``EngineCall`` per question and read from it; an engine event passes
+through this module once, which dispatches its instrumentation events (:mod:`llamaindex_active_rag.events`) and
+says what each consumer shows of it: the answer text a streaming response sends (:meth:`EngineCall.answer_text`),
+the source nodes and metadata, and a decision's fields for the workflow's stream (:meth:`EngineCall.fields_of`).
 
 The engine loop is never reimplemented here. For each question, :class:`EngineCall` takes a shallow
 copy of the configured ``ActiveRAG`` (sharing its model, trigger, query formulator and prompt) and
@@ -14,7 +18,32 @@ only swaps two of its public attributes:
 let a segment through (a fired decision is reported by the ``Retrieval`` that follows it), so that
 *every* trigger decision becomes an instrumentation event (and a workflow stream event), and
 dispatches the LlamaIndex instrumentation events as it goes: the active-retrieval events and, through
-:class:`~llamaindex_active_rag.generation.GenerationTrace`, the LLM completion events of the generation.
+its :class:`GenerationTrace`, the LLM completion events of the generation.
+
+**The generation as LLM calls**, for observability tools. LlamaIndex tools (Arize Phoenix / OpenInference, Langfuse, custom ``BaseEventHandler`` s) see an LLM's work
+through ``LLMCompletionStartEvent`` / ``LLMCompletionInProgressEvent`` / ``LLMCompletionEndEvent``. The
+active retrieval loop does not call an LLM object: it decodes with the engine. :class:`GenerationTrace`
+reports what the engine did in those terms, from the engine's own stream:
+
+- one completion per *generation segment*: the answer tokens generated with one set of passages (the
+  first segment starts at the question; a retrieval at output position ``p`` starts a new segment at
+  the token of position ``p``, because from there the model is prompted with the new passages. With
+  FL-RAG / FS-RAG the retrieval after a segment is made before that segment's tokens are streamed;
+  they still belong to the segment before it). An answer written again from its first word (``reanswer``,
+  an answer check: a new ``TokenEvent.attempt``) starts a completion of its own; a kept draft that the engine
+  streams once more was not generated again and is not reported twice. ``prompt`` is the text the model
+  continued: the chat template around the method's prompt with the passages that prompt held (each token's
+  ``passage_ids``; ``PromptTemplate.render``),
+  followed by the answer accepted so far; ``additional_kwargs`` of the start event names the method,
+  the segment number, the output position it starts at and the passage ids in the prompt.
+- one ``LLMCompletionInProgressEvent`` per accepted token (``delta`` = the token, ``text`` = the
+  segment so far, ``logprobs`` = the token's), and an ``LLMCompletionEndEvent`` with the segment's text,
+  logprobs, ``token_ids`` and ``entropies``.
+- a router verdict (TA-ARE / vanilla) is a completion of its own: the router's prompt and raw output.
+
+Tokens are reported as the engine accepts them. Tokens the engine generated and then discarded (a
+segment FLARE regenerates after a retrieval, a sentence cut back by a trigger) never reach its stream,
+so they are in no event; ``ActiveRAGResult.generated_tokens`` counts them.
 """
 
 from __future__ import annotations
@@ -24,16 +53,134 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from llama_index.core.base.llms.types import CompletionResponse, LogProb
+from llama_index.core.instrumentation.events.llm import (
+    LLMCompletionEndEvent,
+    LLMCompletionInProgressEvent,
+    LLMCompletionStartEvent,
+)
 from llama_index.core.schema import NodeWithScore
 
+from active_rag.answer_stream import AnswerStream
 from active_rag.loop import ActiveRAG
-from active_rag.types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent, TriggerDecision
+from active_rag.types import ActiveRAGResult, Passage, Retrieval, RouteDecision, TokenEvent, TriggerDecision
 
-from .events import ActiveRetrievalEvent, ActiveRouteEvent, dispatch
-from .generation import GenerationTrace
+from .events import ActiveRetrievalEvent, ActiveRouteEvent, decision_fields, dispatch, retrieval_fields
 from .retriever import LlamaIndexRetrieverAdapter
 
+__all__ = ["EngineCall", "FixedRouter", "GenerationTrace"]
+
 CallEvent = TokenEvent | Retrieval | RouteDecision | ActiveRAGResult | TriggerDecision
+
+
+def _logprob(event: TokenEvent) -> LogProb:
+    return LogProb(token=event.text, logprob=event.logprob, bytes=list(event.text.encode("utf-8")))
+
+
+class GenerationTrace:
+    """Turns one question's engine events into LlamaIndex LLM completion events (see the module docstring).
+
+    ``model_dict`` identifies the LLM in the start events (``ActiveHFLLM.to_dict()``: class, model name,
+    settings). Call :meth:`token`, :meth:`retrieval`, :meth:`route` as the engine streams, then :meth:`close`.
+    """
+
+    def __init__(self, rag: ActiveRAG, question: str, model_dict: dict[str, Any]) -> None:
+        self.rag = rag
+        self.question = question
+        self.model_dict = model_dict
+        self.docs: list[Passage] = []
+        self.passages: dict[str, Passage] = {}  # every retrieved passage by id
+        self.pending: list[Retrieval] = []  # retrievals whose position no streamed token has reached yet
+        self.attempt = 0  # the latest answer attempt reported
+        self.tokens: list[str] = []  # every accepted token of the current attempt so far
+        self.ids: tuple[str, ...] | None = None  # the open segment's passage ids, as its tokens name them
+        self.segments = 0
+        self.prompt: str | None = None  # the open segment's prompt (None: no segment open)
+        self.events: list[TokenEvent] = []
+
+    def segment_prompt(self) -> str:
+        """The text the model continues now: the chat template around the method's prompt with the
+        current passages, then the answer accepted so far."""
+        user = self.rag.prompt.render(self.question, self.docs)
+        before, after = self.rag.model.chat_parts(user)
+        return before + user + after + "".join(self.tokens)
+
+    def token(self, event: TokenEvent) -> None:
+        if event.attempt < self.attempt:  # the kept draft streamed once more: not generated again
+            return
+        if event.attempt > self.attempt or event.position < len(self.tokens):  # the answer from its first word
+            self.close()
+            self.attempt = event.attempt
+            del self.tokens[event.position:]
+            while self.pending:  # every retrieval so far holds for the new answer from its first token
+                self.docs = list(self.pending.pop(0).passages)
+        if self.pending and self.pending[0].position <= event.position:
+            self.close()  # the passages changed: a new segment starts with this token
+            while self.pending and self.pending[0].position <= event.position:
+                self.docs = list(self.pending.pop(0).passages)
+        ids = tuple(event.passage_ids) if event.passage_ids is not None else None
+        if ids is not None and ids != self.ids:
+            self.close()
+            self.docs = [self.passages[i] for i in ids if i in self.passages]  # exactly what the prompt held
+        self.ids = ids
+        if self.prompt is None:
+            self.prompt = self.segment_prompt()
+            self.events = []
+            dispatch(
+                LLMCompletionStartEvent(
+                    prompt=self.prompt,
+                    additional_kwargs={
+                        "method": self.rag.method,
+                        "segment": self.segments,
+                        "output_start": event.position,
+                        "passage_ids": [p.id for p in self.docs],
+                    },
+                    model_dict=self.model_dict,
+                )
+            )
+            self.segments += 1
+        self.events.append(event)
+        self.tokens.append(event.text)
+        text = "".join(e.text for e in self.events)
+        response = CompletionResponse(
+            text=text,
+            delta=event.text,
+            logprobs=[[_logprob(event)]],
+            additional_kwargs={"token_id": event.token_id, "entropy": event.entropy, "position": event.position},
+        )
+        dispatch(LLMCompletionInProgressEvent(prompt=self.prompt, response=response))
+
+    def retrieval(self, retrieval: Retrieval) -> None:
+        """The tokens from ``retrieval.position`` on are generated with these passages."""
+        self.pending.append(retrieval)
+        self.passages.update((p.id, p) for p in retrieval.passages)
+
+    def route(self, decision: RouteDecision) -> None:
+        """The router's own completion (its prompt, its raw output)."""
+        dispatch(
+            LLMCompletionStartEvent(
+                prompt=decision.prompt, additional_kwargs={"router": decision.router}, model_dict=self.model_dict
+            )
+        )
+        response = CompletionResponse(text=decision.raw_output, additional_kwargs={"retrieve": decision.retrieve})
+        dispatch(LLMCompletionEndEvent(prompt=decision.prompt, response=response))
+
+    def close(self) -> None:
+        """End the open segment, if any (a retrieval, or the end of the answer)."""
+        if self.prompt is None:
+            return
+        events, prompt = self.events, self.prompt
+        self.prompt, self.events = None, []
+        response = CompletionResponse(
+            text="".join(e.text for e in events),
+            logprobs=[[_logprob(e)] for e in events],
+            additional_kwargs={
+                "token_ids": [e.token_id for e in events],
+                "entropies": [e.entropy for e in events],
+                "positions": [e.position for e in events],
+            },
+        )
+        dispatch(LLMCompletionEndEvent(prompt=prompt, response=response))
 
 
 class FixedRouter:
@@ -49,7 +196,13 @@ class FixedRouter:
 
 @dataclass
 class EngineCall:
-    """The engine run for one question; build with :meth:`start`, iterate :meth:`events`."""
+    """The engine run for one question and what it reports; build with :meth:`start`, iterate :meth:`events`.
+
+    Everything of one call lives here: the engine copy and its retriever adapter, the retrievals, route and result
+    so far, the LLM completion events (:attr:`trace`), the answer text a streaming response has sent
+    (:meth:`answer_text`) with its ``source_nodes`` and ``metadata`` objects (:attr:`nodes`, :attr:`meta`: the
+    same list and dict throughout, updated in place), and the fields of every decision dispatched, which the
+    workflow streams as they are (:meth:`fields_of`)."""
 
     rag: ActiveRAG
     adapter: LlamaIndexRetrieverAdapter | None
@@ -59,6 +212,10 @@ class EngineCall:
     result: ActiveRAGResult | None = None
     accepted: int = 0  # output tokens accepted so far (the position of a non-firing decision)
     trace: GenerationTrace | None = None  # LLM instrumentation events (None: not reported)
+    nodes: list[NodeWithScore] = field(default_factory=list)  # a streaming response's source_nodes, kept current
+    meta: dict[str, Any] = field(default_factory=dict)  # a streaming response's metadata, kept current
+    _answer: AnswerStream | None = field(default=None, repr=False)  # the streamed answer text (answer_text)
+    _fields: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)  # id(decision) -> its fields
     _stream: Iterator[CallEvent] | None = field(default=None, repr=False)  # the engine run, once started
     _primed: list[CallEvent] = field(default_factory=list, repr=False)  # events run ahead by prime(), not yet read
 
@@ -119,8 +276,8 @@ class EngineCall:
         for event in self.rag.stream(self.question):
             if isinstance(event, TriggerDecision):
                 if not event.fire:  # a fired decision is reported by the Retrieval that follows it
-                    position = self.decision_position(event)
-                    dispatch(ActiveRetrievalEvent.from_decision(event, question=self.question, method=self.method, position=position))
+                    fields = self._fields[id(event)] = decision_fields(event, self.decision_position(event))
+                    dispatch(ActiveRetrievalEvent(question=self.question, method=self.method, **fields))
                     yield event
                 continue
             trace = self.trace
@@ -132,7 +289,8 @@ class EngineCall:
                 self.retrievals.append(event)
                 if trace is not None:
                     trace.retrieval(event)
-                dispatch(ActiveRetrievalEvent.from_retrieval(event, question=self.question, method=self.method))
+                fields = self._fields[id(event)] = retrieval_fields(event)
+                dispatch(ActiveRetrievalEvent(question=self.question, method=self.method, **fields))
             elif isinstance(event, RouteDecision):
                 self.route = event
                 if trace is not None:
@@ -150,7 +308,24 @@ class EngineCall:
         start = getattr(decision, "output_start", None)
         return start if isinstance(start, int) else self.accepted
 
+    def fields_of(self, event: Retrieval | TriggerDecision) -> dict[str, Any]:
+        """The decision fields (:class:`~llamaindex_active_rag.events.DecisionFields`) dispatched for ``event``, one
+        of this call's retrievals or non-firing decisions: what the workflow streams of it."""
+        return dict(self._fields[id(event)])
+
     # -- what the LlamaIndex objects report -------------------------------------------------------
+    def answer_text(self, event: CallEvent) -> str:
+        """The answer text a streaming response sends after ``event`` (often ``""``): the pieces join to the
+        engine's answer (:class:`~active_rag.answer_stream.AnswerStream`: only what the engine may still cut is held
+        back). :attr:`nodes` and :attr:`meta` follow every other event."""
+        if self._answer is None:
+            self._answer = AnswerStream.for_engine(self.rag)
+        if isinstance(event, TokenEvent):
+            return self._answer.push(event)
+        self.nodes[:] = self.source_nodes()
+        self.meta.update(self.metadata())
+        return self._answer.finish(event.answer) if isinstance(event, ActiveRAGResult) else ""
+
     def source_nodes(self) -> list[NodeWithScore]:
         """The nodes behind every passage the engine retrieved so far (deduplicated, first retrieval first)."""
         if self.adapter is None:
@@ -174,3 +349,8 @@ class EngineCall:
             meta["decisions"] = len(self.result.decisions)
             meta["short_answer"] = self.result.short_answer
         return meta
+
+    def drain(self) -> None:
+        """Run the engine to its end (a non-streaming query)."""
+        for _ in self.events():
+            pass

@@ -15,7 +15,6 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import QueryBundle
 
 from active_rag._aio import aiter_in_thread, run_in_thread
-from active_rag.answer_stream import AnswerStream
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import ActiveRAG, Router
 from active_rag.decoding.model import ActiveLM
@@ -24,7 +23,7 @@ from active_rag.methods.prompts import PromptTemplate as EnginePrompt
 from active_rag.methods.queries import QueryFormulator
 from active_rag.methods.routing import make_router
 from active_rag.methods.triggers import Trigger
-from active_rag.types import ActiveRAGResult, Retriever, TokenEvent
+from active_rag.types import Retriever
 
 from .engine_call import EngineCall
 from .llm import ActiveHFLLM
@@ -118,7 +117,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
     decision dispatches an :class:`~llamaindex_active_rag.ActiveRetrievalEvent` (a router verdict, an
     :class:`~llamaindex_active_rag.ActiveRouteEvent`); and the generation is reported as LLM calls
     (``LLMCompletionStartEvent`` / ``LLMCompletionInProgressEvent`` per token / ``LLMCompletionEndEvent``,
-    one call per segment between retrievals; see :mod:`llamaindex_active_rag.generation`).
+    one call per segment between retrievals; see :mod:`llamaindex_active_rag.engine_call`).
 
     Prompts: ``get_prompts()`` gives the method's two templates as LlamaIndex ``PromptTemplate`` s,
     ``direct_prompt`` (``{question}``; before any retrieval) and ``with_docs_prompt`` (``{question}`` and
@@ -255,7 +254,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         if self._streaming:
             call.prime()  # the retrievals before the first token: source_nodes are known when the response is
             return self._streaming_response(call)
-        _drain(call)
+        call.drain()
         return self._response(call)
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
@@ -263,7 +262,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         if self._streaming:
             await run_in_thread(call.prime)
             return self._async_streaming_response(call)
-        await run_in_thread(_drain, call)
+        await run_in_thread(call.drain)
         return self._response(call)
 
     # -- responses --------------------------------------------------------------------------------
@@ -274,50 +273,27 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
 
     @staticmethod
     def _streaming_response(call: EngineCall) -> StreamingResponse:
-        pieces = _AnswerPieces(call)
+        call.nodes.extend(call.source_nodes())  # what prime() retrieved before the first token
+        call.meta.update(call.metadata())
 
         def tokens() -> Generator[str, None, None]:
             for event in call.events():
-                if piece := pieces.push(event):
+                if piece := call.answer_text(event):
                     yield piece
 
-        return StreamingResponse(response_gen=tokens(), source_nodes=pieces.nodes, metadata=pieces.metadata)
+        return StreamingResponse(response_gen=tokens(), source_nodes=call.nodes, metadata=call.meta)
 
     @staticmethod
     def _async_streaming_response(call: EngineCall) -> AsyncStreamingResponse:
-        pieces = _AnswerPieces(call)
+        call.nodes.extend(call.source_nodes())  # what prime() retrieved before the first token
+        call.meta.update(call.metadata())
 
         async def tokens() -> AsyncGenerator[str, None]:
             async for event in aiter_in_thread(call.events):
-                if piece := pieces.push(event):
+                if piece := call.answer_text(event):
                     yield piece
 
-        return AsyncStreamingResponse(response_gen=tokens(), source_nodes=pieces.nodes, metadata=pieces.metadata)
-
-
-class _AnswerPieces:
-    """A streaming response's answer text, one piece per engine event (:class:`AnswerStream`: the pieces join to
-    the engine's answer), with the response's ``source_nodes`` and ``metadata`` kept up to date as retrievals
-    happen (the same list and dict objects throughout)."""
-
-    def __init__(self, call: EngineCall) -> None:
-        self.call = call
-        self.answer = AnswerStream.for_engine(call.rag)
-        self.nodes: list[Any] = call.source_nodes()
-        self.metadata: dict[str, Any] = call.metadata()
-
-    def push(self, event: Any) -> str:
-        """The text to send after ``event`` (often ``""``)."""
-        if isinstance(event, TokenEvent):
-            return self.answer.push(event)
-        self.nodes[:] = self.call.source_nodes()
-        self.metadata.update(self.call.metadata())
-        return self.answer.finish(event.answer) if isinstance(event, ActiveRAGResult) else ""
-
-
-def _drain(call: EngineCall) -> None:
-    for _ in call.events():
-        pass
+        return AsyncStreamingResponse(response_gen=tokens(), source_nodes=call.nodes, metadata=call.meta)
 
 
 class _RemoteInfo:

@@ -42,7 +42,7 @@ from active_rag.types import Passage, Retrieval, RouteDecision, TriggerDecision
 from active_rag.types import TokenEvent as EngineTokenEvent
 
 from .engine_call import FixedRouter
-from .events import DecisionFields, decision_fields, retrieval_fields
+from .events import DecisionFields
 from .query_engine import ActiveRAGQueryEngine
 from .retriever import LlamaIndexRetrieverAdapter
 
@@ -239,12 +239,8 @@ class ActiveRAGWorkflow(Workflow):
                         TokenEvent(text=event.text, token_id=event.token_id, logprob=event.logprob, entropy=event.entropy,
                                    position=event.position, attempt=event.attempt)
                     )
-                elif isinstance(event, Retrieval):
-                    ctx.write_event_to_stream(RetrievalDecisionEvent(**retrieval_fields(event)))
-                elif isinstance(event, TriggerDecision):
-                    ctx.write_event_to_stream(
-                        RetrievalDecisionEvent(**decision_fields(event, call.decision_position(event)))
-                    )
+                elif isinstance(event, (Retrieval, TriggerDecision)):  # the fields its instrumentation event had
+                    ctx.write_event_to_stream(RetrievalDecisionEvent(**call.fields_of(event)))
         finally:
             bridge.cancel_pending()
         assert call.result is not None

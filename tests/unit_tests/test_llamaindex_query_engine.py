@@ -578,7 +578,7 @@ def test_a_second_answer_longer_than_its_draft_is_one_completion(tiny_lm: Active
     from llama_index.core.instrumentation.events.llm import LLMCompletionEndEvent, LLMCompletionStartEvent
 
     from active_rag import Retrieval, TokenEvent
-    from llamaindex_active_rag.generation import GenerationTrace
+    from llamaindex_active_rag.engine_call import GenerationTrace
 
     a, b, c = (Passage(id=i, title=i.upper(), text=f"Passage {i} text.") for i in "abc")
     rag = ActiveRAG(tiny_lm, LlamaIndexRetrieverAdapter(FakeLIRetriever()), **recipe("look-again"))
