@@ -187,14 +187,17 @@ class LlamaIndexRetrieverAdapter:
     def name_index(self) -> NameIndex | None:
         """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): an engine
         retriever's own, else one built once from the nodes the LlamaIndex retriever holds (a ``BM25Retriever``'s
-        corpus, a vector index retriever's docstore), as :func:`passage_from_node` sees them; ``None`` for one that
-        lists none (a factory's retrievers are not listed)."""
+        corpus, a vector index retriever's docstore), as :func:`passage_from_node` sees them (a factory ``k ->
+        retriever``: those of the retriever it builds, once); ``None`` for one that lists none."""
         if not self.is_llamaindex:
             return name_index_of(self.retriever)
-        if self.is_factory:
-            return None
-        return name_index_for(self.retriever, lambda: [passage_from_node(NodeWithScore(node=n))
-                                                       for n in _held_nodes(self.retriever)])  # type: ignore[arg-type]
+        factory = self.retriever if self.is_factory else None
+
+        def held() -> list[Passage]:
+            retriever = factory(1) if factory is not None else self.retriever  # type: ignore[operator]
+            return [passage_from_node(NodeWithScore(node=n)) for n in _held_nodes(retriever)]
+
+        return name_index_for(self.retriever, held)
 
     def __repr__(self) -> str:
         return f"LlamaIndexRetrieverAdapter({type(self.retriever).__name__})"

@@ -4,6 +4,7 @@ qwen2.5-coder-0.5b that ``make demo`` installs (the only change: the model name)
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,10 @@ def test_a_readme_example_runs_as_written(name: str, capsys: pytest.CaptureFixtu
     if name in NEEDS:
         pytest.importorskip(NEEDS[name])
     code = BLOCKS[name].replace('ActiveLM.load("qwen2.5-coder-0.5b")', 'ActiveLM.load("smollm2")')
-    exec(compile(code, f"README.md ({name})", "exec"), {"__name__": "readme"})  # noqa: S102 - the README's own code
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(code, f"README.md ({name})", "exec"), {"__name__": "readme"})  # noqa: S102 - the README's own code
+    ours = [str(w.message) for w in caught if "active_rag" in (w.filename or "") or "active_rag" in str(w.message)]
+    assert not ours, ours  # a newcomer's first run prints no warning of ours
     out = capsys.readouterr().out
     assert "Kasper Schmeichel" in out  # the first retrieval's titles (Python: the trace; the others: sources)

@@ -3,6 +3,8 @@ build the name index from the documents the retriever holds, even when they carr
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from active_rag import Passage
@@ -106,5 +108,17 @@ def test_a_llamaindex_retriever_gets_the_engines_links() -> None:
     assert _adapter_links(LlamaIndexRetrieverAdapter(vector), "products-1") == expected
     bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=5)
     assert _adapter_links(LlamaIndexRetrieverAdapter(bm25), "products-1") == expected
+    # a factory k -> retriever (the README's LlamaIndex example): the nodes of the retriever it builds, indexed once
+    built: list[int] = []
+
+    def factory(k: int) -> BM25Retriever:
+        built.append(k)
+        return BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=k)
+
+    adapter = LlamaIndexRetrieverAdapter(factory)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "asked once per name" warning
+        assert _adapter_links(adapter, "products-1") == expected
+    assert adapter.name_index is LlamaIndexRetrieverAdapter(factory).name_index and built.count(1) == 1
     engine = BM25Index.from_passages([Passage(id=i, text=t, metadata={"source": s}) for i, s, t in ROWS])
     assert LlamaIndexRetrieverAdapter(engine).name_index is engine.name_index
