@@ -11,6 +11,8 @@ import importlib.machinery
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_exports
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -105,17 +107,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'active_rag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 # The modules that lived directly in active_rag/ before its subpackages (models/, decoding/, methods/, retrieval/,
