@@ -6,7 +6,7 @@
 - The method: ``sr-rag-choose`` (:data:`ASK_METHOD`): retrieve once with the question, then add, chosen by the
   question's form, the own articles of the things a comparison names or the articles its passages link to, and
   answer once, a choice question with one of its options. With qwen2.5-coder-1.5b on the 20,218-passage union
-  corpus it scores +12.4 F1 over SR-RAG with the same six passages on HotpotQA's bridge questions and +14.6 on
+  corpus it scores +12.4 F1 over SR-RAG with the same six passages on HotpotQA's bridge questions and +9.9 on
   2WikiMultihopQA, ties it on comparisons and StrategyQA, at under two retriever calls a question (docs/context.md,
   "Choose per question what to read"); it needs no threshold, where DRAGIN's and FLARE's would need
   ``active-rag calibrate`` on each model first. With ``--endpoint`` (no logits to mask for the options): ``sr-rag``

@@ -426,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--method", help=f"preset: {', '.join(PRESETS)} (default sr-rag-choose: retrieve once, add "
                      "the articles the passages link to, or for a comparison the compared things' own articles, "
                      "answer once; with qwen2.5-coder-1.5b +12.4 F1 over sr-rag with six passages on HotpotQA's "
-                     "bridge questions and +14.6 on 2WikiMultihopQA, and no threshold to calibrate; sr-rag with "
+                     "bridge questions and +9.9 on 2WikiMultihopQA, and no threshold to calibrate; sr-rag with "
                      "--endpoint; dragin's parts under --trigger, --query or --theta)")
     ask.add_argument("--trigger", help="trigger name (see `active-rag methods`), overrides the method's")
     ask.add_argument("--query", help="query formulator name, overrides the method's")
