@@ -56,16 +56,6 @@ class ActiveRetrievalEvent(DecisionFields, BaseEvent):
     def class_name(cls) -> str:
         return "ActiveRetrievalEvent"
 
-    @classmethod
-    def from_retrieval(cls, retrieval: Retrieval, *, question: str, method: str) -> ActiveRetrievalEvent:
-        return cls(question=question, method=method, **retrieval_fields(retrieval))
-
-    @classmethod
-    def from_decision(
-        cls, decision: TriggerDecision, *, question: str, method: str, position: int
-    ) -> ActiveRetrievalEvent:
-        return cls(question=question, method=method, **decision_fields(decision, position))
-
 
 def retrieval_fields(retrieval: Retrieval) -> dict[str, Any]:
     """The decision fields of a retrieval the engine performed (a fired decision)."""
