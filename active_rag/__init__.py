@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     'NoLogprobsError': 'errors',
     'RemoteLM': 'remote.lm',
     'AnswerCheck': 'methods.answer_check',
+    'AnswerStage': 'methods.answer_stage',
+    'RunSettings': 'settings',
     'AnswerStream': 'answer_stream',
     'AccumulateContext': 'methods.context',
     'CONTEXT_POLICIES': 'methods.context',
@@ -226,6 +228,8 @@ if TYPE_CHECKING:  # pragma: no cover
         make_context,
     )
     from .methods.answer_check import AnswerCheck
+    from .methods.answer_stage import AnswerStage
+    from .settings import RunSettings
     from .answer_stream import AnswerStream
     from .loop import ActiveRAG
     from .remote.lm import RemoteLM

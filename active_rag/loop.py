@@ -25,19 +25,16 @@ retrieval happens, a segment is accepted and generation continues in the same ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from .methods.answer_check import AnswerCheck, make_answer_check
-from .methods.answer_options import check_options_model
-from .methods.answering import resolve_answer_phrase
+from .methods.answer_stage import AnswerStage
 from .methods.context import ContextPolicy, make_context
 from .decoding.context_window import fit_passages
-from .errors import ContextOverflowError, InvalidOptionError
-from .methods.linked import check_follow_links
+from .errors import ContextOverflowError
 from .decoding.model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
-from .methods.profiles import Profile, get_profile
+from .methods.profiles import get_profile
 from .methods.prompt_layout import Layout as _Layout
 from .methods.prompt_layout import build_layout, resolve_prompt_mode
 from .methods.prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
@@ -51,6 +48,7 @@ from .methods.thresholds import resolve_threshold
 from .methods.triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
 from .types import (ActiveRAGResult, Passage, Retrieval, Retriever, RouteDecision, StreamEvent, TokenEvent, TokenStep,
                     TriggerDecision)
+from .settings import RunSettings, engine_kwargs
 from .validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_question
 
 
@@ -103,9 +101,19 @@ class ActiveRAG(RetrievalSteps):
     >>> result = rag.run("Were Scott Derrickson and Ed Wood of the same nationality?")  # doctest: +SKIP
     >>> result.answer, result.short_answer, [r.query for r in result.retrievals]  # doctest: +SKIP
 
-    ``answer_phrase``: the phrase forced when the answer ends without it (DRAGIN App. B; an unfinished last
-    sentence is closed with a full stop first, never cut); ``"auto"`` (the default): ``"So the answer is"`` when an answer check or ``answer_options`` reads the
-    answer span after it, else none; ``None``: never. Either way the answer's tokens stream as they are written.
+    A method is its components: ``trigger`` (when to retrieve, :mod:`active_rag.methods.triggers`), ``query``
+    (what to retrieve with, :mod:`active_rag.methods.queries`), ``context`` (what the prompt keeps of the passages,
+    :mod:`active_rag.methods.context`; ``None``: ``replace``), ``prompt`` (:mod:`active_rag.methods.prompts`),
+    ``answer`` (how the answer is finished: the forced answer phrase, a check, options, links;
+    :class:`~active_rag.methods.answer_stage.AnswerStage`) and ``router`` (whether to retrieve at all, TA-ARE;
+    :mod:`active_rag.methods.routing`). ``top_k`` passages a retrieval, ``max_new_tokens`` tokens an answer;
+    ``settings`` (:class:`~active_rag.settings.RunSettings`) holds the rest: the first retrieval with the input,
+    the retrieval cap, stop rules, prompt layout, profile and the method's name. A preset names all of them
+    (:meth:`from_preset`).
+
+    The flat keywords of earlier versions (``answer_check=``, ``initial_retrieval=``, ...,
+    :data:`active_rag.settings.FLAT_NAMES`) still work here with a :class:`DeprecationWarning`;
+    :meth:`from_preset` takes them as overrides of the preset's fields.
     """
 
     def __init__(
@@ -115,58 +123,50 @@ class ActiveRAG(RetrievalSteps):
         *,
         trigger: str | Trigger = "rind",
         query: str | QueryFormulator = "attention",
-        prompt: str | PromptTemplate = DRAGIN_PROMPT,
-        top_k: int = 3,
-        max_retrievals: int | None = None,
-        max_new_tokens: int = 256,
-        initial_retrieval: bool = False,
-        router: Router | None = None,
-        stop: Callable[[str], bool] | None = None,
-        answer_phrase: str | None = "auto",
-        keep_attention: bool = False,
-        method: str | None = None,
-        prompt_mode: str = "auto",
-        repetition_guard: bool = True,
-        stop_when_answered: bool = True,
-        profile: str | Profile | None = None,
         context: str | ContextPolicy | None = None,
-        reanswer: bool = False,
-        answer_check: AnswerCheck | bool | float | None = None,
-        answer_options: bool = False,
-        follow_links: bool | Literal["choose"] = False,
+        prompt: str | PromptTemplate = DRAGIN_PROMPT,
+        answer: AnswerStage | None = None,
+        router: Router | None = None,
+        top_k: int = 3,
+        max_new_tokens: int = 256,
+        settings: RunSettings | None = None,
+        **deprecated: Any,
     ) -> None:
+        if deprecated:  # the flat names of before the components (answer_check=..., initial_retrieval=...)
+            moved = engine_kwargs({"answer": answer, "settings": settings, **deprecated}, deprecated=True)
+            answer, settings = moved.pop("answer"), moved.pop("settings")
+            if moved:
+                raise TypeError(f"ActiveRAG got an unexpected keyword argument {next(iter(moved))!r}")
+        self.answer = answer = answer or AnswerStage()
+        self.settings = settings = settings or RunSettings()
         self.model = model
         self.retriever = retriever
-        self.prompt_mode = resolve_prompt_mode(prompt_mode, str(getattr(model, "name", "")))
-        self.profile = get_profile(profile) if isinstance(profile, str) else profile
+        self.prompt_mode = resolve_prompt_mode(settings.prompt_mode, str(getattr(model, "name", "")))
+        self.profile = get_profile(settings.profile) if isinstance(settings.profile, str) else settings.profile
         self.trigger = resolve_threshold(make_trigger(trigger), str(getattr(model, "variant", None) or getattr(model, "name", "")), self.profile, self.prompt_mode)
         self.query = make_query(query)
         self.prompt = PROMPTS[prompt] if isinstance(prompt, str) else prompt
         self.top_k = check_int("top_k", top_k, minimum=1, maximum=MAX_TOP_K, hint=TOP_K_HINT)
         self.context = make_context(context, top_k=self.top_k)  # None: replace, the papers'; accumulate: 2 x top_k
         self.max_retrievals = (  # None: no cap (the generated-token guard still stops runaways)
-            None if max_retrievals is None else check_int("max_retrievals", max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
+            None if settings.max_retrievals is None
+            else check_int("max_retrievals", settings.max_retrievals, minimum=0, hint=MAX_RETRIEVALS_HINT)
         )
         self.max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1)
-        self.initial_retrieval = initial_retrieval
+        self.initial_retrieval = initial_retrieval = settings.initial_retrieval
         self.router = router
-        self.stop = stop
-        self.keep_attention = keep_attention
-        self.repetition_guard = repetition_guard
-        self.stop_when_answered = stop_when_answered
-        self.reanswer = reanswer
-        self.answer_check = make_answer_check(answer_check)
-        self.answer_options = bool(answer_options)
-        self.answer_phrase = resolve_answer_phrase(answer_phrase, self.answer_check is not None, self.answer_options)
+        self.stop = settings.stop
+        self.keep_attention = settings.keep_attention
+        self.repetition_guard = settings.repetition_guard
+        self.stop_when_answered = settings.stop_when_answered
         retrieves_first = self.trigger.action == "once" or (initial_retrieval and self.trigger.action != "never")
-        self.follow_links = check_follow_links(follow_links, self.context, retrieves_first)
-        if self.answer_options:
-            check_options_model(model)
-        if self.reanswer and self.answer_check is not None:
-            raise InvalidOptionError(
-                "reanswer and answer_check both write a second answer: use one (answer_check keeps the surer answer)."
-            )
-        self.method = method or f"{self.trigger.name}+{self.query.name}"
+        stage = answer.resolve(model, self.context, retrieves_first)
+        self.reanswer = stage.reanswer
+        self.answer_check = stage.check
+        self.answer_options = stage.options
+        self.answer_phrase = stage.phrase
+        self.follow_links = stage.links
+        self.method = settings.method or f"{self.trigger.name}+{self.query.name}"
         if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
             raise ValueError(
                 f"Method {self.method!r} retrieves, but no retriever was given: pass retriever=BM25Index.demo() "
@@ -177,10 +177,13 @@ class ActiveRAG(RetrievalSteps):
 
     @classmethod
     def from_preset(cls, name: str, model: ActiveLM, retriever: Retriever | None = None, **overrides: Any) -> ActiveRAG:
-        """Build one of the papers' methods by name (see :data:`active_rag.methods.presets.PRESETS`)."""
+        """Build a preset by name (:data:`active_rag.methods.presets.PRESETS`). ``overrides`` replace the preset's
+        components (``trigger=``, ``answer=AnswerStage(...)``, ...) or set one field of its answer stage or run
+        settings by its flat name (``answer_options=False``, ``initial_retrieval=True``:
+        :data:`active_rag.settings.FLAT_NAMES`), keeping the others."""
         from .methods.presets import preset_kwargs
 
-        return cls(model, retriever, **{**preset_kwargs(name, overrides.get("profile")), **overrides})
+        return cls(model, retriever, **preset_kwargs(name, **overrides))
 
     @property
     def rewrites_answer(self) -> bool:

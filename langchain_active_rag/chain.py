@@ -67,6 +67,7 @@ from active_rag import (
 
 from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.answer_stream import AnswerStream
+from active_rag.settings import engine_kwargs
 
 from ._convert import question_of, resolve_lm
 from .adapter import adapt
@@ -149,7 +150,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     ``model`` is an :class:`active_rag.ActiveLM`, a :class:`~langchain_active_rag.ChatActiveHF`, a
     registry name, or a chat model served by an OpenAI-compatible endpoint that returns logprobs
     (``ChatOpenAI(base_url=..., logprobs=True)``, ``ChatOllama``; see ``tokenizer``); ``router`` is ``"ta-are"``, ``"vanilla"`` or an engine router object; any other
-    :class:`active_rag.ActiveRAG` keyword goes in ``engine_options``.
+    :class:`active_rag.ActiveRAG` keyword (``answer=AnswerStage(...)``, ``settings=RunSettings(...)``) or flat name of
+    one of their fields (``answer_options=True``; :data:`active_rag.settings.FLAT_NAMES`) goes in ``engine_options``.
     """
 
     model: Any
@@ -307,7 +309,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
             if trigger is not None or query is not None:
                 kwargs.setdefault("method", None)  # the engine names the combination "trigger+query"
             return active_rag.ActiveRAG.from_preset(s["preset"], lm, retriever, **kwargs)
-        return active_rag.ActiveRAG(lm, retriever, **kwargs)
+        return active_rag.ActiveRAG(lm, retriever, **engine_kwargs(kwargs))
 
     # -- the one loop -------------------------------------------------------------------------------
     def _chunks(self, question: Any, config: RunnableConfig, overrides: dict[str, Any],

@@ -24,6 +24,7 @@ from active_rag.methods.queries import QueryFormulator
 from active_rag.methods.routing import make_router
 from active_rag.methods.triggers import Trigger
 from active_rag.types import Retriever
+from active_rag.settings import engine_kwargs
 
 from .engine_call import EngineCall
 from .llm import ActiveHFLLM
@@ -92,8 +93,11 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         router: ``"ta-are"``, ``"vanilla"``, a router object with ``decide(question)``, or ``None``.
         streaming: ``query``/``aquery`` return a ``StreamingResponse``/``AsyncStreamingResponse``.
         **options: passed to ``ActiveRAG``: ``context`` (what the prompt keeps: ``"replace"``, ``"keep-newest"``,
-            ``"accumulate"``, ``"rerank"`` or an ``active_rag.ContextPolicy``), ``top_k``, ``max_new_tokens``,
-            ``max_retrievals``, ``prompt``, ``initial_retrieval``, ``stop``, ``answer_phrase``, ``method``...
+            ``"accumulate"``, ``"read-links"``, ``"rerank"`` or an ``active_rag.ContextPolicy``), ``top_k``,
+            ``max_new_tokens``, ``prompt``, ``answer`` (an ``active_rag.AnswerStage``), ``settings`` (an
+            ``active_rag.RunSettings``), or one field of those by its flat name (``answer_options``,
+            ``initial_retrieval``, ``max_retrievals``, ``stop``, ``answer_phrase``, ``method``...;
+            ``active_rag.settings.FLAT_NAMES``).
 
     Responses: ``str(response)`` is the full text the model wrote; ``response.source_nodes`` are the original
     ``NodeWithScore`` s of the passages the engine retrieved (ids equal the trace's ``passage_ids``; first
@@ -159,7 +163,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         if preset is not None:
             rag = ActiveRAG.from_preset(preset, lm, adapter, **overrides)
         else:
-            rag = ActiveRAG(lm, adapter, **overrides)
+            rag = ActiveRAG(lm, adapter, **engine_kwargs(overrides))
         if adapter is not None:
             adapter.check_top_k(rag.top_k)
         self._init(rag, adapter, streaming, callback_manager, llm)

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from active_rag import AnswerCheck, make_trigger
+from active_rag.settings import engine_kwargs
 
 
 def recipe(name: str, **overrides: Any) -> dict[str, Any]:
-    """The keyword arguments of recipe ``name`` (fresh components each call), with ``overrides`` applied."""
+    """The keyword arguments of recipe ``name`` (fresh components each call), with ``overrides`` applied: flat
+    names (``answer_check=...``, :data:`active_rag.settings.FLAT_NAMES`) set that field of ``answer``/``settings``."""
     check = {"look-again": dict(theta=1.0), "look-again-next-hop": dict(theta=1.0, select="grounded", query="draft"),
              "look-again-linked": dict(theta=1.0, select="grounded", query="linked"),
              "look-again-linked-second": dict(theta=1.0, select="grounded-second", query="linked")}
@@ -24,7 +26,7 @@ def recipe(name: str, **overrides: Any) -> dict[str, Any]:
                                        reanswer=True),
     }.get(name) or dict(trigger="once", query="input", context="accumulate", answer_check=AnswerCheck(**check[name]),
                         **({} if name == "look-again" else {"answer_options": True}))
-    return {**kwargs, "method": name, **overrides}
+    return engine_kwargs({**kwargs, "method": name, **overrides})
 
 
 def build(name: str, lm: Any, retriever: Any = None, **overrides: Any) -> Any:
@@ -47,6 +49,6 @@ def adapter_kwargs(name: str, *, langchain: bool = False) -> dict[str, Any]:
     kwargs = recipe(name)
     if not langchain:
         return kwargs
-    fields = ("trigger", "query", "context", "prompt", "initial_retrieval")
+    fields = ("trigger", "query", "context", "prompt")
     return {**{k: v for k, v in kwargs.items() if k in fields},
             "engine_options": {k: v for k, v in kwargs.items() if k not in fields}}

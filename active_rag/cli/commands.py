@@ -4,6 +4,7 @@ and eval, bench (:mod:`active_rag.evaluation.cli`). A bare ``active-rag`` prints
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -52,7 +53,6 @@ def _load_retriever(corpus: str | None, chunking: dict[str, int]) -> Any:
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Check every name and number of ``ask`` and build the trigger and query formulator, before anything
     slow (corpus, model) is loaded; raises :class:`~active_rag.errors.ActiveRAGError` subclasses."""
-    import dataclasses
 
     from ..errors import InvalidOptionError, UnknownNameError
     from ..methods.presets import PRESETS, preset_kwargs
@@ -123,7 +123,9 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["answer_options"] = args.answer_options
     if not args.method and (args.trigger or args.query):  # a combination of the user's own: named trigger+query
         kwargs["method"] = None
-    return kwargs
+    from ..settings import engine_kwargs
+
+    return engine_kwargs(kwargs)  # the flat names set as fields of the answer stage and the run settings
 
 
 def _theta(value: str) -> float | str:
@@ -155,6 +157,7 @@ def _answer_budget(engine: Any, limit: int) -> dict[str, Any]:
 def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dict[str, Any]) -> Any:
     from ..loop import ActiveRAG
     from ..methods.routing import make_router
+    from ..settings import engine_kwargs
 
     # the answer phrase is the method's (a preset that reads the answer span forces it), as in Python, LangChain and
     # LlamaIndex: one preset answers in one format everywhere
@@ -165,11 +168,12 @@ def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dic
     if args.top_k is not None:  # else the method's own passage count (sr-rag 6, else 3)
         kwargs = {**kwargs, "top_k": args.top_k}
     router = make_router(args.router, lm, **({"today": args.today} if args.today and args.router == "ta-are" else {}))
-    engine = ActiveRAG(lm, retriever, max_retrievals=args.max_retrievals, router=router, **kwargs)
+    kwargs = {**kwargs, "max_retrievals": args.max_retrievals, "router": router}
+    engine = ActiveRAG(lm, retriever, **engine_kwargs(kwargs))
     budget = _answer_budget(engine, args.max_new_tokens) if args.max_new_tokens is not None else {}
     forced = budget.pop("forced_answer_tokens", None)
     if budget:  # --max-new-tokens bounds the answer with its forced phrase: built again within that bound
-        engine = ActiveRAG(lm, retriever, max_retrievals=args.max_retrievals, router=router, **{**kwargs, **budget})
+        engine = ActiveRAG(lm, retriever, **engine_kwargs({**kwargs, **budget}))
     if forced is not None:
         engine.forced_answer_tokens = forced
     return engine
@@ -214,11 +218,12 @@ def _options_on_an_endpoint(args: argparse.Namespace, kwargs: dict[str, Any]) ->
     from ..methods.answer_options import question_options
     from ..errors import NeedsLocalModelError
 
-    if not kwargs.get("answer_options"):
+    answer = kwargs.get("answer")
+    if answer is None or not answer.options:
         return
     options = question_options(args.question)
-    if not options:
-        kwargs["answer_options"] = False  # nothing to constrain: the answer is the same as with a local model
+    if not options:  # nothing to constrain: the answer is the same as with a local model
+        kwargs["answer"] = dataclasses.replace(answer, options=False)
         return
     who = "--answer-options" if args.answer_options else f"Method {args.method!r}"
     raise NeedsLocalModelError(

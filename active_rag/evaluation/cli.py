@@ -333,7 +333,7 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
         """NeedsLocalModelError when the method reads attention or answers a choice question with one of its options
         (a logits mask at every answer token): what an endpoint cannot do."""
         check_remote_method(*parts(spec), spec.name)
-        if spec.answer_options or (spec.preset and PRESETS[spec.preset].answer_options):
+        if spec.answer_options or (spec.preset and PRESETS[spec.preset].answer.options):
             raise NeedsLocalModelError(
                 f"Method {spec.name!r} answers a choice question with one of its options, which masks the model's logits "
                 "at every answer token: an endpoint cannot. Run it without --endpoint, or leave it out of --methods.")

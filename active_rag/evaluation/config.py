@@ -350,8 +350,8 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
     for name in methods:
         if name not in PRESETS:
             raise UnknownNameError("method", name, PRESETS)
-        preset_ir = config.initial_retrieval and not PRESETS[name].initial_retrieval
-        options = config.answer_options and not PRESETS[name].answer_options
+        preset_ir = config.initial_retrieval and not PRESETS[name].settings.initial_retrieval
+        options = config.answer_options and not PRESETS[name].answer.options
         preset_suffix = (("@ir" if preset_ir else "") + (f"@context={config.context}" if config.context else "")
                          + ("@options" if options else ""))
         specs.append(MethodSpec(name=name + preset_suffix, preset=name, initial_retrieval=preset_ir, context=config.context,

@@ -104,6 +104,7 @@ def build_engine(
     from active_rag.loop import ActiveRAG
     from active_rag.methods.presets import PRESETS
     from active_rag.methods.triggers import make_trigger
+    from active_rag.settings import engine_kwargs
 
     dataset = config.dataset
     template = eval_prompt_template(dataset)
@@ -139,15 +140,13 @@ def build_engine(
         return ActiveRAG.from_preset(spec.preset, lm, retriever, **overrides, **common)
     trigger_name = str(spec.trigger)
     prompt: str | PromptTemplate = _OWN_PROMPT_TRIGGERS.get(trigger_name, template)
-    return ActiveRAG(
-        lm,
-        retriever,
-        trigger=make_trigger(trigger_name, **dict(spec.trigger_kwargs)),
-        query=str(spec.query),
-        prompt=prompt,
-        initial_retrieval=spec.initial_retrieval,
+    return ActiveRAG(lm, retriever, **engine_kwargs({
+        "trigger": make_trigger(trigger_name, **dict(spec.trigger_kwargs)),
+        "query": str(spec.query),
+        "prompt": prompt,
+        "initial_retrieval": spec.initial_retrieval,
         **common,
-    )
+    }))
 
 
 #: Passages of the shared corpora (shared/data/README.md), which every committed row was answered over.

@@ -40,6 +40,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..loop import ActiveRAG
+from ..settings import RunSettings
+from .answer_stage import AnswerStage
 from .profiles import Profile, get_profile
 from .thresholds import Calibration, save_calibration, threshold_for_rate, trigger_key
 from ..types import Passage, TriggerDecision
@@ -70,9 +72,10 @@ def collect_check_scores(rag: Any, questions: Iterable[str]) -> list[list[float]
     recorder = _Recorder(inner, recorded)
     quiet = ActiveRAG(
         rag.model, NoRetrieval(), trigger=dataclasses.replace(inner, theta=0.0) if hasattr(inner, "theta") else inner,
-        query=rag.query, prompt=rag.prompt, prompt_mode=rag.prompt_mode,
-        top_k=rag.top_k, max_new_tokens=rag.max_new_tokens, initial_retrieval=False, stop=rag.stop,
-        answer_phrase=None, repetition_guard=rag.repetition_guard, method=f"calibrate:{rag.method}",
+        query=rag.query, prompt=rag.prompt, top_k=rag.top_k, max_new_tokens=rag.max_new_tokens,
+        answer=AnswerStage(phrase=None),
+        settings=RunSettings(prompt_mode=rag.prompt_mode, stop=rag.stop, repetition_guard=rag.repetition_guard,
+                             method=f"calibrate:{rag.method}"),
     )
     quiet.trigger = recorder  # type: ignore[assignment]  # same segmentation, records and never fires
     out: list[list[float]] = []

@@ -7,7 +7,7 @@ post is. The question's words rank the bridge's article low (it shares one name 
 retrieving the question's next passages rarely finds it; the name in the passage does.
 
 :func:`follow_links` is the second look's query ``"linked"`` (:class:`~active_rag.methods.answer_check.AnswerCheck`) and
-``ActiveRAG(follow_links=True)`` (the ``sr-rag-linked`` preset):
+``ActiveRAG(answer=AnswerStage(links=True))`` (the ``sr-rag-linked`` preset):
 
 1. the names the prompt's passages mention (:func:`mentioned_names`): capitalised phrases that the question does
    not name, without a word that is only capitalised because it opens a sentence ("Despite", "Overall") and
@@ -247,20 +247,21 @@ def linked_articles(retriever: Any, passages: Sequence[Passage], question: str, 
 
 
 def check_follow_links(follow_links: bool | str, context: Any, retrieves_first: bool) -> bool | str:
-    """``ActiveRAG(follow_links=True)``: right after the retrieval with the question, before the first token, add
-    the own articles of the names its passages mention (:func:`linked_sources`); ``"choose"``: first choose by the
-    question's form whether to follow those links or only the question's own names
-    (:func:`active_rag.methods.read_choice.choose_reading`). That needs a first retrieval (``trigger="once"`` or
-    ``initial_retrieval=True``) and a context policy that keeps both retrievals' passages (``accumulate`` or
+    """``ActiveRAG(answer=AnswerStage(links=True))`` (``follow_links=True`` as a preset override): right after the
+    retrieval with the question, before the first token, add the own articles of the names its passages mention
+    (:func:`linked_sources`); ``"choose"``: first choose by the question's form whether to follow those links or only
+    the question's own names (:func:`active_rag.methods.read_choice.choose_reading`). That needs a first retrieval
+    (``trigger="once"`` or ``RunSettings(initial_retrieval=True)``) and a context policy that keeps both retrievals' passages (``accumulate`` or
     ``rerank``); raises :class:`~active_rag.errors.InvalidOptionError` otherwise."""
     if follow_links not in (True, False, "choose"):
-        raise InvalidOptionError(f"follow_links={follow_links!r} is not one of True, False or 'choose'.")
+        raise InvalidOptionError(
+            f"AnswerStage(links={follow_links!r}) (follow_links) is not one of True, False or 'choose'.")
     if not follow_links:
         return False
     if not retrieves_first:
-        raise InvalidOptionError("follow_links follows the links of the passages retrieved with the question: use "
-                                 "trigger='once' or initial_retrieval=True, or drop follow_links.")
+        raise InvalidOptionError("AnswerStage(links=...) (follow_links) follows the links of the passages retrieved with "
+                                 "the question: use trigger='once' or RunSettings(initial_retrieval=True), or drop the links.")
     if not getattr(context, "skip_held", False):
-        raise InvalidOptionError(f"follow_links adds the linked articles to the question's passages, but context "
-                                 f"{context.name!r} would replace them: use context='accumulate' (or 'rerank').")
+        raise InvalidOptionError(f"AnswerStage(links=...) (follow_links) adds the linked articles to the question's "
+                                 f"passages, but context {context.name!r} would replace them: use context='accumulate' (or 'rerank').")
     return follow_links

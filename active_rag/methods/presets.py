@@ -27,52 +27,53 @@ preset departs from its source:
 - the answer phrase: a method that reads the answer span (an answer check: ``look-again-grounded``;
   ``answer_options``: ``look-again-grounded``, ``sr-rag-linked``, ``sr-rag-choose``)
   forces "So the answer is" when the model did not write it (an unfinished last sentence is closed first; DRAGIN App. B;
-  :class:`~active_rag.ActiveRAG`'s ``answer_phrase="auto"``), the same in the CLI, Python, LangChain and
+  :class:`~active_rag.methods.answer_stage.AnswerStage`'s ``phrase="auto"``), the same in the CLI, Python, LangChain and
   LlamaIndex, so the check always finds the span it reads; the others leave the answer as the model wrote it (docs/api.md,
   "Streaming"). Evaluation forces the phrase for every method, as the
   papers do (:mod:`active_rag.evaluation`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnknownNameError
+from ..settings import RunSettings, engine_kwargs
+from .answer_check import AnswerCheck
+from .answer_stage import AnswerStage
 
 
 @dataclass(frozen=True)
 class Preset:
+    """A method as data: the components :class:`~active_rag.ActiveRAG` is built from, by name, with their
+    settings (:func:`preset_kwargs` builds them)."""
+
     name: str
     description: str
     trigger: str
+    """When to retrieve (:data:`active_rag.methods.triggers.TRIGGERS`), with ``trigger_kwargs``."""
     query: str
+    """What to retrieve with (:data:`active_rag.methods.queries.QUERIES`), with ``query_kwargs``."""
     prompt: str = "dragin"
-    initial_retrieval: bool = False
-    trigger_kwargs: tuple[tuple[str, Any], ...] = ()
-    query_kwargs: tuple[tuple[str, Any], ...] = ()
     context: str = "replace"
     """What the prompt keeps (:mod:`active_rag.methods.context`); the papers' methods replace."""
     top_k: int | None = None
     """Passages per retrieval; ``None``: the engine's 3 (DRAGIN Table 9)."""
-    reanswer: bool = False
-    """Answer again from the first word with every passage held, once a retrieval after the first token added any."""
-    answer_check: float | None = None
-    """Check the finished answer (:class:`~active_rag.methods.answer_check.AnswerCheck` with this ``theta``): when unsure,
-    add the question's next passages, answer again and keep the surer answer."""
-    answer_select: str = "min"
-    """Which answer the check keeps (:class:`~active_rag.methods.answer_check.AnswerCheck` ``select``)."""
-    answer_options: bool = False
-    """A choice question's answer is one of its options (:mod:`active_rag.methods.answer_options`)."""
-    answer_query: str = "question"
-    """What the check's second look retrieves with (:class:`~active_rag.methods.answer_check.AnswerCheck` ``query``)."""
+    answer: AnswerStage = AnswerStage()
+    """How the answer is finished (:class:`~active_rag.methods.answer_stage.AnswerStage`): the papers' default
+    forces no phrase, checks nothing, offers no options and follows no links."""
+    settings: RunSettings = RunSettings()
+    """The run settings (:class:`~active_rag.settings.RunSettings`); the preset's name becomes its ``method``."""
+    trigger_kwargs: tuple[tuple[str, Any], ...] = ()
+    query_kwargs: tuple[tuple[str, Any], ...] = ()
     source: str = ""
     """The paper or group the preset comes from (:data:`SOURCES`): how ``active-rag methods`` groups them."""
     use_for: str = ""
     """What data and questions the preset is recommended for, by the evidence (README, "Which preset for my data")."""
-    follow_links: bool | str = False
-    """Before the first token, add the own articles of the names the question's passages mention;
-    ``"choose"``: by the question's form (:func:`active_rag.methods.linked.check_follow_links`)."""
 
+
+_INPUT_FIRST = RunSettings(initial_retrieval=True)  # FLARE App. A: retrieve with the input before the first token
 
 #: the groups ``active-rag methods`` lists the presets in, in order
 SOURCES = (
@@ -95,16 +96,16 @@ PRESETS: dict[str, Preset] = {
                top_k=6, source=_BASE, use_for="one fact a question, yes/no questions on world knowledge, models under "
                "1B: nothing measured beats retrieving once there"),
         Preset("fl-rag", "fixed length: retrieve every 16 tokens with the previous window (FLARE §4)",
-               "fixed-length", "last-tokens", prompt="flare", initial_retrieval=True, source=_BASE, use_for=_PAPER),
+               "fixed-length", "last-tokens", prompt="flare", settings=_INPUT_FIRST, source=_BASE, use_for=_PAPER),
         Preset("fs-rag", "fixed sentence: retrieve every sentence with the previous sentence (IRCoT)",
-               "fixed-sentence", "last-sentence", prompt="flare", initial_retrieval=True, source=_BASE, use_for=_PAPER),
+               "fixed-sentence", "last-sentence", prompt="flare", settings=_INPUT_FIRST, source=_BASE, use_for=_PAPER),
         Preset("self-ask", "question decomposition: retrieve for every 'Follow up:' question (Press et al.)",
                "follow-up", "follow-up", prompt="self-ask", source=_BASE, use_for=_PAPER),
         Preset("flare", "FLARE-direct: look-ahead sentence, retrieve if any token p < 0.8, masked query (beta 0.4)",
-               "low-confidence", "masked-sentence", prompt="flare", initial_retrieval=True,
+               "low-confidence", "masked-sentence", prompt="flare", settings=_INPUT_FIRST,
                trigger_kwargs=(("theta", "auto"),), source=_FLARE, use_for=_PAPER),
         Preset("flare-instruct", "FLARE-instruct: the model writes [Search(query)], '[' biased by +2.0",
-               "search-tag", "search-tag", prompt="flare-instruct", initial_retrieval=True, source=_FLARE,
+               "search-tag", "search-tag", prompt="flare-instruct", settings=_INPUT_FIRST, source=_FLARE,
                use_for=_PAPER),
         Preset("dragin", "DRAGIN: RIND trigger (theta 1.2) + QFS attention query (top 35), truncate and continue",
                "rind", "attention", trigger_kwargs=(("theta", "auto"),), source=_DRAGIN, use_for=_PAPER),
@@ -115,28 +116,31 @@ PRESETS: dict[str, Preset] = {
         Preset("look-again-grounded", "retrieve with the question and answer; when an answer token has p < theta, "
                "add the question's next passages, answer again and keep the answer its own passages contain when only "
                "one of the two does (else the surer one); a choice question is answered with one of its options",
-               "once", "input", context="accumulate", answer_check=1.0, answer_select="grounded", answer_options=True,
+               "once", "input", context="accumulate",
+               answer=AnswerStage(check=AnswerCheck(theta=1.0, select="grounded"), options=True),
                source=_BEYOND, use_for="models under 1B on multi-hop questions (the best F1 of qwen2.5-coder-0.5b on "
                "HotpotQA, above SR-RAG on 2WikiMultihopQA)"),
         Preset("sr-rag-linked", "retrieve once with the question, add the articles its passages link to (the names "
                "they mention that the question does not, looked up in the index's names, own articles only), then "
                "answer once, a choice question with one of its options", "once", "input", context="accumulate",
-               answer_options=True, follow_links=True, source=_BEYOND,
+               answer=AnswerStage(options=True, links=True), source=_BEYOND,
                use_for="bridge questions only (sr-rag-choose without the per-question choice)"),
         Preset("sr-rag-choose", "sr-rag-linked that chooses per question what to add to the question's passages: a "
                "comparison of things the question names reads their own articles, any other question the articles "
                "its passages link to (active_rag.methods.read_choice)", "once", "input", context="accumulate",
-               answer_options=True, follow_links="choose", source=_BEYOND,
+               answer=AnswerStage(options=True, links="choose"), source=_BEYOND,
                use_for="recommended (the ask default): questions about things they only describe, over documents that "
                "name what they mention; +8.7 F1 over retrieving once on HotpotQA, +9.9 on 2WikiMultihopQA (1.5B)"),
     )
 }
 
-def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
-    """Keyword arguments for :class:`~active_rag.loop.ActiveRAG` that build the named method, with a DRAGIN
-    Table 9 ``profile`` (name or :class:`~active_rag.methods.profiles.Profile`) applied when given: RIND's segment
-    length, QFS ``top_n`` and ``max_new_tokens`` (RIND's ``theta="auto"`` falls back to the profile's theta)."""
-    from .answer_check import AnswerCheck
+def preset_kwargs(name: str, profile: Any = None, **overrides: Any) -> dict[str, Any]:
+    """Keyword arguments for :class:`~active_rag.loop.ActiveRAG` that build the named method.
+
+    A DRAGIN Table 9 ``profile`` (name or :class:`~active_rag.methods.profiles.Profile`; also taken from
+    ``overrides``) sets RIND's segment length, QFS ``top_n`` and ``max_new_tokens`` (RIND's ``theta="auto"`` falls
+    back to the profile's theta). ``overrides`` replace components, or set one field of the answer stage or the
+    run settings by its flat name (:func:`active_rag.settings.engine_kwargs`)."""
     from .profiles import get_profile
     from .queries import make_query
     from .triggers import make_trigger
@@ -144,29 +148,31 @@ def preset_kwargs(name: str, profile: Any = None) -> dict[str, Any]:
     if name not in PRESETS:
         raise UnknownNameError("method", name, PRESETS)
     p = PRESETS[name]
+    profile = overrides.get("profile", profile)
+    if profile is None and isinstance(overrides.get("settings"), RunSettings):
+        profile = overrides["settings"].profile
     prof = get_profile(profile) if isinstance(profile, str) else profile
     trigger_kwargs = dict(p.trigger_kwargs)
     query_kwargs = dict(p.query_kwargs)
+    settings = dataclasses.replace(p.settings, method=p.name)
     out: dict[str, Any] = {}
     if prof is not None:
-        out["profile"] = prof
+        settings = dataclasses.replace(settings, profile=prof)
         out["max_new_tokens"] = prof.generate_length
         if p.trigger == "rind":
             trigger_kwargs["max_tokens"] = prof.generate_length
         if p.query == "attention":
             query_kwargs["top_n"] = prof.top_n
-    return {
+    check = p.answer.check
+    answer = dataclasses.replace(p.answer, check=dataclasses.replace(check)) if isinstance(check, AnswerCheck) else p.answer
+    base = {
         "trigger": make_trigger(p.trigger, **trigger_kwargs),
         "query": make_query(p.query, **query_kwargs),
         "prompt": p.prompt,
-        "initial_retrieval": p.initial_retrieval,
         "context": p.context,
-        "method": p.name,
+        "answer": answer,
+        "settings": settings,
         **({"top_k": p.top_k} if p.top_k is not None else {}),
-        **({"reanswer": True} if p.reanswer else {}),
-        **({"answer_check": AnswerCheck(theta=p.answer_check, select=p.answer_select, query=p.answer_query)}
-           if p.answer_check is not None else {}),
-        **({"answer_options": True} if p.answer_options else {}),
-        **({"follow_links": p.follow_links} if p.follow_links else {}),
         **out,
     }
+    return engine_kwargs({**base, **overrides})

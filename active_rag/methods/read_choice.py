@@ -2,7 +2,7 @@
 
 The papers' active retrieval decides *when* to retrieve from the model's uncertainty while it writes. On the
 multi-hop slices the decision that pays is *what* to add to the question's first passages, and the question's
-form says it before a token is written (``ActiveRAG(follow_links="choose")``):
+form says it before a token is written (``ActiveRAG(answer=AnswerStage(links="choose"))``):
 
 - **compare**: the question compares things it names by their own attributes: a choice question
   (:func:`~active_rag.methods.answer_options.question_options`: "Who is older, Annie Morton or Terry Richardson?") or a

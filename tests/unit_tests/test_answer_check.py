@@ -216,5 +216,5 @@ def test_no_check_without_retrieval_and_no_two_second_answers() -> None:
     lm, prompts = _reader()
     result = ActiveRAG.from_preset("wo-rag", lm, answer_check=True).run(QUESTION)
     assert result.answer_check is None and len(prompts) == 1
-    with pytest.raises(InvalidOptionError, match="reanswer and answer_check"):
+    with pytest.raises(InvalidOptionError, match="reanswer and an answer check"):
         ActiveRAG(lm, Ranked([A]), **recipe("look-again", reanswer=True))

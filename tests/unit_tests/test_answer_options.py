@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from active_rag import ActiveRAG
+from active_rag import ActiveRAG, AnswerStage
 from active_rag.methods.answer_check import AnswerCheck, answer_confidence, answer_span, grounded_in
 from active_rag.methods.answer_options import OptionsConstraint, question_options
 from active_rag.evaluation.config import EvalConfig, build_methods
@@ -107,17 +107,18 @@ def test_the_constraint_is_idle_before_the_phrase_and_keeps_the_raw_log_probabil
 def test_the_engine_answers_a_choice_question_with_an_option(tiny_lm) -> None:
     question = "Who is older, Annie Morton or Terry Richardson?"
     wiki = Ranked([A, B, C])
-    common = dict(trigger="once", query="input", answer_phrase="So the answer is", max_new_tokens=24, top_k=2)
-    result = ActiveRAG(tiny_lm, wiki, answer_options=True, **common).run(question)
+    common = dict(trigger="once", query="input", max_new_tokens=24, top_k=2)
+    phrase, options = AnswerStage(phrase="So the answer is"), AnswerStage(phrase="So the answer is", options=True)
+    result = ActiveRAG(tiny_lm, wiki, answer=options, **common).run(question)
     span = answer_span(result.answer)
     assert span is not None and result.answer[span[0]:span[1]] in OPTIONS
     assert result.answer_options == list(OPTIONS) and result.to_dict()["answer_options"] == list(OPTIONS)
-    assert ActiveRAG(tiny_lm, wiki, answer_options=True, **common).describe()["answer_options"] is True
+    assert ActiveRAG(tiny_lm, wiki, answer=options, **common).describe()["answer_options"] is True
     # no options in the question: the same engine writes what it would without the option
-    plain = ActiveRAG(tiny_lm, wiki, **common).run("Who directed Glow?")
-    with_flag = ActiveRAG(tiny_lm, wiki, answer_options=True, **common).run("Who directed Glow?")
+    plain = ActiveRAG(tiny_lm, wiki, answer=phrase, **common).run("Who directed Glow?")
+    with_flag = ActiveRAG(tiny_lm, wiki, answer=options, **common).run("Who directed Glow?")
     assert with_flag.answer_options is None and "answer_options" not in with_flag.to_dict()
-    assert with_flag.answer == plain.answer and "answer_options" not in ActiveRAG(tiny_lm, wiki, **common).describe()
+    assert with_flag.answer == plain.answer and "answer_options" not in ActiveRAG(tiny_lm, wiki, answer=phrase, **common).describe()
 
 
 # -- the grounded answer check ---------------------------------------------------------------------------
@@ -192,7 +193,7 @@ def test_look_again_grounded_keeps_the_answer_read_in_its_passages() -> None:
 
 def test_the_preset_and_the_eval_flag() -> None:
     kwargs = preset_kwargs("look-again-grounded")
-    assert kwargs["answer_options"] is True and kwargs["answer_check"].select == "grounded"
+    assert kwargs["answer"].options is True and kwargs["answer"].check.select == "grounded"
     assert PRESETS["look-again-grounded"].context == "accumulate"
     specs = build_methods(EvalConfig(dataset="hotpotqa", methods=["sr-rag", "look-again-grounded"], answer_options=True))
     assert [(s.name, s.answer_options) for s in specs] == [("sr-rag@options", True), ("look-again-grounded", False)]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from active_rag import ActiveLM, ActiveRAG, BM25Index
+from active_rag import ActiveLM, ActiveRAG, AnswerStage, BM25Index
 from active_rag.models import registry
 from active_rag.cli.ask_defaults import ASK_MODELS, default_ask_method, default_ask_model
 from active_rag.cli.commands import build_parser, main
@@ -81,9 +81,9 @@ def test_a_preset_that_reads_the_answer_span_forces_its_phrase_everywhere(tiny_l
     result = rag.run(QUESTION)
     assert result.answer_check is not None and result.answer_check["draft"]["tokens"] > 0
     assert result.short_answer == result.answer_check["draft" if result.answer_check["kept"] == "draft" else "second"]["answer"]
-    assert ActiveRAG(tiny_lm, fake_retriever, trigger="once", answer_check=True).answer_phrase == "So the answer is"
+    assert ActiveRAG(tiny_lm, fake_retriever, trigger="once", answer=AnswerStage(check=True)).answer_phrase == "So the answer is"
     assert ActiveRAG(tiny_lm, fake_retriever, trigger="once").answer_phrase is None
-    assert ActiveRAG(tiny_lm, fake_retriever, trigger="once", answer_check=True, answer_phrase=None).answer_phrase is None
+    assert ActiveRAG(tiny_lm, fake_retriever, trigger="once", answer=AnswerStage(phrase=None, check=True)).answer_phrase is None
 
 
 def test_the_short_answer_is_the_span_after_the_answer_phrase() -> None:

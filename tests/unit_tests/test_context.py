@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from active_rag import ActiveRAG, Passage, UnknownNameError
+from active_rag import ActiveRAG, Passage, RunSettings, UnknownNameError
 from active_rag.methods.context import AccumulateContext, RerankContext, make_context
 from active_rag.errors import InvalidOptionError
 from tests.unit_tests.test_loop import QUESTION, Recorder, ScriptedLM, Word, _two_trigger_script, run, words
@@ -149,8 +149,8 @@ def test_next_hop_query_merges_the_entity_passage_with_the_question_s_next_passa
     entity's passage and the question's next-ranked passages that the prompt does not hold yet."""
     retriever = ByQuery()
     lm = ScriptedLM(script=lambda p: words("His father is Peter. So the answer is Peter."))
-    rag = ActiveRAG(lm, retriever, trigger="fixed-sentence", query="next-hop", top_k=3, initial_retrieval=True,
-                    context="accumulate")
+    rag = ActiveRAG(lm, retriever, trigger="fixed-sentence", query="next-hop", top_k=3, context="accumulate",
+                    settings=RunSettings(initial_retrieval=True))
     result = rag.run(QUESTION)
     first, second = result.retrievals[:2]
     assert first.passage_ids == ["q0", "q1", "q2"]

@@ -166,7 +166,7 @@ def test_eval_endpoint_default_methods_leave_out_those_that_need_a_local_model(
         main(["eval", "--dataset", "hotpotqa", "--data-dir", str(_hotpot(tmp_path / "data")), "--out",
               str(tmp_path / "out"), "--endpoint", url, "--no-plots", "--no-progress"])
     assert "flare" in ran and "sr-rag" in ran and "dragin" not in ran
-    assert not [m for m in ran if PRESETS[m].answer_options]
+    assert not [m for m in ran if PRESETS[m].answer.options]
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from active_rag import ActiveRAG, Passage
+from active_rag import ActiveRAG, AnswerStage, Passage, RunSettings
 from active_rag.methods.answer_check import AnswerCheck
 from active_rag.errors import RetrieverError
 from active_rag.methods.linked import (
@@ -235,15 +235,16 @@ def test_follow_links_needs_a_first_retrieval_and_a_policy_that_keeps_it() -> No
 
     lm, _ = _reader()
     with pytest.raises(InvalidOptionError, match="context 'replace' would replace them.*accumulate"):
-        ActiveRAG(lm, Wiki(), trigger="once", query="input", follow_links=True)
-    with pytest.raises(InvalidOptionError, match="trigger='once' or initial_retrieval=True"):
-        ActiveRAG(lm, Wiki(), trigger="fixed-sentence", query="last-sentence", context="accumulate", follow_links=True)
-    with pytest.raises(InvalidOptionError, match="trigger='once' or initial_retrieval=True"):  # never retrieves at all
-        ActiveRAG(lm, Wiki(), trigger="never", query="input", context="accumulate", initial_retrieval=True,
-                  follow_links=True)
+        ActiveRAG(lm, Wiki(), trigger="once", query="input", answer=AnswerStage(links=True))
+    with pytest.raises(InvalidOptionError, match=r"trigger='once' or RunSettings\(initial_retrieval=True\)"):
+        ActiveRAG(lm, Wiki(), trigger="fixed-sentence", query="last-sentence", context="accumulate",
+                  answer=AnswerStage(links=True))
+    with pytest.raises(InvalidOptionError, match=r"trigger='once' or RunSettings\(initial_retrieval=True\)"):  # never retrieves at all
+        ActiveRAG(lm, Wiki(), trigger="never", query="input", context="accumulate",
+                  answer=AnswerStage(links=True), settings=RunSettings(initial_retrieval=True))
     # any trigger that retrieves with the question first may follow the links, e.g. FS-RAG
     rag = ActiveRAG(lm, Wiki(), trigger="fixed-sentence", query="last-sentence", context="accumulate",
-                    initial_retrieval=True, follow_links=True, top_k=2)
+                    answer=AnswerStage(links=True), settings=RunSettings(initial_retrieval=True), top_k=2)
     assert [r.formulator for r in rag.run(QUESTION).retrievals][:2] == ["input", "linked"]
 
 
@@ -330,8 +331,8 @@ def test_without_fill_the_questions_next_passages_come_only_when_no_link_was_fou
 
 def test_read_links_puts_each_article_beside_the_passage_that_named_it_and_leaves_the_fillers_out() -> None:
     lm, prompts = _reader()
-    rag = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links", follow_links=True, top_k=3,
-                    answer_options=True)
+    rag = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links", top_k=3,
+                    answer=AnswerStage(options=True, links=True))
     result = rag.run(QUESTION)
     first, linked = result.retrievals
     assert first.passage_ids == ["a", "b", "d"]
@@ -342,11 +343,12 @@ def test_read_links_puts_each_article_beside_the_passage_that_named_it_and_leave
     prompt = prompts[-1]
     assert prompt.index("Annie Morton starred") < prompt.index("Paris is a city") < prompt.index("Annie Morton is an")
     # beside=0: the same passages in accumulate's order (the articles after every held passage)
-    plain = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links:beside=0", follow_links=True,
-                      top_k=3).run(QUESTION)
+    plain = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links:beside=0",
+                      answer=AnswerStage(links=True), top_k=3).run(QUESTION)
     assert plain.final_passage_ids == ["a", "b", "d", "f", "c", "e"]
     # accumulate fills with the question's next passages when the links leave room; read-links does not
-    two = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links", follow_links=True, top_k=2)
+    two = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="read-links",
+                    answer=AnswerStage(links=True), top_k=2)
     assert two.run(QUESTION).final_passage_ids == ["a", "f", "c", "b"]
 
 
@@ -358,6 +360,6 @@ class NoNames(Wiki):
 
 def test_read_links_fills_with_the_questions_next_passages_when_no_link_is_found() -> None:
     lm, _ = _reader()
-    result = ActiveRAG(lm, NoNames(), trigger="once", query="input", context="read-links", follow_links=True,
-                       top_k=2).run(QUESTION)
+    result = ActiveRAG(lm, NoNames(), trigger="once", query="input", context="read-links",
+                       answer=AnswerStage(links=True), top_k=2).run(QUESTION)
     assert result.retrievals[1].details["articles"] == {} and result.final_passage_ids == ["a", "b", "d", "f"]

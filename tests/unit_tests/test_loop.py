@@ -21,6 +21,7 @@ from active_rag import (
     Retrieval,
     RetrieverError,
     RouteDecision,
+    RunSettings,
     TokenEvent,
     TokenStep,
     TriggerDecision,
@@ -562,7 +563,7 @@ def test_a_question_that_is_not_a_string_names_its_type(question: object) -> Non
         ({"top_k": 1000}, "top_k must be between 1 and 100, got 1000"),
         ({"top_k": 2.5}, "top_k must be an integer"),
         ({"max_new_tokens": 0}, "max_new_tokens must be at least 1"),
-        ({"max_retrievals": -1}, "max_retrievals must be at least 0"),
+        ({"settings": RunSettings(max_retrievals=-1)}, "max_retrievals must be at least 0"),
         ({"trigger": "rind", "query": "attention", "top_k": True}, "top_k must be an integer"),
     ],
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from active_rag import ActiveRAG, Passage
+from active_rag import ActiveRAG, Passage, RunSettings
 from active_rag.errors import UnknownNameError
 from active_rag.methods.prompt_layout import PROMPT_MODES, build_layout, chat_messages, completion_text
 from active_rag.methods.prompts import DRAGIN_PROMPT, SELF_ASK_PROMPT, PromptTemplate
@@ -83,11 +83,12 @@ def test_questions_share_the_prompt_prefix_before_documents_and_question(tiny_lm
 
 
 def test_engine_records_its_prompt_mode(tiny_lm, fake_retriever) -> None:
-    rag = ActiveRAG(tiny_lm, fake_retriever, trigger="never", prompt=FEWSHOT, prompt_mode="chat-turns", max_new_tokens=4)
+    rag = ActiveRAG(tiny_lm, fake_retriever, trigger="never", prompt=FEWSHOT, settings=RunSettings(prompt_mode="chat-turns"),
+                    max_new_tokens=4)
     assert rag.describe()["prompt_mode"] == "chat-turns"
     assert rag.run("Who is Kasper?").tokens
     with pytest.raises(UnknownNameError, match="prompt mode"):
-        ActiveRAG(tiny_lm, fake_retriever, trigger="never", prompt_mode="chatty")
+        ActiveRAG(tiny_lm, fake_retriever, trigger="never", settings=RunSettings(prompt_mode="chatty"))
 
 
 def test_auto_prompt_mode_is_the_models_own() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from active_rag import ActiveRAG, Passage
+from active_rag import ActiveRAG, AnswerStage, Passage
 from active_rag.errors import InvalidOptionError
 from active_rag.retrieval.name_index import NameIndex
 from active_rag.methods.read_choice import choose_reading, question_form
@@ -80,8 +80,8 @@ def test_an_open_question_follows_the_links_as_sr_rag_linked_does() -> None:
 def test_follow_links_takes_true_false_or_choose() -> None:
     lm, _ = _reader()
     with pytest.raises(InvalidOptionError, match="'choose'"):
-        ActiveRAG(lm, Corpus(), trigger="once", context="accumulate", follow_links="always")
-    rag = ActiveRAG(lm, Corpus(), trigger="once", context="accumulate", follow_links="choose")
+        ActiveRAG(lm, Corpus(), trigger="once", context="accumulate", answer=AnswerStage(links="always"))
+    rag = ActiveRAG(lm, Corpus(), trigger="once", context="accumulate", answer=AnswerStage(links="choose"))
     assert rag.describe()["follow_links"] == "choose"
 
 

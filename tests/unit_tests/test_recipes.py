@@ -35,7 +35,7 @@ BEFORE = json.loads((Path(__file__).with_name("recipe_engines.json")).read_text(
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_each_recipe_builds_the_engine_its_preset_built_and_answers(name: str) -> None:
     lm, _ = _reader()
-    scope = {n: getattr(active_rag, n) for n in ("ActiveRAG", "AnswerCheck", "make_trigger")}
+    scope = {n: getattr(active_rag, n) for n in ("ActiveRAG", "AnswerCheck", "AnswerStage", "RunSettings", "make_trigger")}
     scope.update(lm=lm, retriever=Wiki())
     exec(RECIPES[name][0], scope)  # noqa: S102 - the documentation's own code
     rag = scope["rag"]

@@ -1,0 +1,78 @@
+"""The answer stage: how a method finishes its answer once the trigger and the query formulator are done.
+
+A method is a trigger ("when", :mod:`active_rag.methods.triggers`), a query formulator ("what",
+:mod:`active_rag.methods.queries`), a context policy ("what the prompt keeps", :mod:`active_rag.methods.context`) and
+this stage, which says what happens around the answer itself:
+
+- ``phrase``: the phrase forced when the answer ends without it (DRAGIN, Su et al. 2024, App. B: "So the answer
+  is"; :func:`active_rag.methods.answering.resolve_answer_phrase`);
+- ``check``: look again at the finished answer when a token of it is unsure
+  (:class:`~active_rag.methods.answer_check.AnswerCheck`);
+- ``reanswer``: answer again from the first word with every passage held, once a retrieval after the first token
+  added any;
+- ``options``: a choice question ("Which ..., A or B?") is answered with one of its options
+  (:mod:`active_rag.methods.answer_options`);
+- ``links``: before the first token, add the own articles of the names the question's passages mention
+  (:mod:`active_rag.methods.linked`); ``"choose"`` decides per question (:mod:`active_rag.methods.read_choice`).
+
+The papers' methods use none of these but the phrase; the presets beyond the papers
+(:data:`active_rag.methods.presets.PRESETS`) name the stage they use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import InvalidOptionError
+from .answer_check import AnswerCheck, make_answer_check
+from .answer_options import check_options_model
+from .answering import resolve_answer_phrase
+from .linked import check_follow_links
+
+
+@dataclass(frozen=True)
+class AnswerStage:
+    """What a method does around its answer (see the module docstring); the defaults are the papers'.
+
+    >>> AnswerStage(options=True, links="choose")  # the answer stage of the ``sr-rag-choose`` preset
+    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose')
+    """
+
+    phrase: str | None = "auto"
+    """Forced when the answer ends without it; ``"auto"``: "So the answer is" when ``check`` or ``options`` reads
+    the answer span after it, else none; ``None``: never."""
+    check: AnswerCheck | bool | float | None = None
+    """``None``/``False``: no check; ``True``: :class:`AnswerCheck`'s defaults; a float: that ``theta``."""
+    reanswer: bool = False
+    options: bool = False
+    links: bool | Literal["choose"] = False
+
+    def resolve(self, model: Any, context: Any, retrieves_first: bool) -> ResolvedAnswerStage:
+        """This stage checked against the engine it finishes: typed errors for a combination that cannot run."""
+        check = make_answer_check(self.check)
+        if self.reanswer and check is not None:
+            raise InvalidOptionError(
+                "reanswer and an answer check both write a second answer: use one (the check keeps the surer answer)."
+            )
+        options = bool(self.options)
+        if options:
+            check_options_model(model)
+        return ResolvedAnswerStage(
+            phrase=resolve_answer_phrase(self.phrase, check is not None, options),
+            check=check,
+            reanswer=bool(self.reanswer),
+            options=options,
+            links=check_follow_links(self.links, context, retrieves_first),
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedAnswerStage:
+    """An :class:`AnswerStage` with ``"auto"`` and the check's shorthands resolved (what the engine runs)."""
+
+    phrase: str | None
+    check: AnswerCheck | None
+    reanswer: bool
+    options: bool
+    links: bool | str
