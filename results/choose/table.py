@@ -21,7 +21,9 @@ SLICES = [
     ("HotpotQA dev-b", "union", "hidden", [("hotpotqa-dev-b", "eval-union-notitles-budget", "eval-union-notitles")]),
     ("HotpotQA dev + dev-b", "union", "hidden", [("hotpotqa", "eval-union-notitles-budget", "eval-union-notitles"), ("hotpotqa-dev-b", "eval-union-notitles-budget", "eval-union-notitles")]),
     ("2WikiMultihopQA", "union", "hidden", [("2wikimultihopqa", "eval-union-notitles-budget", "eval-union-notitles")]),
+    ("HotpotQA dev", "pool", "real", [("hotpotqa", "eval-budget", "eval")]),
     ("HotpotQA dev-b", "pool", "real", [("hotpotqa-dev-b", "eval-budget", "eval")]),
+    ("2WikiMultihopQA", "pool", "real", [("2wikimultihopqa", "eval-budget", "eval")]),
     ("StrategyQA", "pool", "none", [("strategyqa", "eval-budget", "eval")]),
 ]
 TMP = Path(tempfile.mkdtemp(prefix="choose-table-"))
