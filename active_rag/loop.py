@@ -137,8 +137,11 @@ class ActiveRAG(RetrievalSteps):
             answer, settings = moved.pop("answer"), moved.pop("settings")
             if moved:
                 raise TypeError(f"ActiveRAG got an unexpected keyword argument {next(iter(moved))!r}")
-        self.answer = answer = answer or AnswerStage()
-        self.settings = settings = settings or RunSettings()
+        self.answer = answer = AnswerStage() if answer is None else answer
+        self.settings = settings = RunSettings() if settings is None else settings
+        for name, value, cls in (("answer", answer, AnswerStage), ("settings", settings, RunSettings)):
+            if not isinstance(value, cls):
+                raise TypeError(f"ActiveRAG's {name} must be {cls.__name__}; got {type(value).__name__}.")
         self.model = model
         self.retriever = retriever
         self.prompt_mode = resolve_prompt_mode(settings.prompt_mode, str(getattr(model, "name", "")))

@@ -99,3 +99,5 @@ def test_the_answer_stage_checks_what_cannot_run() -> None:
     assert rag.answer_check == AnswerCheck(theta=0.5) and rag.answer_phrase == "So the answer is"
     with pytest.raises(TypeError, match="settings must be a RunSettings"):
         engine_kwargs({"settings": {"method": "x"}, "method": "y"})
+    with pytest.raises(TypeError, match="answer must be AnswerStage; got bool"):
+        ActiveRAG(lm, Wiki(), trigger="once", answer=True)  # type: ignore[arg-type]
