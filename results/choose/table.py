@@ -9,7 +9,6 @@ from pathlib import Path
 from active_rag.evaluation.compare import compare_rows
 
 M = "qwen2.5-coder-1.5b-mixed"
-METHOD = sys.argv[1] if len(sys.argv) > 1 else "sr-rag-choose"
 R = Path(__file__).resolve().parent.parent
 def f(folder, ds, method): return R / folder / ds / M / f"{method}.jsonl"
 SLICES = [
@@ -52,25 +51,31 @@ def bold(d):
 
 
 def num(v, s=100, d=1): return "-" if v is None else f"{s*v:.{d}f}"
-out = [f"| Slice | Corpus | Titles | n | control F1 | `{METHOD}` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
-       "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-for name, corpus, titles, parts in SLICES:
-    control = cat([f(b, ds, "sr-rag") for ds, b, _ in parts]); choose = cat([f(c, ds, METHOD) for ds, _, c in parts])
-    if control is None or choose is None: continue
-    both = paired(control, choose)  # every column over the questions both answered
-    for path in (control, choose):
-        path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if json.loads(line)["id"] in both))
-    dataset = "strategyqa" if "Strategy" in name else ("2wikimultihopqa" if "2Wiki" in name else "hotpotqa")
-    summary, diffs = compare_rows({"control": control, "choose": choose}, ["control"], dataset)
-    d = diffs[0]; c, m = summary["control"], summary["choose"]
-    metric = "f1" if dataset != "strategyqa" else "accuracy"
-    # the control's score over the paired questions
-    out.append(f"| {name} | {corpus} | {titles} | {d.n} | {num(d.baseline_mean)} | {num(d.method_mean)} | "
-               f"{bold(d)} [{100*d.low:+.1f}, {100*d.high:+.1f}] ({d.wins} / {d.losses}) | "
-               f"{num(m.get('retriever_calls_per_question'),1,2)} | {num(c.get('prompt_tokens_per_question'),1,0)} / {num(m.get('prompt_tokens_per_question'),1,0)} | "
-               f"{num(c.get('seconds_per_question'),1)} / {num(m.get('seconds_per_question'),1)} | "
-               f"{num(c.get('evidence_recall'))} / {num(m.get('evidence_recall'))} | {num(c.get('score_all_gold'))} / {num(m.get('score_all_gold'))} |")
-print("\n".join(out))
-for path in TMP.iterdir():
-    path.unlink()
-TMP.rmdir()
+def main():
+    METHOD = sys.argv[1] if len(sys.argv) > 1 else "sr-rag-choose"
+    out = [f"| Slice | Corpus | Titles | n | control F1 | `{METHOD}` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, corpus, titles, parts in SLICES:
+        control = cat([f(b, ds, "sr-rag") for ds, b, _ in parts]); choose = cat([f(c, ds, METHOD) for ds, _, c in parts])
+        if control is None or choose is None: continue
+        both = paired(control, choose)  # every column over the questions both answered
+        for path in (control, choose):
+            path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if json.loads(line)["id"] in both))
+        dataset = "strategyqa" if "Strategy" in name else ("2wikimultihopqa" if "2Wiki" in name else "hotpotqa")
+        summary, diffs = compare_rows({"control": control, "choose": choose}, ["control"], dataset)
+        d = diffs[0]; c, m = summary["control"], summary["choose"]
+        metric = "f1" if dataset != "strategyqa" else "accuracy"
+        # the control's score over the paired questions
+        out.append(f"| {name} | {corpus} | {titles} | {d.n} | {num(d.baseline_mean)} | {num(d.method_mean)} | "
+                   f"{bold(d)} [{100*d.low:+.1f}, {100*d.high:+.1f}] ({d.wins} / {d.losses}) | "
+                   f"{num(m.get('retriever_calls_per_question'),1,2)} | {num(c.get('prompt_tokens_per_question'),1,0)} / {num(m.get('prompt_tokens_per_question'),1,0)} | "
+                   f"{num(c.get('seconds_per_question'),1)} / {num(m.get('seconds_per_question'),1)} | "
+                   f"{num(c.get('evidence_recall'))} / {num(m.get('evidence_recall'))} | {num(c.get('score_all_gold'))} / {num(m.get('score_all_gold'))} |")
+    print("\n".join(out))
+    for path in TMP.iterdir():
+        path.unlink()
+    TMP.rmdir()
+
+
+if __name__ == "__main__":
+    main()
