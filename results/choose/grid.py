@@ -2,7 +2,7 @@
 `sr-rag-choose`, each paired against the six-passage control (`python results/choose/grid.py` from the repository
 root; qwen2.5-coder-1.5b, `mixed` weights). Every cell of a slice covers the same questions: those the control and
 every method with rows on that slice answered (`n`). A cell reads `F1 (difference [95% CI], retriever calls/q)`;
-`-` where the method has no rows on that slice yet."""
+`-` where the method has no rows on that slice, `- (k of n run)` where its run has not reached every question yet."""
 import json
 import sys
 from pathlib import Path
@@ -28,6 +28,11 @@ def main():
         files = {m: p for m, p in files.items() if p is not None}
         if control is None or not files:
             continue
+        total = len(paired(control))
+        partial = {m: len(paired(p)) for m, p in files.items() if len(paired(control, p)) < total}
+        files = {m: p for m, p in files.items() if m not in partial}  # a run still under way: not paired yet
+        if not files:
+            continue
         ids = paired(control, *files.values())
         for path in (control, *files.values()):
             keep(path, ids)
@@ -37,7 +42,7 @@ def main():
         cells = []
         for _, m in METHODS:
             if m not in files:
-                cells.append("-")
+                cells.append(f"- ({partial[m]} of {total} run)" if m in partial else "-")
                 continue
             d, calls = by[m], summary[m].get("retriever_calls_per_question")
             cells.append(f"{100 * d.method_mean:.1f} ({bold(d)} [{100 * d.low:+.1f}, {100 * d.high:+.1f}], "
