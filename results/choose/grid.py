@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from table import SLICES, M, R, TMP, cat, paired, bold  # noqa: E402
+from table import SLICES, M, R, cat, paired, bold  # noqa: E402
 from active_rag.evaluation.compare import compare_rows  # noqa: E402
 
 METHODS = [("SR-RAG, 3 passages", "sr-rag"), ("`sr-rag-linked`", "sr-rag-linked"), ("`sr-rag-choose`", "sr-rag-choose")]
@@ -50,9 +50,6 @@ def main():
         out.append(f"| {name} | {corpus} | {titles} | {len(ids)} | {100 * diffs[0].baseline_mean:.1f} | "
                    + " | ".join(cells) + " |")
     print("\n".join(out))
-    for path in TMP.iterdir():
-        path.unlink()
-    TMP.rmdir()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 control: `python results/choose/table.py` from the repository root (the rows come from the `active-rag eval`
 commands in docs/context.md, "Choose per question what to read"). `python results/choose/table.py METHOD` pairs
 another method's rows (e.g. `sr-rag-choose@context=read-links`) against the same control."""
+import atexit
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +28,7 @@ SLICES = [
     ("StrategyQA", "pool", "none", [("strategyqa", "eval-budget", "eval")]),
 ]
 TMP = Path(tempfile.mkdtemp(prefix="choose-table-"))
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def cat(paths):
@@ -72,9 +75,6 @@ def main():
                    f"{num(c.get('seconds_per_question'),1)} / {num(m.get('seconds_per_question'),1)} | "
                    f"{num(c.get('evidence_recall'))} / {num(m.get('evidence_recall'))} | {num(c.get('score_all_gold'))} / {num(m.get('score_all_gold'))} |")
     print("\n".join(out))
-    for path in TMP.iterdir():
-        path.unlink()
-    TMP.rmdir()
 
 
 if __name__ == "__main__":
