@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from table import SLICES, M, R, cat, paired, bold  # noqa: E402
+from table import SLICES, M, R, cat, dataset_of, paired, bold  # noqa: E402
 from active_rag.evaluation.compare import compare_rows  # noqa: E402
 
 METHODS = [("SR-RAG, 3 passages", "sr-rag"), ("`sr-rag-linked`", "sr-rag-linked"), ("`sr-rag-choose`", "sr-rag-choose")]
@@ -36,7 +36,7 @@ def main():
         ids = paired(control, *files.values())
         for path in (control, *files.values()):
             keep(path, ids)
-        dataset = "strategyqa" if "Strategy" in name else ("2wikimultihopqa" if "2Wiki" in name else "hotpotqa")
+        dataset = dataset_of(name)
         summary, diffs = compare_rows({"control": control, **files}, ["control"], dataset)
         by = {d.method: d for d in diffs}
         cells = []

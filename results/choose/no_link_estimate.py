@@ -5,9 +5,9 @@ passages, so its row stands in for the answer (exact for open questions; a choic
 options rule, which SR-RAG's row lacks). `python results/choose/no_link_estimate.py` from the repository root
 prints, per slice with both rows: the questions where no link resolved, F1 there with three passages and with
 `sr-rag-choose`, and the estimate against `sr-rag-choose` and against the six-passage control (paired 95% CI)."""
-import json
 from pathlib import Path
 
+from active_rag.evaluation.compare import read_rows
 from active_rag.evaluation.paired import paired_differences
 
 M = "qwen2.5-coder-1.5b-mixed"
@@ -22,7 +22,8 @@ SLICES = [("HotpotQA dev, union", "eval-union", "eval-union-budget", "hotpotqa")
 
 
 def load(path):
-    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())} if path.is_file() else {}
+    """The answered rows of ``path`` by question id; none while the file is not there yet."""
+    return {r["id"]: r for r in read_rows(path)} if path.is_file() else {}
 
 
 def main():

@@ -31,6 +31,11 @@ TMP = Path(tempfile.mkdtemp(prefix="choose-table-"))
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
+def dataset_of(slice_name):
+    """The dataset whose metric scores a slice of :data:`SLICES`."""
+    return "strategyqa" if "Strategy" in slice_name else ("2wikimultihopqa" if "2Wiki" in slice_name else "hotpotqa")
+
+
 def cat(paths):
     """The rows of ``paths`` in one file (dev and dev-b together), or None when one is missing."""
     rows = []
@@ -64,7 +69,7 @@ def main():
         both = paired(control, choose)  # every column over the questions both answered
         for path in (control, choose):
             path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if json.loads(line)["id"] in both))
-        dataset = "strategyqa" if "Strategy" in name else ("2wikimultihopqa" if "2Wiki" in name else "hotpotqa")
+        dataset = dataset_of(name)
         summary, diffs = compare_rows({"control": control, "choose": choose}, ["control"], dataset)
         d = diffs[0]; c, m = summary["control"], summary["choose"]
         metric = "f1" if dataset != "strategyqa" else "accuracy"
