@@ -262,6 +262,10 @@ class EvalConfig:
         return out
 
 
+#: ``--sweep check_theta=...``: the answer check's theta (:class:`~active_rag.methods.answer_check.AnswerCheck`), not the trigger's
+CHECK_THETA = "check_theta"
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """One method to evaluate: a preset (optionally with trigger fields overridden) or a trigger + query pair."""
@@ -276,6 +280,8 @@ class MethodSpec:
     sweep: tuple[str, float] | None = None
     context: str | None = None
     answer_options: bool = False
+    check_theta: float | None = None
+    """The answer check's ``theta`` (``--sweep check_theta=...``), replacing the preset's."""
 
     @property
     def base(self) -> str:
@@ -325,6 +331,7 @@ def _pairs(triggers: list[str], queries: list[str], grid: bool) -> list[tuple[st
 def build_methods(config: EvalConfig) -> list[MethodSpec]:
     """The methods a config asks for, in order: presets, then trigger x query ablations; each expanded
     over the sweep values when its trigger has the swept field; with the router attached where it retrieves."""
+    from active_rag.methods.answer_check import AnswerCheck
     from active_rag.methods.presets import PRESETS
     from active_rag.methods.queries import QUERIES
     from active_rag.methods.routing import ROUTERS
@@ -375,6 +382,13 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
             raise ValueError(f"--sweep {param}= needs at least one value.")
         swept: list[MethodSpec] = []
         for spec in specs:
+            if param == CHECK_THETA:
+                if spec.preset is None or not isinstance(PRESETS[spec.preset].answer.check, AnswerCheck):
+                    swept.append(spec)
+                    continue
+                swept.extend(dataclasses.replace(spec, name=f"{spec.name}@{param}={float(v):g}", check_theta=float(v),
+                                                 sweep=(param, float(v))) for v in values)
+                continue
             fields = _trigger_fields(_trigger_name(spec))
             if param not in fields:
                 swept.append(spec)
@@ -388,7 +402,8 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
         if all(s.sweep is None for s in swept):
             raise ValueError(
                 f"No chosen method has a trigger with a {param!r} field to sweep (RindTrigger and LowConfidenceTrigger "
-                "have theta): pick e.g. --methods dragin,flare."
+                f"have theta; {CHECK_THETA} is the answer check's, of look-again-grounded and look-again-choose): pick "
+                "e.g. --methods dragin,flare."
             )
         specs = swept
     if router != "none":

@@ -3,6 +3,8 @@ dataset's corpus, built once and cached on disk (:func:`load_corpus_index`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import json
 import os
@@ -137,6 +139,9 @@ def build_engine(
                                                                   "max_tokens": profiled.max_tokens})
         if spec.initial_retrieval:
             overrides["initial_retrieval"] = True
+        if spec.check_theta is not None:  # --sweep check_theta=...: the preset's answer check with that theta
+            overrides["answer"] = dataclasses.replace(
+                preset.answer, check=dataclasses.replace(preset.answer.check, theta=spec.check_theta))
         return ActiveRAG.from_preset(spec.preset, lm, retriever, **overrides, **common)
     trigger_name = str(spec.trigger)
     prompt: str | PromptTemplate = _OWN_PROMPT_TRIGGERS.get(trigger_name, template)

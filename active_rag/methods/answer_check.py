@@ -39,7 +39,7 @@ SELECT_RULES = ("grounded", "grounded-second", "mean", "min", "second")
 #: the rules that first keep the answer its own passages contain when only one of the two does
 GROUNDED_RULES = ("grounded", "grounded-second")
 #: what the second look retrieves with: the question (its next-ranked passages), or the question and the draft
-LOOK_QUERIES = ("question", "draft", "linked")
+LOOK_QUERIES = ("question", "draft", "linked", "choose")
 
 
 @dataclass
@@ -138,8 +138,10 @@ class AnswerCheck:
             default) or ``"draft"`` (the question followed by the draft answer's text, its reasoning and answer: the
             bridge entity the draft names finds the next hop, as FLARE retrieves with the generated sentence, §3.1)
             or ``"linked"`` (the own articles of the names the draft's passages mention and the question does not,
-            then the question's next passages: :func:`active_rag.methods.linked.linked_articles`). Each way the retrieval
-            asks for passages the prompt does not hold.
+            then the question's next passages: :func:`active_rag.methods.linked.linked_articles`) or ``"choose"``
+            (what the question's form chooses, :func:`active_rag.methods.read_choice.choose_reading`: a comparison
+            of named things reads their own articles, any other question the links; the ``look-again-choose``
+            preset). Each way the retrieval asks for passages the prompt does not hold.
     """
 
     theta: float = 1.0
@@ -196,7 +198,7 @@ class AnswerCheck:
 
     def look_query(self, question: str, draft: str) -> str:
         """The second look's query (``query``): the question, or the question and the ``draft`` answer's text
-        (``"linked"`` asks with names the engine reads off the passages: this gives the question)."""
+        (``"linked"`` and ``"choose"`` ask with names the engine reads off the passages: this gives the question)."""
         return f"{question} {draft.strip()}".strip() if self.query == "draft" else question
 
     def describe(self) -> dict[str, Any]:

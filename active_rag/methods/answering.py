@@ -287,10 +287,11 @@ class AnswerSteps:
 
     def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
         assert self.answer_check is not None
-        if self.answer_check.query == "linked":  # the names the draft's passages mention, then the question
+        if self.answer_check.query in ("linked", "choose"):  # the names the draft's passages mention, then the question
             answered_from = set(run.answer_passages)
             read = [p for p in run.docs if p.id in answered_from]
-            retrieval = self._linked_retrieval(run, read, position=len(run.output), decision=decision)
+            retrieval = self._linked_retrieval(run, read, position=len(run.output), decision=decision,
+                                               choose=self.answer_check.query == "choose")
         else:
             retrieval = self._retrieve(run, [query], position=len(run.output), decision=decision, details={},
                                        formulator="input" if query == run.question else "question+draft")
