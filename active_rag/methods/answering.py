@@ -211,7 +211,9 @@ class AnswerSteps:
         draft_steps = list(run.output)
         draft_passages = list(run.answer_passages)
         draft = answer_confidence(draft_steps)
-        unsure = check.unsure(draft)
+        held = _passage_text(run, draft_passages) if check.ground_draft else None
+        unsure = check.unsure(draft, held)
+        ungrounded = held is not None and draft.tokens > 0 and grounded_in(draft.answer, held) is False
         decision = TriggerDecision(
             fire=unsure,
             trigger=check.name,
@@ -221,6 +223,7 @@ class AnswerSteps:
             reason=(
                 "no answer span" if draft.tokens == 0
                 else YES_NO_STANDS if check.grounds and grounded_in(draft.answer, "") is None
+                else f"answer {draft.answer!r} is not found in its passages" if ungrounded
                 else f"answer token {draft.token!r} has p={draft.min_prob:.3f} {'<' if unsure else '>='} theta={check.theta:g}"
             ),
         )

@@ -20,12 +20,13 @@ preset departs from its source:
   released code's ``sentences[:sid-1]`` also drops the sentence just before it, an off-by-one not copied here.
 - beyond the papers: ``look-again-grounded`` checks the finished answer and looks again
   (:mod:`active_rag.methods.answer_check`); ``sr-rag-linked`` and ``sr-rag-choose`` read the articles the passages
-  link to (:mod:`active_rag.methods.linked`, :mod:`active_rag.methods.read_choice`). The configurations the evidence
+  link to (:mod:`active_rag.methods.linked`, :mod:`active_rag.methods.read_choice`); ``look-again-choose`` reads
+  them only when the answer from the question's passages is unsure, and nothing more when it is sure. The configurations the evidence
   did not keep (``dragin-accumulate``, ``flare-accumulate``, ``follow-bridge``, ``follow-bridge-reanswer``,
   ``look-again``, ``look-again-next-hop``, ``look-again-linked``, ``look-again-linked-second``) are recipes:
   the ``ActiveRAG(...)`` call that builds each is in docs/recipes.md, and their rows stay under ``results/``.
-- the answer phrase: a method that reads the answer span (an answer check: ``look-again-grounded``;
-  ``answer_options``: ``look-again-grounded``, ``sr-rag-linked``, ``sr-rag-choose``)
+- the answer phrase: a method that reads the answer span (an answer check: ``look-again-grounded``,
+  ``look-again-choose``; ``answer_options``: those two, ``sr-rag-linked``, ``sr-rag-choose``)
   forces "So the answer is" when the model did not write it (an unfinished last sentence is closed first; DRAGIN App. B;
   :class:`~active_rag.methods.answer_stage.AnswerStage`'s ``phrase="auto"``), the same in the CLI, Python, LangChain and
   LlamaIndex, so the check always finds the span it reads; the others leave the answer as the model wrote it (docs/api.md,

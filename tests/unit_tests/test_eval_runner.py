@@ -126,6 +126,12 @@ def test_build_methods_ablation_grid_sweep_router(tmp_path: Path) -> None:
     assert [m.name for m in build_methods(cfg)] == ["wo-rag", "sr-rag+ta-are-similar"]
     with pytest.raises(ValueError):
         build_methods(_config(tmp_path, tmp_path, methods=["wo-rag"], sweep=("theta", [1.0])))
+    # the answer check's theta: only the presets with a check are swept, each row file named with it
+    cfg = _config(tmp_path, tmp_path, methods=["sr-rag", "look-again-choose"], sweep=("check_theta", [0, 1]))
+    assert [(m.name, m.check_theta) for m in build_methods(cfg)] == [
+        ("sr-rag", None), ("look-again-choose@check_theta=0", 0.0), ("look-again-choose@check_theta=1", 1.0)]
+    with pytest.raises(ValueError, match="check_theta is the answer check's"):
+        build_methods(_config(tmp_path, tmp_path, methods=["sr-rag"], sweep=("check_theta", [1.0])))
     with pytest.raises(ValueError):
         build_methods(_config(tmp_path, tmp_path, triggers=["rind", "never"], queries=["a", "b", "c"]))
 
@@ -228,6 +234,18 @@ def test_eval_sweep_one_row_per_theta(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_p
     assert summary["thresholds"]["dragin@theta=1e+09"] == [{"theta": 1e9, "source": "user", "n": 2}]
     assert "Thresholds: dragin@theta=0 theta 0 (user); dragin@theta=1e+09 theta 1e+09 (user)" in report.markdown
     assert report.files["sweep_plot"].is_file()
+
+
+def test_eval_sweeps_the_answer_checks_theta(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path) -> None:
+    cfg = _config(hotpot_dir, tmp_path, methods=["look-again-grounded"], sweep=("check_theta", [0.0, 1.0]), limit=2)
+    report = run_eval(cfg, lm=tiny_lm, progress=False)
+    never, always = (_jsonl(report.files[f"look-again-grounded@check_theta={t}"]) for t in (0, 1))
+    assert [r["answer_check"]["theta"] for r in never + always] == [0.0, 0.0, 1.0, 1.0]
+    assert never[0]["engine_key"] != always[0]["engine_key"]
+    # theta 1 looks again after every answer with a span; theta 0 only where the answer has none
+    assert all(r["answer_check"]["fired"] == (r["answer_check"]["draft"]["tokens"] == 0) for r in never)
+    assert all(r["answer_check"]["fired"] for r in always if r["answer_check"]["draft"]["tokens"] > 0
+               and r["answer_check"]["draft"]["answer"].lower() not in ("yes", "no"))
 
 
 def test_eval_ablation_trigger_query(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path) -> None:

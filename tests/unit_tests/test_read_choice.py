@@ -4,14 +4,20 @@ question follows the links of its passages."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from active_rag import ActiveRAG, AnswerStage, Passage
+from active_rag import ActiveRAG, AnswerCheck, AnswerStage, Passage
+from active_rag.methods.answer_check import answer_confidence
+from active_rag.types import TokenStep
 from active_rag.errors import InvalidOptionError
 from active_rag.retrieval.name_index import NameIndex
+from active_rag.methods.presets import PRESETS
 from active_rag.methods.read_choice import choose_reading, question_form
 from tests.unit_tests.test_answer_check import _reader
 from tests.unit_tests.test_linked import printed
+from tests.unit_tests.test_loop import ScriptedLM, Word, words
 
 
 @pytest.mark.parametrize("question, form, way", [
@@ -90,3 +96,94 @@ def test_ask_prints_the_choice_and_the_names_followed() -> None:
     lines = printed(ActiveRAG.from_preset("sr-rag-choose", lm, Corpus(), top_k=2).run(Q).retrievals[1])
     assert any(line.startswith("      chose compare: a choice question comparing what it names") for line in lines)
     assert "      names followed: Terry Richardson" in lines
+
+
+# -- look-again-choose: read nothing more when the draft is sure ------------------------------------------
+def _older(sure: float) -> tuple[ScriptedLM, list[str]]:
+    """Without Terry's article the model names Annie with probability ``sure``; with it, Terry, surely."""
+    prompts: list[str] = []
+
+    def script(prompt: str) -> list[Word]:
+        prompts.append(prompt)
+        if "Terry Richardson (born 1965)" in prompt:
+            return words("Terry was born in 1965. So the answer is Terry Richardson.", Terry=(0.9, 0.1))
+        return words("Annie was born in 1970. So the answer is Annie Morton.", Annie=(sure, 0.1), Morton=(0.99, 0.1))
+
+    return ScriptedLM(script=script), prompts
+
+
+def test_look_again_choose_reads_nothing_more_when_the_draft_is_sure() -> None:
+    lm, prompts = _older(sure=0.95)
+    corpus = Corpus()
+    result = ActiveRAG.from_preset("look-again-choose", lm, corpus, top_k=2).run(Q)
+    assert [r.query for r in result.retrievals] == [Q] and corpus.queries == [Q]  # one retriever call, no look
+    assert result.answer.endswith("So the answer is Annie Morton.") and len(prompts) == 1
+    check = result.answer_check
+    assert check is not None and not check["fired"] and check["kept"] == "draft" and check["second"] is None
+    assert result.final_passage_ids == ["a", "o"]
+
+
+def test_look_again_choose_reads_what_sr_rag_choose_reads_when_unsure_and_keeps_the_second_answer() -> None:
+    theta = PRESETS["look-again-choose"].answer.check.theta  # type: ignore[union-attr]
+    lm, prompts = _older(sure=theta - 0.05)
+    result = ActiveRAG.from_preset("look-again-choose", lm, Corpus(), top_k=2).run(Q)
+    decision = next(d for d in result.decisions if d.trigger == "answer-check")
+    assert decision.fire and f"< theta={theta:g}" in decision.reason
+    first, look = result.retrievals
+    assert look.details["choice"] == "compare" and look.new_ids == ["t", "n"]  # the question's names' articles
+    assert result.answer_check is not None and result.answer_check["kept"] == "second"
+    assert result.answer.endswith("So the answer is Terry Richardson.") and result.draft is not None
+    # the second prompt is sr-rag-choose's: the same passages in the same order, so the same answer
+    lm2, prompts2 = _older(sure=theta - 0.05)
+    choose = ActiveRAG.from_preset("sr-rag-choose", lm2, Corpus(), top_k=2).run(Q)
+    assert result.final_passage_ids == choose.final_passage_ids and prompts[-1] == prompts2[-1]
+    assert result.answer == choose.answer
+
+
+def test_an_open_question_looks_at_the_links_of_the_drafts_passages() -> None:
+    lm, _ = _older(sure=0.1)
+    question = "What does the designer who worked with Annie Morton make?"
+    look = ActiveRAG.from_preset("look-again-choose", lm, Corpus(), top_k=2).run(question).retrievals[1]
+    chosen = ActiveRAG.from_preset("sr-rag-choose", _older(sure=0.1)[0], Corpus(), top_k=2).run(question).retrievals[1]
+    assert look.details["choice"] == "links" and look.new_ids == chosen.new_ids and "p" in look.new_ids
+
+
+def test_a_draft_not_found_in_its_passages_is_unsure_however_sure_the_model_is() -> None:
+    prompts: list[str] = []
+
+    def script(prompt: str) -> list[Word]:
+        prompts.append(prompt)
+        if "Terry Richardson (born 1965)" in prompt:
+            return words("Terry was born in 1965. So the answer is Terry Richardson.")
+        return words("So the answer is Mary Poppins.", Mary=(0.99, 0.1), Poppins=(0.99, 0.1))
+
+    check = AnswerCheck(theta=0.5, select="second", query="choose", ground_draft=True)
+    rag = ActiveRAG.from_preset("look-again-choose", ScriptedLM(script=script), Corpus(), top_k=2,
+                                answer=AnswerStage(check=check, options=True))
+    result = rag.run(Q)
+    decision = next(d for d in result.decisions if d.trigger == "answer-check")
+    assert decision.fire and decision.reason == "answer 'Mary Poppins' is not found in its passages"
+    assert result.answer.endswith("Terry Richardson.") and len(prompts) == 2
+    assert rag.describe()["answer_check"]["ground_draft"] is True
+    # without ground_draft the sure draft stands, and nothing more is read
+    plain = ActiveRAG.from_preset("look-again-choose", ScriptedLM(script=script), Corpus(), top_k=2,
+                                  answer=AnswerStage(check=AnswerCheck(theta=0.5, select="second", query="choose"),
+                                                     options=True)).run(Q)
+    assert plain.answer.endswith("Mary Poppins.") and len(plain.retrievals) == 1
+    assert "ground_draft" not in AnswerCheck().describe()
+
+
+def test_ground_draft_judges_yes_and_no_by_theta() -> None:
+    check = AnswerCheck(theta=0.5, ground_draft=True)
+    sure_yes = answer_confidence(words_steps("So the answer is yes.", 0.9))
+    assert not check.unsure(sure_yes, "Nothing here says yes or no.")
+    assert check.unsure(answer_confidence(words_steps("So the answer is yes.", 0.4)), "")
+    sure_name = answer_confidence(words_steps("So the answer is Paris.", 0.9))
+    assert check.unsure(sure_name, "Rome is a city.") and not check.unsure(sure_name, "Paris is a city.")
+    assert not check.unsure(sure_name)  # no passages given: theta alone
+
+
+def words_steps(text: str, prob: float) -> list[TokenStep]:
+    """``text`` as generated tokens, one a word, each with probability ``prob``."""
+    return [TokenStep(id=n, text=(" " if n else "") + w, logprob=math.log(prob), entropy=0.1, position=n)
+            for n, w in enumerate(text.split())]

@@ -1,0 +1,163 @@
+"""When to read nothing more: `look-again-choose`'s theta, estimated from the committed rows
+(`python results/choose/stop_estimate.py` from the repository root; qwen2.5-coder-1.5b, `mixed` weights).
+
+`look-again-choose` answers from the question's three passages (the draft) and, when an answer token has probability
+below theta, reads what `sr-rag-choose` reads and answers again, keeping the second answer. Its second prompt is
+`sr-rag-choose`'s prompt, so its second answer is `sr-rag-choose`'s (`--check` counts the questions where a run of the
+preset itself gave another answer). The rows `look-again-choose@check_theta=0` hold every draft and its confidence
+(theta 0 never looks again); any theta then follows without the model: a draft whose weakest answer token has
+p >= theta stands, with one retriever call and the draft's prompt tokens; any other question scores as
+`sr-rag-choose` did, and costs the draft and its look.
+
+Rules: `min` (FLARE's test on the answer span); `min+grounded` (`min`, and the draft's answer is found in its three
+passages: `AnswerCheck(ground_draft=True)`; a "yes" or "no" as `min`). The passages' texts come from the union in
+`/tmp/union` (`python3 ../shared/tools/build_union_corpus.py`) and the shared pools. theta is chosen on
+HotpotQA dev + dev-b over the union (`CHOOSE_ON`); every other slice reports it.
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import SLICES, M, R, dataset_of  # noqa: E402
+from active_rag.evaluation.paired import paired_differences  # noqa: E402
+from active_rag.evaluation.answer_check_sweep import confidence  # noqa: E402
+from active_rag.methods.answer_check import AnswerCheck  # noqa: E402
+
+DRAFT = "look-again-choose@check_theta=0"
+THETAS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
+RULES = ("min", "min+grounded")
+CORPORA = [Path("/tmp/union/hotpotqa/corpus.jsonl"), Path("/tmp/union/2wikimultihopqa/corpus.jsonl"),
+           *(R.parent.parent / "shared" / "data" / d / "corpus.jsonl" for d in ("hotpotqa", "2wikimultihopqa", "strategyqa"))]
+_TEXTS = {}
+
+
+def texts():
+    """Passage id -> title and text, from the union (``/tmp/union``) and the shared pools: what min+grounded reads."""
+    if not _TEXTS:
+        for path in CORPORA:
+            if path.is_file():
+                for line in path.read_text().splitlines():
+                    if line.strip():
+                        p = json.loads(line)
+                        _TEXTS.setdefault(p["id"], f"{p.get('title', '')}\n{p['text']}")
+    return _TEXTS
+CHOOSE_ON = ("HotpotQA dev + dev-b", "union", "real")
+
+
+def rows(paths):
+    """Rows by question id from ``paths`` (None when one is missing)."""
+    out = {}
+    for p in paths:
+        if not p.is_file():
+            return None
+        for line in p.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                out[r["id"]] = r
+    return out
+
+
+def stands(draft_row, theta, rule):
+    """Whether the draft stands (nothing more is read) under ``theta`` and ``rule``: the engine's own test
+    (``AnswerCheck.unsure``), with ``ground_draft`` for ``min+grounded``."""
+    check = AnswerCheck(theta=theta, select="second", query="choose", ground_draft=rule == "min+grounded")
+    held = "\n".join(texts()[i] for i in draft_row["final_passage_ids"]) if check.ground_draft else None
+    return not check.unsure(confidence(draft_row["answer_check"]["draft"]), held)
+
+
+def estimate(draft, choose, theta, rule, metric):
+    """Synthetic rows of the rule: the draft's score and cost where it stands, else sr-rag-choose's."""
+    out = []
+    for qid, d in draft.items():
+        c = choose[qid]
+        keep = stands(d, theta, rule)
+        read = d["prompt_tokens"]["read"] + (0 if keep else c["prompt_tokens"]["read"])
+        calls = d["retriever_calls"] + (0 if keep else c["retriever_calls"] - 1)
+        out.append({"id": qid, "metrics": {metric: (d if keep else c)["metrics"][metric]}, "stood": keep,
+                    "read": read, "calls": calls})
+    return out
+
+
+def slice_rows(parts):
+    files = {"draft": [R / c / ds / M / f"{DRAFT}.jsonl" for ds, _, c in parts],
+             "choose": [R / c / ds / M / "sr-rag-choose.jsonl" for ds, _, c in parts],
+             "three": [R / c / ds / M / "sr-rag.jsonl" for ds, _, c in parts],
+             "control": [R / b / ds / M / "sr-rag.jsonl" for ds, b, _ in parts]}
+    got = {k: rows(v) for k, v in files.items()}
+    if any(v is None for v in got.values()):
+        return None
+    ids = set.intersection(*(set(v) for v in got.values()))
+    return {k: {i: v[i] for i in ids} for k, v in got.items()}
+
+
+def diff(mine, base, metric):
+    d = paired_differences({"m": mine, "b": base}, "b", [metric])[0]
+    text = f"{100 * d.difference:+.1f}"
+    bold = d.low > 0 or d.high < 0
+    return f"{'**' if bold else ''}{text}{'**' if bold else ''} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+
+
+def when_three_suffice(est, got, metric):
+    """F1 on the questions whose three passages already held every gold paragraph: three passages / the rule /
+    sr-rag-choose (n)."""
+    ids = [i for i, r in got["three"].items() if r["metrics"].get("evidence_recall") == 1.0]
+    by_id = {r["id"]: r for r in est}
+    cols = [mean([got["three"][i]["metrics"][metric] for i in ids]), mean([by_id[i]["metrics"][metric] for i in ids]),
+            mean([got["choose"][i]["metrics"][metric] for i in ids])]
+    return " / ".join(f"{100 * c:.1f}" for c in cols) + f" ({len(ids)})"
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def main():
+    sweep = "--sweep" in sys.argv
+    chosen = {}
+    lines = []
+    for name, corpus, titles, parts in SLICES:
+        got = slice_rows(parts)
+        if got is None:
+            continue
+        metric = "accuracy" if dataset_of(name) == "strategyqa" else "f1"
+        score = {k: 100 * mean([r["metrics"][metric] for r in v.values()]) for k, v in got.items()}
+        best = None
+        table = [f"\n### {name}, {corpus}, titles {titles} (n={len(got['draft'])}): three passages {score['three']:.1f}, "
+                 f"draft (three, options) {score['draft']:.1f}, sr-rag-choose {score['choose']:.1f}, "
+                 f"control {score['control']:.1f}",
+                 "| rule | theta | F1 | stood % | vs sr-rag-choose | vs control | vs three passages | calls/q | prompt tokens/q |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for rule in RULES:
+            for theta in THETAS:
+                est = estimate(got["draft"], got["choose"], theta, rule, metric)
+                f1 = 100 * mean([r["metrics"][metric] for r in est])
+                if (name, corpus, titles) == CHOOSE_ON and (best is None or f1 > best[0] + 1e-9):
+                    best = (f1, rule, theta)
+                table.append(f"| {rule} | {theta:g} | {f1:.1f} | {100 * mean([r['stood'] for r in est]):.0f} | "
+                             f"{diff(est, list(got['choose'].values()), metric)} | {diff(est, list(got['control'].values()), metric)} | "
+                             f"{diff(est, list(got['three'].values()), metric)} | {mean([r['calls'] for r in est]):.2f} | "
+                             f"{mean([r['read'] for r in est]):.0f} |")
+        if best is not None:
+            chosen = {"rule": best[1], "theta": best[2]}
+        lines.append((name, corpus, titles, got, metric, table))
+    if sweep:
+        print("\n".join("\n".join(t) for *_, t in lines))
+    print(f"\nChosen on {' '.join(CHOOSE_ON)}: {chosen}\n")
+    if not chosen:
+        return
+    print("| Slice | Corpus | Titles | n | stood % | F1 | vs control [95% CI] | vs sr-rag-choose | vs three passages | "
+          "calls/q | prompt tokens/q (sr-rag-choose) | F1 where three suffice: three / rule / sr-rag-choose (n) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, corpus, titles, got, metric, _ in lines:
+        est = estimate(got["draft"], got["choose"], chosen["theta"], chosen["rule"], metric)
+        read_choose = mean([r["prompt_tokens"]["read"] for r in got["choose"].values()])
+        print(f"| {name} | {corpus} | {titles} | {len(est)} | {100 * mean([r['stood'] for r in est]):.0f} | "
+              f"{100 * mean([r['metrics'][metric] for r in est]):.1f} | {diff(est, list(got['control'].values()), metric)} | "
+              f"{diff(est, list(got['choose'].values()), metric)} | {diff(est, list(got['three'].values()), metric)} | "
+              f"{mean([r['calls'] for r in est]):.2f} | {mean([r['read'] for r in est]):.0f} ({read_choose:.0f}) | "
+              f"{when_three_suffice(est, got, metric)} |")
+
+
+if __name__ == "__main__":
+    main()
