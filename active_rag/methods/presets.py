@@ -74,8 +74,9 @@ class Preset:
     """What data and questions the preset is recommended for, by the evidence (README, "Which preset for my data")."""
 
 
-#: ``look-again-choose``'s theta: below it, an answer token sends the question on to read more
-LOOK_AGAIN_CHOOSE_THETA = 0.8
+#: ``look-again-choose``'s theta: below it, an answer token sends the question on to read more (chosen on HotpotQA dev
+#: and dev-b over the union, with ``ground_draft``: ``python results/choose/stop_estimate.py --sweep``)
+LOOK_AGAIN_CHOOSE_THETA = 0.95
 
 _INPUT_FIRST = RunSettings(initial_retrieval=True)  # FLARE App. A: retrieve with the input before the first token
 
@@ -135,11 +136,11 @@ PRESETS: dict[str, Preset] = {
                answer=AnswerStage(options=True, links="choose"), source=_BEYOND,
                use_for="recommended (the ask default): questions about things they only describe, over documents that "
                "name what they mention; +8.7 F1 over retrieving once on HotpotQA, +9.9 on 2WikiMultihopQA (1.5B)"),
-        Preset("look-again-choose", "answer from the question's passages; when an answer token has p < theta, read "
-               "what sr-rag-choose reads (active_rag.methods.read_choice) and answer again, keeping the second answer; "
-               "when the model is sure, read nothing more", "once", "input", context="accumulate",
-               answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="second", query="choose"),
-                                  options=True),
+        Preset("look-again-choose", "answer from the question's passages; when an answer token has p < 0.95 or the "
+               "answer is not found in those passages, read what sr-rag-choose reads (active_rag.methods.read_choice) "
+               "and answer again, keeping the second answer; otherwise read nothing more", "once", "input", context="accumulate",
+               answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="second", query="choose",
+                                                    ground_draft=True), options=True),
                source=_BEYOND, use_for="sr-rag-choose's data where the question's first passages often suffice"),
     )
 }

@@ -113,7 +113,7 @@ def _older(sure: float) -> tuple[ScriptedLM, list[str]]:
 
 
 def test_look_again_choose_reads_nothing_more_when_the_draft_is_sure() -> None:
-    lm, prompts = _older(sure=0.95)
+    lm, prompts = _older(sure=0.99)
     corpus = Corpus()
     result = ActiveRAG.from_preset("look-again-choose", lm, corpus, top_k=2).run(Q)
     assert [r.query for r in result.retrievals] == [Q] and corpus.queries == [Q]  # one retriever call, no look
