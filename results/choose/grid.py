@@ -1,5 +1,5 @@
-"""The evidence grid from the committed rows: on each slice, SR-RAG with three passages, `sr-rag-linked` and
-`sr-rag-choose`, each paired against the six-passage control (`python results/choose/grid.py` from the repository
+"""The evidence grid from the committed rows: on each slice, SR-RAG with three passages, `sr-rag-linked`,
+`sr-rag-choose` and `look-again-choose`, each paired against the six-passage control (`python results/choose/grid.py` from the repository
 root; qwen2.5-coder-1.5b, `mixed` weights). Every cell of a slice covers the same questions: those the control and
 every method with rows on that slice answered (`n`). A cell reads `F1 (difference [95% CI], retriever calls/q)`;
 `-` where the method has no rows on that slice, `- (k of n run)` where its run has not reached every question yet."""
@@ -11,7 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import SLICES, M, R, cat, dataset_of, paired, bold  # noqa: E402
 from active_rag.evaluation.compare import compare_rows  # noqa: E402
 
-METHODS = [("SR-RAG, 3 passages", "sr-rag"), ("`sr-rag-linked`", "sr-rag-linked"), ("`sr-rag-choose`", "sr-rag-choose")]
+METHODS = [("SR-RAG, 3 passages", "sr-rag"), ("`sr-rag-linked`", "sr-rag-linked"), ("`sr-rag-choose`", "sr-rag-choose"),
+           ("`look-again-choose`", "look-again-choose")]
 
 
 def keep(path, ids):

@@ -3,8 +3,8 @@
 
 `look-again-choose` answers from the question's three passages (the draft) and, when an answer token has probability
 below theta, reads what `sr-rag-choose` reads and answers again, keeping the second answer. Its second prompt is
-`sr-rag-choose`'s prompt, so its second answer is `sr-rag-choose`'s (`--check` counts the questions where a run of the
-preset itself gave another answer). The rows `look-again-choose@check_theta=0` hold every draft and its confidence
+`sr-rag-choose`'s prompt, so its second answer is `sr-rag-choose`'s (where a run of the preset itself and the drafts
+both exist, the script counts the questions where the run's answer is not the estimate's). The rows `look-again-choose@check_theta=0` hold every draft and its confidence
 (theta 0 never looks again); any theta then follows without the model: a draft whose weakest answer token has
 p >= theta stands, with one retriever call and the draft's prompt tokens; any other question scores as
 `sr-rag-choose` did, and costs the draft and its look.
@@ -12,7 +12,8 @@ p >= theta stands, with one retriever call and the draft's prompt tokens; any ot
 Rules: `min` (FLARE's test on the answer span); `min+grounded` (`min`, and the draft's answer is found in its three
 passages: `AnswerCheck(ground_draft=True)`; a "yes" or "no" as `min`). The passages' texts come from the union in
 `/tmp/union` (`python3 ../shared/tools/build_union_corpus.py`) and the shared pools. theta is chosen on
-HotpotQA dev + dev-b over the union (`CHOOSE_ON`); every other slice reports it.
+HotpotQA dev + dev-b over the union (`CHOOSE_ON`; `--sweep` prints every rule and theta there); the last table
+reports it on every slice, from the preset's own rows where they exist.
 """
 import json
 import sys
@@ -23,8 +24,10 @@ from table import SLICES, M, R, dataset_of  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
 from active_rag.evaluation.answer_check_sweep import confidence  # noqa: E402
 from active_rag.methods.answer_check import AnswerCheck  # noqa: E402
+from active_rag.methods.presets import PRESETS  # noqa: E402
 
 DRAFT = "look-again-choose@check_theta=0"
+PRESET = "look-again-choose"
 THETAS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
 RULES = ("min", "min+grounded")
 CORPORA = [Path("/tmp/union/hotpotqa/corpus.jsonl"), Path("/tmp/union/2wikimultihopqa/corpus.jsonl"),
@@ -80,14 +83,21 @@ def estimate(draft, choose, theta, rule, metric):
 
 
 def slice_rows(parts):
+    """The rows of a slice by kind, over the questions every kind with rows answered: ``draft`` (theta 0),
+    ``preset`` (a run of ``look-again-choose`` itself) where they exist; ``choose``, ``three`` and ``control``
+    always (else None)."""
     files = {"draft": [R / c / ds / M / f"{DRAFT}.jsonl" for ds, _, c in parts],
+             "preset": [R / c / ds / M / f"{PRESET}.jsonl" for ds, _, c in parts],
              "choose": [R / c / ds / M / "sr-rag-choose.jsonl" for ds, _, c in parts],
              "three": [R / c / ds / M / "sr-rag.jsonl" for ds, _, c in parts],
              "control": [R / b / ds / M / "sr-rag.jsonl" for ds, b, _ in parts]}
     got = {k: rows(v) for k, v in files.items()}
-    if any(v is None for v in got.values()):
+    if any(got[k] is None for k in ("choose", "three", "control")) or (got["draft"] is None and got["preset"] is None):
         return None
-    ids = set.intersection(*(set(v) for v in got.values()))
+    got = {k: v for k, v in got.items() if v is not None}
+    ids = sorted(set.intersection(*(set(v) for v in got.values())))  # sorted: the bootstrap draws the same questions
+    if len(ids) < 2:
+        return None
     return {k: {i: v[i] for i in ids} for k, v in got.items()}
 
 
@@ -112,6 +122,13 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def run_rows(preset, metric):
+    """A run's rows in the estimate's shape: whether the draft stood, the score, retriever calls, prompt tokens."""
+    return [{"id": i, "metrics": {metric: r["metrics"][metric]}, "stood": not r["answer_check"]["fired"],
+             "read": r["prompt_tokens"]["read"], "calls": r["retriever_calls"], "s": r.get("amortized_s") or r["wall_time_s"]}
+            for i, r in preset.items()]
+
+
 def main():
     sweep = "--sweep" in sys.argv
     chosen = {}
@@ -121,6 +138,9 @@ def main():
         if got is None:
             continue
         metric = "accuracy" if dataset_of(name) == "strategyqa" else "f1"
+        lines.append((name, corpus, titles, got, metric))
+        if "draft" not in got:
+            continue
         score = {k: 100 * mean([r["metrics"][metric] for r in v.values()]) for k, v in got.items()}
         best = None
         table = [f"\n### {name}, {corpus}, titles {titles} (n={len(got['draft'])}): three passages {score['three']:.1f}, "
@@ -140,23 +160,39 @@ def main():
                              f"{mean([r['read'] for r in est]):.0f} |")
         if best is not None:
             chosen = {"rule": best[1], "theta": best[2]}
-        lines.append((name, corpus, titles, got, metric, table))
-    if sweep:
-        print("\n".join("\n".join(t) for *_, t in lines))
-    print(f"\nChosen on {' '.join(CHOOSE_ON)}: {chosen}\n")
+        if sweep:
+            print("\n".join(table))
+    print(f"\nChosen on {' '.join(CHOOSE_ON)}: {chosen}")
     if not chosen:
         return
-    print("| Slice | Corpus | Titles | n | stood % | F1 | vs control [95% CI] | vs sr-rag-choose | vs three passages | "
-          "calls/q | prompt tokens/q (sr-rag-choose) | F1 where three suffice: three / rule / sr-rag-choose (n) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, corpus, titles, got, metric, _ in lines:
-        est = estimate(got["draft"], got["choose"], chosen["theta"], chosen["rule"], metric)
+    check = PRESETS[PRESET].answer.check
+    if (check.theta, check.ground_draft) != (chosen["theta"], chosen["rule"] == "min+grounded"):
+        print(f"the preset's check is theta={check.theta}, ground_draft={check.ground_draft}: not the chosen rule")
+    print("\nsource: `run`, the preset's own rows; `estimate`, the drafts and sr-rag-choose's rows (see the docstring)\n")
+    print("| Slice | Corpus | Titles | source | n | stood % | F1 | vs control [95% CI] | vs sr-rag-choose | vs three passages | "
+          "calls/q | prompt tokens/q (sr-rag-choose) | s/q (sr-rag-choose) | F1 where three suffice: three / preset / sr-rag-choose (n) |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    mismatches = []
+    for name, corpus, titles, got, metric in lines:
+        if "preset" in got:
+            est, source = run_rows(got["preset"], metric), "run"
+            if "draft" in got:  # both: how often the estimate's answer is not the run's
+                guess = estimate(got["draft"], got["choose"], chosen["theta"], chosen["rule"], metric)
+                mismatches.append((name, corpus, titles, sum(
+                    (got["draft"] if g["stood"] else got["choose"])[g["id"]]["answer"] != got["preset"][g["id"]]["answer"]
+                    for g in guess), len(guess)))
+        else:
+            est, source = estimate(got["draft"], got["choose"], chosen["theta"], chosen["rule"], metric), "estimate"
         read_choose = mean([r["prompt_tokens"]["read"] for r in got["choose"].values()])
-        print(f"| {name} | {corpus} | {titles} | {len(est)} | {100 * mean([r['stood'] for r in est]):.0f} | "
+        s_choose = mean([r.get("amortized_s") or r["wall_time_s"] for r in got["choose"].values()])
+        seconds = f"{mean([r['s'] for r in est]):.1f}" if source == "run" else "-"
+        print(f"| {name} | {corpus} | {titles} | {source} | {len(est)} | {100 * mean([r['stood'] for r in est]):.0f} | "
               f"{100 * mean([r['metrics'][metric] for r in est]):.1f} | {diff(est, list(got['control'].values()), metric)} | "
               f"{diff(est, list(got['choose'].values()), metric)} | {diff(est, list(got['three'].values()), metric)} | "
               f"{mean([r['calls'] for r in est]):.2f} | {mean([r['read'] for r in est]):.0f} ({read_choose:.0f}) | "
-              f"{when_three_suffice(est, got, metric)} |")
+              f"{seconds} ({s_choose:.1f}) | {when_three_suffice(est, got, metric)} |")
+    for name, corpus, titles, bad, n in mismatches:
+        print(f"\n{name}, {corpus}, titles {titles}: the run's answer differs from the estimate's on {bad} of {n} questions")
 
 
 if __name__ == "__main__":
