@@ -78,7 +78,7 @@ def estimate(draft, choose, theta, rule, metric):
         read = d["prompt_tokens"]["read"] + (0 if keep else c["prompt_tokens"]["read"])
         calls = d["retriever_calls"] + (0 if keep else c["retriever_calls"] - 1)
         out.append({"id": qid, "metrics": {metric: (d if keep else c)["metrics"][metric]}, "stood": keep,
-                    "read": read, "calls": calls})
+                    "read": read, "calls": calls, "all_gold": (d if keep else c)["metrics"].get("evidence_recall") == 1.0})
     return out
 
 
@@ -118,6 +118,15 @@ def when_three_suffice(est, got, metric):
     return " / ".join(f"{100 * c:.1f}" for c in cols) + f" ({len(ids)})"
 
 
+def all_gold(est, got, metric):
+    """Item 3: F1 on the questions whose final prompt held every gold paragraph, each method on its own such
+    questions: three passages / the preset (the share of questions in brackets)."""
+    three = [r["metrics"][metric] for r in got["three"].values() if r["metrics"].get("evidence_recall") == 1.0]
+    mine = [r["metrics"][metric] for r in est if r["all_gold"]]
+    return (f"{100 * mean(three):.1f} ({100 * len(three) / len(got['three']):.0f}%) / "
+            f"{100 * mean(mine):.1f} ({100 * len(mine) / len(est):.0f}%)")
+
+
 def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
@@ -125,7 +134,8 @@ def mean(xs):
 def run_rows(preset, metric):
     """A run's rows in the estimate's shape: whether the draft stood, the score, retriever calls, prompt tokens."""
     return [{"id": i, "metrics": {metric: r["metrics"][metric]}, "stood": not r["answer_check"]["fired"],
-             "read": r["prompt_tokens"]["read"], "calls": r["retriever_calls"], "s": r.get("amortized_s") or r["wall_time_s"]}
+             "read": r["prompt_tokens"]["read"], "calls": r["retriever_calls"], "s": r.get("amortized_s") or r["wall_time_s"],
+             "all_gold": r["metrics"].get("evidence_recall") == 1.0}
             for i, r in preset.items()]
 
 
@@ -170,8 +180,9 @@ def main():
         print(f"the preset's check is theta={check.theta}, ground_draft={check.ground_draft}: not the chosen rule")
     print("\nsource: `run`, the preset's own rows; `estimate`, the drafts and sr-rag-choose's rows (see the docstring)\n")
     print("| Slice | Corpus | Titles | source | n | stood % | F1 | vs control [95% CI] | vs sr-rag-choose | vs three passages | "
-          "calls/q | prompt tokens/q (sr-rag-choose) | s/q (sr-rag-choose) | F1 where three suffice: three / preset / sr-rag-choose (n) |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "calls/q | prompt tokens/q (sr-rag-choose) | s/q (sr-rag-choose) | F1 where three suffice: three / preset / sr-rag-choose (n) "
+          "| F1 when all gold: three / preset |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     mismatches = []
     for name, corpus, titles, got, metric in lines:
         if "preset" in got:
@@ -190,7 +201,7 @@ def main():
               f"{100 * mean([r['metrics'][metric] for r in est]):.1f} | {diff(est, list(got['control'].values()), metric)} | "
               f"{diff(est, list(got['choose'].values()), metric)} | {diff(est, list(got['three'].values()), metric)} | "
               f"{mean([r['calls'] for r in est]):.2f} | {mean([r['read'] for r in est]):.0f} ({read_choose:.0f}) | "
-              f"{seconds} ({s_choose:.1f}) | {when_three_suffice(est, got, metric)} |")
+              f"{seconds} ({s_choose:.1f}) | {when_three_suffice(est, got, metric)} | {all_gold(est, got, metric)} |")
     for name, corpus, titles, bad, n in mismatches:
         print(f"\n{name}, {corpus}, titles {titles}: the run's answer differs from the estimate's on {bad} of {n} questions")
 
