@@ -153,6 +153,11 @@ class AnswerCheck:
     unsure whatever its probability (a "yes" or "no", which no passage spells out, is judged by ``theta``). The 1.5B
     reader is sure of the answers it makes up: on HotpotQA dev a quarter of its drafts from three passages are not
     found in them (docs/context.md, "Read nothing more when the draft is sure")."""
+    held_comparison_stands: bool = False
+    """With ``query="choose"``: an unsure draft of a comparison (:func:`~active_rag.methods.read_choice.choose_reading`)
+    whose named things' own articles its passages already hold stands, for the look would read only the question's
+    next passages (:func:`~active_rag.methods.linked.question_articles` finds none). Estimated from the rows, not yet
+    in a preset (docs/context.md, "Read nothing more when the draft is sure")."""
     name: str = "answer-check"
 
     def __post_init__(self) -> None:
@@ -166,6 +171,9 @@ class AnswerCheck:
             raise InvalidOptionError(
                 f"Unknown answer check query {self.query!r}: use one of {', '.join(LOOK_QUERIES)}."
             )
+        if self.held_comparison_stands and self.query != "choose":
+            raise InvalidOptionError("held_comparison_stands reads the per-question choice of the look: use it with "
+                                     "query='choose'.")
 
     @property
     def grounds(self) -> bool:
@@ -216,7 +224,8 @@ class AnswerCheck:
         return {"name": self.name, "theta": self.theta, "select": self.select,
                 **({"avoid_echo": True} if self.avoid_echo else {}),
                 **({"query": self.query} if self.query != "question" else {}),
-                **({"ground_draft": True} if self.ground_draft else {})}
+                **({"ground_draft": True} if self.ground_draft else {}),
+                **({"held_comparison_stands": True} if self.held_comparison_stands else {})}
 
 
 def make_answer_check(spec: AnswerCheck | bool | float | None) -> AnswerCheck | None:

@@ -26,7 +26,7 @@ from typing import Any
 from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
 from .answer_options import OptionsConstraint, question_options
 from ..decoding.constrained import chain
-from .linked import Links, follow_links
+from .linked import Links, follow_links, question_articles
 from .read_choice import choose_reading
 from ..decoding.stopping import last_complete_sentence_end
 from ..text import first_sentence_end
@@ -39,6 +39,8 @@ ANSWER_PHRASE = "So the answer is"
 
 
 YES_NO_STANDS = "a yes or no answer stands: no passage can confirm it"
+HELD_COMPARISON_STANDS = ("a comparison whose named things' own articles its passages already hold stands: the look "
+                          "would read only the question's next passages")
 
 #: The most tokens the model writes after a forced answer phrase (beyond ``max_new_tokens``, with the phrase).
 FORCED_ANSWER_TOKENS = 32
@@ -214,6 +216,10 @@ class AnswerSteps:
         held = _passage_text(run, draft_passages) if check.ground_draft else None
         unsure = check.unsure(draft, held)
         ungrounded = held is not None and draft.tokens > 0 and grounded_in(draft.answer, held) is False
+        compared = (unsure and check.held_comparison_stands and draft.tokens > 0
+                    and choose_reading(run.question).way == "compare"
+                    and not question_articles(self.retriever, run.question, {p.id for p in run.docs}))
+        unsure = unsure and not compared
         decision = TriggerDecision(
             fire=unsure,
             trigger=check.name,
@@ -223,6 +229,7 @@ class AnswerSteps:
             reason=(
                 "no answer span" if draft.tokens == 0
                 else YES_NO_STANDS if check.grounds and grounded_in(draft.answer, "") is None
+                else HELD_COMPARISON_STANDS if compared
                 else f"answer {draft.answer!r} is not found in its passages" if ungrounded
                 else f"answer token {draft.token!r} has p={draft.min_prob:.3f} {'<' if unsure else '>='} theta={check.theta:g}"
             ),
@@ -234,8 +241,8 @@ class AnswerSteps:
         record: dict[str, Any] = {**check.describe(), "fired": unsure, "draft": draft.to_dict(), "second": None,
                                   "kept": "draft"}
         if not unsure:
-            if decision.reason == YES_NO_STANDS:
-                record["reason"] = YES_NO_STANDS
+            if decision.reason in (YES_NO_STANDS, HELD_COMPARISON_STANDS):
+                record["reason"] = decision.reason
             return record
         query = check.look_query(run.question, "".join(step.text for step in draft_steps))
         retrieval = yield from self._yield_retrieval(run, decision, query)

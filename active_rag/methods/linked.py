@@ -55,6 +55,7 @@ __all__ = [
     "linked_names",
     "linked_sources",
     "mentioned_names",
+    "question_articles",
     "question_names",
 ]
 
@@ -213,6 +214,16 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
         ranked.append((-_overlap(asked, best), order, name, best))
     ranked.sort(key=lambda r: r[:2])
     return [(name, best) for *_, name, best in ranked[:MAX_NAMES]]
+
+
+def question_articles(retriever: Any, question: str, held: set[str] | frozenset[str]) -> dict[str, str]:
+    """The own articles of the names ``question`` mentions that the prompt does not hold (``held``), from the
+    retriever's name index (passage id -> name; no retriever call): what a comparison's look reads before the
+    question's next passages (:func:`~active_rag.methods.read_choice.choose_reading`). Empty when the prompt holds
+    every one, when none resolves, and without a name index."""
+    if name_index_of(retriever) is None:
+        return {}
+    return {best.id: name for name, best in _followed(retriever, [], question, held, True, Links())}
 
 
 def _articles_in(ranking: Sequence[Passage], name: str) -> list[Passage]:

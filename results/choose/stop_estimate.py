@@ -13,7 +13,8 @@ Rules: `min` (FLARE's test on the answer span); `min+grounded` (`min`, and the d
 passages: `AnswerCheck(ground_draft=True)`; a "yes" or "no" as `min`). The passages' texts come from the union in
 `/tmp/union` (`python3 ../shared/tools/build_union_corpus.py`) and the shared pools. theta is chosen on
 HotpotQA dev + dev-b over the union (`CHOOSE_ON`; `--sweep` prints every rule and theta there); the last table
-reports it on every slice, from the preset's own rows where they exist.
+reports it on every slice, from the preset's own rows where they exist. `--held-comparison` estimates one more
+rule on every slice (`AnswerCheck(held_comparison_stands=True)`).
 """
 import json
 import sys
@@ -206,5 +207,39 @@ def main():
         print(f"\n{name}, {corpus}, titles {titles}: the run's answer differs from the estimate's on {bad} of {n} questions")
 
 
+def held_comparison():
+    """``AnswerCheck(held_comparison_stands=True)`` estimated on every slice: an unsure draft of a comparison whose
+    look would find no article (``sr-rag-choose``'s look found none: its trace's ``linked_articles``) stands. On the
+    slices with the preset's own rows, its decisions and its draft (scored from the record) stand in for the
+    drafts."""
+    from active_rag.evaluation.answer_check_sweep import answer_score
+    from active_rag.methods.read_choice import choose_reading
+
+    print("| Slice | Corpus | Titles | n | base F1 | with it | stood % | difference [95% CI] |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for name, corpus, titles, parts in SLICES:
+        got = slice_rows(parts)
+        if got is None:
+            continue
+        metric = "accuracy" if dataset_of(name) == "strategyqa" else "f1"
+        base, mine = [], []
+        for qid, c in got["choose"].items():
+            if "preset" in got:
+                p = got["preset"][qid]
+                stood = not p["answer_check"]["fired"]
+                score = answer_score(p["answer_check"]["draft"]["answer"], p["gold"], dataset_of(name))
+                looked = p["metrics"][metric]
+            else:
+                stood = stands(got["draft"][qid], PRESETS[PRESET].answer.check.theta, "min+grounded")
+                score, looked = got["draft"][qid]["metrics"][metric], c["metrics"][metric]
+            articles = c["trace"][1].get("linked_articles", {}) if len(c["trace"]) > 1 else {}
+            held = stood or (choose_reading(c["question"]).way == "compare" and not articles)
+            base.append({"id": qid, "metrics": {metric: score if stood else looked}})
+            mine.append({"id": qid, "metrics": {metric: score if held else looked}, "stood": held})
+        print(f"| {name} | {corpus} | {titles} | {len(base)} | {100 * mean([r['metrics'][metric] for r in base]):.1f} | "
+              f"{100 * mean([r['metrics'][metric] for r in mine]):.1f} | {100 * mean([r['stood'] for r in mine]):.0f} | "
+              f"{diff(mine, base, metric)} |")
+
+
 if __name__ == "__main__":
-    main()
+    held_comparison() if "--held-comparison" in sys.argv else main()

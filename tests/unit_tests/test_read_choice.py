@@ -187,3 +187,35 @@ def words_steps(text: str, prob: float) -> list[TokenStep]:
     """``text`` as generated tokens, one a word, each with probability ``prob``."""
     return [TokenStep(id=n, text=(" " if n else "") + w, logprob=math.log(prob), entropy=0.1, position=n)
             for n, w in enumerate(text.split())]
+
+
+class BothNamed(Corpus):
+    """Asked with the question: both named things' articles first, then the rest."""
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        return [ANNIE, TERRY, OTHER, NEXT, PAUL][:k]
+
+
+def test_a_comparison_whose_articles_are_held_reads_nothing_more_with_held_comparison_stands() -> None:
+    def script(prompt: str) -> list[Word]:
+        return words("So the answer is Annie Morton.", Annie=(0.5, 0.1))
+
+    def rag(stands: bool, corpus: Corpus) -> ActiveRAG:
+        check = AnswerCheck(theta=0.95, select="second", query="choose", ground_draft=True,
+                            held_comparison_stands=stands)
+        return ActiveRAG.from_preset("look-again-choose", ScriptedLM(script=script), corpus, top_k=2,
+                                     answer=AnswerStage(check=check, options=True))
+
+    corpus = BothNamed()
+    result = rag(True, corpus).run(Q)
+    decision = next(d for d in result.decisions if d.trigger == "answer-check")
+    assert not decision.fire and "already hold" in decision.reason and corpus.queries == [Q]
+    assert result.answer_check is not None and result.answer_check["reason"] == decision.reason
+    assert len(rag(False, BothNamed()).run(Q).retrievals) == 2  # without it the unsure draft looks again
+    # a named thing's article not held yet: the look reads it
+    assert len(rag(True, Corpus()).run(Q).retrievals) == 2
+    # an open question is never a comparison
+    assert len(rag(True, BothNamed()).run("What does the designer who worked with Annie Morton make?").retrievals) == 2
+    with pytest.raises(InvalidOptionError, match="query='choose'"):
+        AnswerCheck(held_comparison_stands=True)
