@@ -85,7 +85,7 @@ def estimate(draft, choose, theta, rule, metric):
 
 def slice_rows(parts):
     """The rows of a slice by kind, over the questions every kind with rows answered: ``draft`` (theta 0),
-    ``preset`` (a run of ``look-again-choose`` itself) where they exist; ``choose``, ``three`` and ``control``
+    ``preset`` (a run of ``look-again-choose`` itself) and ``three`` where they exist; ``choose`` and ``control``
     always (else None)."""
     files = {"draft": [R / c / ds / M / f"{DRAFT}.jsonl" for ds, _, c in parts],
              "preset": [R / c / ds / M / f"{PRESET}.jsonl" for ds, _, c in parts],
@@ -93,7 +93,7 @@ def slice_rows(parts):
              "three": [R / c / ds / M / "sr-rag.jsonl" for ds, _, c in parts],
              "control": [R / b / ds / M / "sr-rag.jsonl" for ds, b, _ in parts]}
     got = {k: rows(v) for k, v in files.items()}
-    if any(got[k] is None for k in ("choose", "three", "control")) or (got["draft"] is None and got["preset"] is None):
+    if any(got[k] is None for k in ("choose", "control")) or (got["draft"] is None and got["preset"] is None):
         return None
     got = {k: v for k, v in got.items() if v is not None}
     ids = sorted(set.intersection(*(set(v) for v in got.values())))  # sorted: the bootstrap draws the same questions
@@ -112,6 +112,8 @@ def diff(mine, base, metric):
 def when_three_suffice(est, got, metric):
     """F1 on the questions whose three passages already held every gold paragraph: three passages / the rule /
     sr-rag-choose (n)."""
+    if "three" not in got:
+        return "-"
     ids = [i for i, r in got["three"].items() if r["metrics"].get("evidence_recall") == 1.0]
     by_id = {r["id"]: r for r in est}
     cols = [mean([got["three"][i]["metrics"][metric] for i in ids]), mean([by_id[i]["metrics"][metric] for i in ids]),
@@ -122,6 +124,9 @@ def when_three_suffice(est, got, metric):
 def all_gold(est, got, metric):
     """Item 3: F1 on the questions whose final prompt held every gold paragraph, each method on its own such
     questions: three passages / the preset (the share of questions in brackets)."""
+    if "three" not in got:
+        mine = [r["metrics"][metric] for r in est if r["all_gold"]]
+        return f"- / {100 * mean(mine):.1f} ({100 * len(mine) / len(est):.0f}%)"
     three = [r["metrics"][metric] for r in got["three"].values() if r["metrics"].get("evidence_recall") == 1.0]
     mine = [r["metrics"][metric] for r in est if r["all_gold"]]
     return (f"{100 * mean(three):.1f} ({100 * len(three) / len(got['three']):.0f}%) / "
@@ -200,7 +205,8 @@ def main():
         seconds = f"{mean([r['s'] for r in est]):.1f}" if source == "run" else "-"
         print(f"| {name} | {corpus} | {titles} | {source} | {len(est)} | {100 * mean([r['stood'] for r in est]):.0f} | "
               f"{100 * mean([r['metrics'][metric] for r in est]):.1f} | {diff(est, list(got['control'].values()), metric)} | "
-              f"{diff(est, list(got['choose'].values()), metric)} | {diff(est, list(got['three'].values()), metric)} | "
+              f"{diff(est, list(got['choose'].values()), metric)} | "
+              f"{diff(est, list(got['three'].values()), metric) if 'three' in got else '-'} | "
               f"{mean([r['calls'] for r in est]):.2f} | {mean([r['read'] for r in est]):.0f} ({read_choose:.0f}) | "
               f"{seconds} ({s_choose:.1f}) | {when_three_suffice(est, got, metric)} | {all_gold(est, got, metric)} |")
     for name, corpus, titles, bad, n in mismatches:
