@@ -142,7 +142,7 @@ PRESETS: dict[str, Preset] = {
                answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="second", query="choose",
                                                     ground_draft=True), options=True),
                source=_BEYOND, use_for="a mix of questions the first passages often answer and bridge questions, over titled "
-               "documents: sr-rag-choose's gain at fewer retriever calls (1.1-1.5), reading nothing more for 44-90% of "
+               "documents: sr-rag-choose's gain at fewer retriever calls (1.0-1.5), reading nothing more for 43-90% of "
                "questions; StrategyQA +3.1 over six passages (1.5B); with hidden titles -4.1 against sr-rag-choose"),
     )
 }
