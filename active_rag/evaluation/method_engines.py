@@ -4,7 +4,6 @@ dataset's corpus, built once and cached on disk (:func:`load_corpus_index`)."""
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import json
 import os
