@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import SLICES, M, R, dataset_of  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
 from active_rag.evaluation.answer_check_sweep import confidence  # noqa: E402
+from active_rag.evaluation.datasets import corpus_path  # noqa: E402
 from active_rag.methods.answer_check import AnswerCheck  # noqa: E402
 from active_rag.methods.presets import PRESETS  # noqa: E402
 
@@ -31,8 +32,8 @@ DRAFT = "look-again-choose@check_theta=0"
 PRESET = "look-again-choose"
 THETAS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
 RULES = ("min", "min+grounded")
-CORPORA = [Path("/tmp/union/hotpotqa/corpus.jsonl"), Path("/tmp/union/2wikimultihopqa/corpus.jsonl"),
-           *(R.parent.parent / "shared" / "data" / d / "corpus.jsonl" for d in ("hotpotqa", "2wikimultihopqa", "strategyqa"))]
+CORPORA = [corpus_path(d, "/tmp/union") for d in ("hotpotqa", "2wikimultihopqa")] + [
+    corpus_path(d) for d in ("hotpotqa", "2wikimultihopqa", "strategyqa")]  # the pools: $ACTIVE_RAG_DATA or ../shared/data
 _TEXTS = {}
 
 
