@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .methods.answer_stage import AnswerStage
+from .methods.date_compare import settle_dates
 from .methods.context import ContextPolicy, make_context
 from .decoding.context_window import fit_passages
 from .errors import ContextOverflowError
@@ -169,6 +170,7 @@ class ActiveRAG(RetrievalSteps):
         self.answer_options = stage.options
         self.answer_phrase = stage.phrase
         self.follow_links = stage.links
+        self.settle_dates = stage.dates
         self.method = settings.method or f"{self.trigger.name}+{self.query.name}"
         if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
             raise ValueError(
@@ -214,6 +216,7 @@ class ActiveRAG(RetrievalSteps):
             **({"answer_check": self.answer_check.describe()} if self.answer_check else {}),
             **({"answer_options": True} if self.answer_options else {}),
             **({"follow_links": self.follow_links} if self.follow_links else {}),
+            **({"settle_dates": True} if self.settle_dates else {}),
         }
 
     def _context_description(self) -> dict[str, Any]:
@@ -380,9 +383,11 @@ class ActiveRAG(RetrievalSteps):
             look = yield from self._look_again(run)
             if look["second"] is not None:
                 draft = first
+        answer = run.output_text.strip()
+        settled = settle_dates(run.question, answer) if self.settle_dates else None
         yield ActiveRAGResult(
             question=run.question,
-            answer=run.output_text.strip(),
+            answer=answer,
             method=self.method,
             retrievals=run.retrievals,
             decisions=run.decisions,
@@ -396,6 +401,7 @@ class ActiveRAG(RetrievalSteps):
             draft=draft,
             answer_check=look,
             answer_options=list(run.options.options) if run.options else None,
+            date_comparison=settled.to_dict() if settled is not None else None,
         )
 
     # -- internals ----------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "reanswer": ("answer", "reanswer"),
     "answer_options": ("answer", "options"),
     "follow_links": ("answer", "links"),
+    "settle_dates": ("answer", "dates"),
     **{f.name: ("settings", f.name) for f in dataclasses.fields(RunSettings)},
 }
 

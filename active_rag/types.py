@@ -227,15 +227,22 @@ class ActiveRAGResult:
     """With ``answer_check``: the check's record (fired, each answer's span and confidence, which was kept)."""
     answer_options: list[str] | None = None
     """With ``answer_options``: the question's options the answer span was chosen among (``None``: none offered)."""
+    date_comparison: dict[str, Any] | None = None
+    """With ``settle_dates``, on a choice question that compares two things in time: the direction, the date the
+    reasoning gave each option, and the option they choose (``answer``; ``None``: the reader's answer stands)
+    (:class:`~active_rag.methods.date_compare.DateComparison`)."""
 
     @property
     def short_answer(self) -> str:
         """The answer span: what follows the last "the answer is" (also "the final answer is"), to the end of its
         sentence or line, without a leading ":" or quotes and a trailing period
         (:func:`active_rag.methods.answer_span.answer_span`, what an answer check and ``answer_options`` read); the whole
-        ``answer`` when it has no such span."""
+        ``answer`` when it has no such span. With ``settle_dates``, the option the reasoning's dates choose
+        (:attr:`date_comparison`), when they choose one."""
         from .methods.answer_span import answer_span  # plain text: imports nothing of the package
 
+        if self.date_comparison and self.date_comparison.get("answer"):
+            return str(self.date_comparison["answer"])
         span = answer_span(self.answer)
         return self.answer if span is None else self.answer[span[0]:span[1]]
 
@@ -280,6 +287,7 @@ class ActiveRAGResult:
             **({"draft": self.draft} if self.draft is not None else {}),
             **({"answer_check": self.answer_check} if self.answer_check is not None else {}),
             **({"answer_options": list(self.answer_options)} if self.answer_options is not None else {}),
+            **({"date_comparison": self.date_comparison} if self.date_comparison is not None else {}),
             # what the prompt held when each checked segment was written (the context policy's trace)
             "segments": [{"output_start": d.output_start, "passage_ids": d.passage_ids, "fired": d.fire} for d in self.decisions],
         }

@@ -309,11 +309,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"Retrievals: {len(result.retrievals)}", file=out)
         for r in result.retrievals:
             _print_retrieval(r, out)
-    if result.answer_check is not None:
-        _print_answer_check(result.answer_check, out)
-    print(f"Retriever calls: {result.retriever_calls}", file=out)
-    print(f"Prompt tokens: {result.prompt_tokens_read} read ({result.cached_prompt_tokens} from the prefix cache, "
-          f"{result.prefilled_prompt_tokens} prefilled)", file=out)
+    _print_checks_and_cost(result, out)
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
@@ -329,6 +325,19 @@ def _rewind_label(last: TokenEvent, event: TokenEvent) -> str:
     if event.attempt != last.attempt:
         return "answer again" if event.attempt else "answer kept: the draft"
     return "the text after here dropped: a repeated sentence, or one a check cut"
+
+
+def _print_checks_and_cost(result: Any, out: Any) -> None:
+    """What ``ask`` prints after the retrievals: the answer check, the dates compared, and the question's cost."""
+    if result.answer_check is not None:
+        _print_answer_check(result.answer_check, out)
+    if result.date_comparison is not None:
+        from ..methods.date_compare import describe_comparison
+
+        print(f"Dates compared: {describe_comparison(result.date_comparison)}", file=out)
+    print(f"Retriever calls: {result.retriever_calls}", file=out)
+    print(f"Prompt tokens: {result.prompt_tokens_read} read ({result.cached_prompt_tokens} from the prefix cache, "
+          f"{result.prefilled_prompt_tokens} prefilled)", file=out)
 
 
 def _print_answer_check(check: dict[str, Any], out: Any) -> None:

@@ -138,6 +138,7 @@ class EvalActor:
             "weights": w.weights,
             "index_info": w.index_info,
             "keys": {name: w.engine_key(name) for name in w.specs},
+            "unsettled_keys": {name: w.unsettled_key(name) for name in w.specs},
             "pid": os.getpid(),
         }
 
@@ -254,7 +255,7 @@ def run_eval_ray(
             path = method_path(out, spec)
             if not config.resume and path.exists():
                 path.unlink()
-            done[spec.name] = _read_rows(path, keys[spec.name])
+            done[spec.name] = _read_rows(path, keys[spec.name], first.get("unsettled_keys", {}).get(spec.name))
             todo = [ex for ex in examples if ex.id not in done[spec.name]]
             queue.extend(_chunks(spec.name, todo, max(1, config.batch_size)))
             handles[spec.name] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally

@@ -210,6 +210,8 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
         row["draft"] = data["draft"]
     if data.get("answer_check") is not None:
         row["answer_check"] = data["answer_check"]
+    if data.get("date_comparison") is not None:
+        row["date_comparison"] = data["date_comparison"]
     if example.gold_passage_ids:
         row["gold_passage_ids"] = example.gold_passage_ids
     if result.route is not None and example.kind == "retrievalqa":
@@ -320,6 +322,18 @@ class EvalWorker:
     def engine_key(self, name: str) -> str:
         """The hash of method ``name``'s settings stored in its rows (resumes skip only rows with this key)."""
         return self._engine(name)[1]
+
+    def unsettled_key(self, name: str) -> str | None:
+        """When method ``name`` settles comparisons of dates, the key of the same engine without that rule, whose
+        rows resume it settled (:mod:`active_rag.evaluation.settled`); else ``None``."""
+        probe, _ = self._engine(name)
+        if not probe.settle_dates:
+            return None
+        probe.settle_dates = False
+        try:
+            return _engine_key(probe, self.config, self.model_name, self.index_info.get("passages"))
+        finally:
+            probe.settle_dates = True
 
     def run(self, name: str, example: Example) -> dict[str, Any]:
         """Answer and score ``example`` with method ``name``; the row written to the method's JSONL file."""
@@ -451,7 +465,7 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
             key = worker.engine_key(spec.name)
             if not config.resume and path.exists():
                 path.unlink()
-            done = _read_rows(path, key)
+            done = _read_rows(path, key, worker.unsettled_key(spec.name))
             todo = [ex for ex in examples if ex.id not in done]
             bar = tqdm(total=len(todo), desc=spec.name, unit="q", disable=not progress, leave=True)
             with open(path, "a", encoding="utf-8") as fh:

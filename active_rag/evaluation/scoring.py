@@ -31,6 +31,8 @@ def score_example(example: Example, result: ActiveRAGResult) -> tuple[str | None
     """The extracted answer and the per-question metrics of one result (numbers, ``None`` when undefined)."""
     text = result.answer
     answer = extract_answer(text)
+    if result.date_comparison and result.date_comparison.get("answer"):  # settled by the reasoning's dates
+        answer = str(result.date_comparison["answer"])
     m: dict[str, Any] = {}
     if example.kind == "qa":
         m.update(qa_scores(answer or "", example.answers))
@@ -179,8 +181,12 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+@=,-]+", "_", name).strip("_") or "model"
 
 
-def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
+def _read_rows(path: Path, key: str, unsettled_key: str | None = None) -> dict[str, dict[str, Any]]:
     """Finished rows of a method file (by question id) made with the same engine settings.
+
+    ``unsettled_key``: the key of the same engine without ``settle_dates``; its rows, where no row of ``key``
+    answers the question, come back settled (:func:`active_rag.evaluation.settled.settle_row`), and are set aside
+    like any other settings' rows.
 
     Malformed lines (a run killed mid-write) are dropped with a warning. Rows made with other settings are
     moved, with a warning naming where, to ``other-settings/`` beside the file (never deleted), and rows set
@@ -207,21 +213,34 @@ def _read_rows(path: Path, key: str) -> dict[str, dict[str, Any]]:
     restored, restored_from = restore_rows(path, key)
     for row in restored:
         rows.setdefault(str(row["id"]), row)
+    settled = 0
+    if unsettled_key is not None:
+        from active_rag.evaluation.settled import settle_row
+
+        for row in other:
+            if row.get("engine_key") == unsettled_key and str(row["id"]) not in rows:
+                rows[str(row["id"])] = settle_row(row, key)
+                settled += 1
+    if settled:
+        warnings.warn(f"{path}: settled the dates of {settled} row(s) written by this method without settle_dates "
+                      "(the rule reads only the written answer); the rows they came from are set aside.", stacklevel=3)
     if bad:
         lines = [n for n in bad if n]
         where = f" (malformed line(s) {', '.join(map(str, lines[:5]))}{', ...' if len(lines) > 5 else ''})" if lines else ""
         warnings.warn(f"{path}: dropped {len(bad)} row(s) that are malformed{where}; they will be rerun.", stacklevel=3)
     if other:
         aside = set_aside_rows(path, other)
-        warnings.warn(
-            f"{path}: {len(other)} row(s) were made with other settings (e.g. another threshold or generation "
-            f"length); moved to {', '.join(str(p) for p in aside)}; these questions will be rerun. A run with "
-            "those settings again resumes from them.",
-            stacklevel=3,
-        )
+        unsettled = [row for row in other if row.get("engine_key") != unsettled_key or unsettled_key is None]
+        if unsettled:
+            warnings.warn(
+                f"{path}: {len(unsettled)} row(s) were made with other settings (e.g. another threshold or "
+                f"generation length); moved to {', '.join(str(p) for p in aside)}; these questions will be rerun. A "
+                "run with those settings again resumes from them.",
+                stacklevel=3,
+            )
     if restored:
         warnings.warn(f"{path}: resumed {len(restored)} row(s) set aside earlier with these settings.", stacklevel=3)
-    if bad or other or restored or rewrite:
+    if bad or other or restored or settled or rewrite:
         write_rows_file(path, rows.values())
     if restored_from is not None:
         forget_set_aside(restored_from)  # only now that its rows are back in the method's file

@@ -13,7 +13,9 @@ this stage, which says what happens around the answer itself:
 - ``options``: a choice question ("Which ..., A or B?") is answered with one of its options
   (:mod:`active_rag.methods.answer_options`);
 - ``links``: before the first token, add the own articles of the names the question's passages mention
-  (:mod:`active_rag.methods.linked`); ``"choose"`` decides per question (:mod:`active_rag.methods.read_choice`).
+  (:mod:`active_rag.methods.linked`); ``"choose"`` decides per question (:mod:`active_rag.methods.read_choice`);
+- ``dates``: a choice question that compares two things in time ("Which film came out first, A or B?") is answered
+  by the dates the reader wrote in its reasoning, compared without the model (:mod:`active_rag.methods.date_compare`).
 
 The papers' methods use none of these but the phrase; the presets beyond the papers
 (:data:`active_rag.methods.presets.PRESETS`) name the stage they use.
@@ -36,7 +38,7 @@ class AnswerStage:
     """What a method does around its answer (see the module docstring); the defaults are the papers'.
 
     >>> AnswerStage(options=True, links="choose")  # the answer stage of the ``sr-rag-choose`` preset
-    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose')
+    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=False)
     """
 
     phrase: str | None = "auto"
@@ -47,6 +49,9 @@ class AnswerStage:
     reanswer: bool = False
     options: bool = False
     links: bool | Literal["choose"] = False
+    dates: bool = False
+    """Settle a comparison of dates with the dates the reader wrote (:func:`~active_rag.methods.date_compare.settle_dates`):
+    the result's ``short_answer`` is the option they choose, and ``date_comparison`` records them."""
 
     def resolve(self, model: Any, context: Any, retrieves_first: bool) -> ResolvedAnswerStage:
         """This stage checked against the engine it finishes: typed errors for a combination that cannot run."""
@@ -64,6 +69,7 @@ class AnswerStage:
             reanswer=bool(self.reanswer),
             options=options,
             links=check_follow_links(self.links, context, retrieves_first),
+            dates=bool(self.dates),
         )
 
 
@@ -76,3 +82,4 @@ class ResolvedAnswerStage:
     reanswer: bool
     options: bool
     links: bool | str
+    dates: bool = False

@@ -1,0 +1,39 @@
+"""Rows of an engine that settles comparisons of dates, from the rows of the same engine without it.
+
+``AnswerStage(dates=True)`` (:mod:`active_rag.methods.date_compare`) reads only the question and the text the reader
+wrote: it changes no token, no retrieval and no prompt. A row written by the same engine without it therefore holds
+everything the settled row would: :func:`settle_row` compares the dates of its prediction, re-scores the short answer
+and gives the row the settling engine's key, marking where it came from (``settled_from``: the key it was written
+with). :func:`active_rag.evaluation.scoring._read_rows` does this on resume, so that turning the rule on answers no
+question again; the rows it came from are set aside (``other-settings/``), never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from active_rag.evaluation.metrics import qa_scores
+from active_rag.methods.date_compare import settle_dates
+
+__all__ = ["settle_row"]
+
+
+def settle_row(row: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``row`` as the engine with key ``key`` (the same engine, settling dates) writes it: ``date_comparison`` when
+    the question compares two things in time, the settled ``answer`` and its EM/F1 (short-answer datasets; a
+    dataset scored on the whole response keeps its scores, as :func:`~active_rag.evaluation.scoring.score_example`
+    does), ``engine_key`` ``key`` and ``settled_from`` the key the row was written with."""
+    out = dict(row)
+    out["engine_key"] = key
+    out["settled_from"] = row.get("engine_key")
+    settled = settle_dates(str(row.get("question", "")), str(row.get("prediction") or ""))
+    if settled is None:
+        return out
+    out["date_comparison"] = settled.to_dict()
+    metrics = dict(row.get("metrics") or {})
+    if settled.answer is not None and "f1" in metrics:
+        out["answer"] = settled.answer
+        metrics.update(qa_scores(settled.answer, row.get("gold") or []))
+        out["metrics"] = metrics
+    return out

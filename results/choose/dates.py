@@ -1,0 +1,99 @@
+"""What settling comparisons of dates (`AnswerStage(dates=True)`, active_rag.methods.date_compare) changes, from the
+committed rows: `python results/choose/dates.py` from the repository root (qwen2.5-coder-1.5b, `mixed` weights).
+
+The rule reads only the question and the text the reader wrote, so each row gives both answers: the reader's own
+(the span after "So the answer is") and the option the dates in its reasoning choose. For every slice and method
+the table gives the F1 of each, the paired difference, and how many questions compare things in time, how many the
+dates settle and how many answers they change (better / worse). Retrieving once (three and six passages) never
+settles dates as a method; its rows show what the rule alone would give it. `--all-gold` prints item 3 instead: the
+F1 on each method's own questions whose prompt held every gold paragraph, without and with the rule.
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import SLICES, M, R, dataset_of  # noqa: E402
+from active_rag.evaluation.answer_check_sweep import answer_score  # noqa: E402
+from active_rag.evaluation.answers import extract_answer  # noqa: E402
+from active_rag.evaluation.paired import paired_differences  # noqa: E402
+from active_rag.methods.date_compare import settle_dates  # noqa: E402
+
+#: label -> (folder index in a SLICES part: 1 the control's, 2 the methods'; the rows file)
+METHODS = {"retrieve once, 3": (2, "sr-rag"), "retrieve once, 6": (1, "sr-rag"),
+           "sr-rag-choose": (2, "sr-rag-choose"), "look-again-choose": (2, "look-again-choose")}
+
+
+def rows(paths):
+    out = {}
+    for p in paths:
+        if not p.is_file():
+            return None
+        for line in p.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                out[r["id"]] = r
+    return out
+
+
+def scores(row, dataset):
+    """The reader's answer's score and the settled answer's, and what the rule did: None (not a comparison in
+    time), "asked" (no two dates that differ) or "settled"."""
+    if dataset == "strategyqa":
+        return row["metrics"]["accuracy"], row["metrics"]["accuracy"], None
+    own = answer_score(extract_answer(row["prediction"]) or "", row["gold"], dataset)
+    settled = settle_dates(row["question"], row["prediction"])
+    if settled is None:
+        return own, own, None
+    if settled.answer is None:
+        return own, own, "asked"
+    return own, answer_score(settled.answer, row["gold"], dataset), "settled"
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def main():
+    all_gold = "--all-gold" in sys.argv
+    if all_gold:
+        print("| Slice | Corpus | Titles | " + " | ".join(f"{m}: n, F1 without / with" for m in METHODS) + " |")
+        print("|---|---|---|" + "---:|" * len(METHODS))
+    else:
+        print("| Slice | Corpus | Titles | Method | n | F1, the reader's answer | F1, dates settled | difference [95% CI] "
+              "| compare in time | settled | changed (better / worse) |")
+        print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, corpus, titles, parts in SLICES:
+        dataset = dataset_of(name)
+        if dataset == "strategyqa":
+            continue  # yes/no questions: none is a choice question
+        cells = []
+        for label, (which, method) in METHODS.items():
+            got = rows([R / part[which] / part[0] / M / f"{method}.jsonl" for part in parts])
+            if got is None:
+                cells.append("-")
+                continue
+            scored = {i: scores(r, dataset) for i, r in got.items()}
+            if all_gold:
+                held = [i for i, r in got.items() if r["metrics"].get("evidence_recall") == 1.0]
+                cells.append(f"{len(held)}, {100 * mean([scored[i][0] for i in held]):.1f} / "
+                             f"{100 * mean([scored[i][1] for i in held]):.1f}")
+                continue
+            own = [{"id": i, "metrics": {"f1": s[0]}} for i, s in scored.items()]
+            new = [{"id": i, "metrics": {"f1": s[1]}} for i, s in scored.items()]
+            d = paired_differences({"new": new, "own": own}, "own", ["f1"])[0]
+            text = f"{100 * d.difference:+.1f}"
+            text = f"**{text}**" if d.low > 0 or d.high < 0 else text
+            asked = sum(s[2] is not None for s in scored.values())
+            settled = sum(s[2] == "settled" for s in scored.values())
+            better = sum(s[1] > s[0] for s in scored.values())
+            worse = sum(s[1] < s[0] for s in scored.values())
+            print(f"| {name} | {corpus} | {titles} | {label} | {len(got)} | {100 * mean([s[0] for s in scored.values()]):.1f} | "
+                  f"{100 * mean([s[1] for s in scored.values()]):.1f} | {text} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] | "
+                  f"{asked} | {settled} | {better} / {worse} |")
+        if all_gold:
+            print(f"| {name} | {corpus} | {titles} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
