@@ -7,13 +7,15 @@ the table gives the F1 of each, the paired difference, and how many questions co
 dates settle and how many answers they change (better / worse). Retrieving once (three and six passages) never
 settles dates as a method; its rows show what the rule alone would give it. `--all-gold` prints item 3 instead: the
 F1 on each method's own questions whose prompt held every gold paragraph, without and with the rule.
+`--against-control` pairs each preset, dates settled, against the six-passage control with and without the rule
+(the questions both answered): how much of the preset's gain is the links and how much the dates.
 """
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import SLICES, M, R, dataset_of  # noqa: E402
+from stop_estimate import rows  # noqa: E402
 from active_rag.evaluation.answer_check_sweep import answer_score  # noqa: E402
 from active_rag.evaluation.answers import extract_answer  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
@@ -22,18 +24,6 @@ from active_rag.methods.date_compare import settle_dates  # noqa: E402
 #: label -> (folder index in a SLICES part: 1 the control's, 2 the methods'; the rows file)
 METHODS = {"retrieve once, 3": (2, "sr-rag"), "retrieve once, 6": (1, "sr-rag"),
            "sr-rag-choose": (2, "sr-rag-choose"), "look-again-choose": (2, "look-again-choose")}
-
-
-def rows(paths):
-    out = {}
-    for p in paths:
-        if not p.is_file():
-            return None
-        for line in p.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                out[r["id"]] = r
-    return out
 
 
 def scores(row, dataset):
@@ -54,7 +44,33 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def against_control():
+    print("| Slice | Corpus | Titles | Method | n | F1 | vs six passages [95% CI] | vs six passages, dates settled [95% CI] |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
+    for name, corpus, titles, parts in SLICES:
+        dataset = dataset_of(name)
+        control = rows([R / part[1] / part[0] / M / "sr-rag.jsonl" for part in parts])
+        if control is None:
+            continue
+        for method in ("sr-rag-choose", "look-again-choose"):
+            got = rows([R / part[2] / part[0] / M / f"{method}.jsonl" for part in parts])
+            if got is None:
+                continue
+            ids = sorted(set(got) & set(control))
+            mine = [{"id": i, "metrics": {"f1": scores(got[i], dataset)[1]}} for i in ids]
+            cells = []
+            for which in (0, 1):
+                base = [{"id": i, "metrics": {"f1": scores(control[i], dataset)[which]}} for i in ids]
+                d = paired_differences({"m": mine, "b": base}, "b", ["f1"])[0]
+                text = f"{100 * d.difference:+.1f}"
+                cells.append(f"{'**' + text + '**' if d.low > 0 or d.high < 0 else text} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
+            print(f"| {name} | {corpus} | {titles} | {method} | {len(ids)} | {100 * mean([m['metrics']['f1'] for m in mine]):.1f} | "
+                  f"{cells[0]} | {cells[1]} |")
+
+
 def main():
+    if "--against-control" in sys.argv:
+        return against_control()
     all_gold = "--all-gold" in sys.argv
     if all_gold:
         print("| Slice | Corpus | Titles | " + " | ".join(f"{m}: n, F1 without / with" for m in METHODS) + " |")

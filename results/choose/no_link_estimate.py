@@ -5,10 +5,13 @@ passages, so its row stands in for the answer (exact for open questions; a choic
 options rule, which SR-RAG's row lacks). `python results/choose/no_link_estimate.py` from the repository root
 prints, per slice with both rows: the questions where no link resolved, F1 there with three passages and with
 `sr-rag-choose`, and the estimate against `sr-rag-choose` and against the six-passage control (paired 95% CI)."""
+import sys
 from pathlib import Path
 
-from active_rag.evaluation.compare import read_rows
-from active_rag.evaluation.paired import paired_differences
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import as_written  # noqa: E402
+from active_rag.evaluation.compare import read_rows  # noqa: E402
+from active_rag.evaluation.paired import paired_differences  # noqa: E402
 
 M = "qwen2.5-coder-1.5b-mixed"
 R = Path(__file__).resolve().parent.parent
@@ -23,7 +26,7 @@ SLICES = [("HotpotQA dev, union", "eval-union", "eval-union-budget", "hotpotqa")
 
 def load(path):
     """The answered rows of ``path`` by question id; none while the file is not there yet."""
-    return {r["id"]: r for r in read_rows(path)} if path.is_file() else {}
+    return {r["id"]: as_written(r) for r in read_rows(path)} if path.is_file() else {}
 
 
 def main():

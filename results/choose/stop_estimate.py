@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from table import SLICES, M, R, dataset_of  # noqa: E402
+from table import SLICES, M, R, as_written, dataset_of  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
 from active_rag.evaluation.answer_check_sweep import confidence  # noqa: E402
 from active_rag.evaluation.datasets import corpus_path  # noqa: E402
@@ -58,7 +58,7 @@ def rows(paths):
             return None
         for line in p.read_text().splitlines():
             if line.strip():
-                r = json.loads(line)
+                r = as_written(json.loads(line))
                 out[r["id"]] = r
     return out
 

@@ -1,14 +1,21 @@
 """The sr-rag-choose evidence table from the committed rows (one line per slice), paired against the six-passage
 control: `python results/choose/table.py` from the repository root (the rows come from the `active-rag eval`
 commands in docs/context.md, "Choose per question what to read"). `python results/choose/table.py METHOD` pairs
-another method's rows (e.g. `sr-rag-choose@context=read-links`) against the same control."""
+another method's rows (e.g. `sr-rag-choose@context=read-links`) against the same control.
+
+`--without-dates` (here and in grid.py, stop_estimate.py, no_link_estimate.py): score every row by the answer its
+reader wrote, as before `sr-rag-choose` and `look-again-choose` settled comparisons of dates (`AnswerStage(dates=True)`;
+their rows were settled from rows written without it: `settled_from`); the tables of docs/context.md written before
+the rule are these."""
 import atexit
 import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from active_rag.evaluation.answers import extract_answer
 from active_rag.evaluation.compare import compare_rows
+from active_rag.evaluation.metrics import qa_scores
 
 M = "qwen2.5-coder-1.5b-mixed"
 R = Path(__file__).resolve().parent.parent
@@ -27,6 +34,8 @@ SLICES = [
     ("2WikiMultihopQA", "pool", "real", [("2wikimultihopqa", "eval-budget", "eval")]),
     ("StrategyQA", "pool", "none", [("strategyqa", "eval-budget", "eval")]),
 ]
+WITHOUT_DATES = "--without-dates" in sys.argv
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 TMP = Path(tempfile.mkdtemp(prefix="choose-table-"))
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
@@ -36,13 +45,28 @@ def dataset_of(slice_name):
     return "strategyqa" if "Strategy" in slice_name else ("2wikimultihopqa" if "2Wiki" in slice_name else "hotpotqa")
 
 
+def as_written(row):
+    """``row`` scored by the answer its reader wrote when ``--without-dates`` is given (a row whose dates settled
+    the answer gets the metrics of the span after "So the answer is" back), else as it is."""
+    settled = row.get("date_comparison") or {}
+    if not WITHOUT_DATES or not settled.get("answer") or "f1" not in row.get("metrics", {}):
+        return row
+    answer = extract_answer(row["prediction"]) or ""
+    return {**row, "answer": answer, "metrics": {**row["metrics"], **qa_scores(answer, row["gold"])}}
+
+
+def lines(path):
+    """The rows of ``path`` as JSON lines, through :func:`as_written`."""
+    return [json.dumps(as_written(json.loads(line))) for line in path.read_text().splitlines() if line.strip()]
+
+
 def cat(paths):
     """The rows of ``paths`` in one file (dev and dev-b together), or None when one is missing."""
     rows = []
     for p in paths:
         if not p.is_file():
             return None
-        rows += p.read_text().splitlines()
+        rows += lines(p)
     out = TMP / f"{len(list(TMP.iterdir()))}.jsonl"
     out.write_text("\n".join(rows) + "\n")
     return out
@@ -60,7 +84,7 @@ def bold(d):
 
 def num(v, s=100, d=1): return "-" if v is None else f"{s*v:.{d}f}"
 def main():
-    METHOD = sys.argv[1] if len(sys.argv) > 1 else "sr-rag-choose"
+    METHOD = ARGS[0] if ARGS else "sr-rag-choose"
     out = [f"| Slice | Corpus | Titles | n | control F1 | `{METHOD}` F1 | vs control [95% CI] (wins / losses) | calls/q | prompt tokens/q | s/q | all gold % | F1 when all gold |",
            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, corpus, titles, parts in SLICES:
