@@ -125,7 +125,7 @@ def dates_by_option(reasoning: str, options: tuple[str, str], event: Event = "an
         low = _fold(sentence)
         mentions: list[tuple[int, int]] = []  # (position, option index)
         for k, name in enumerate(folded):
-            mentions += [(m.start(), k) for m in re.finditer(re.escape(name), low)]
+            mentions += [(m.start(), k) for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", low)]
         named = {k for _, k in mentions}
         names = [m for m in _NAME.finditer(sentence) if m.group().split()[0].lower() not in _NOT_NAMES
                  or len(m.group().split()) > 1]
@@ -138,7 +138,7 @@ def dates_by_option(reasoning: str, options: tuple[str, str], event: Event = "an
         for alias, owner in aliases.items():
             mentions += [(m.start(), owner) for m in re.finditer(rf"\b{re.escape(alias)}\b", low)]
         mentions.sort()
-        for date in _DATE.finditer(sentence):
+        for date in _DATE.finditer(low):  # positions in the folded sentence, as the mentions'
             before = [k for pos, k in mentions if pos < date.start()]
             owner = before[-1] if before else last
             key = _date_key(date)
