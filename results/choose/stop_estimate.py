@@ -14,14 +14,17 @@ passages: `AnswerCheck(ground_draft=True)`; a "yes" or "no" as `min`). The passa
 `/tmp/union` (`python3 ../shared/tools/build_union_corpus.py`) and the shared pools. theta is chosen on
 HotpotQA dev + dev-b over the union (`CHOOSE_ON`; `--sweep` prints every rule and theta there); the last table
 reports it on every slice, from the preset's own rows where they exist. `--held-comparison` estimates one more
-rule on every slice (`AnswerCheck(held_comparison_stands=True)`).
+rule on every slice (`AnswerCheck(held_comparison_stands=True)`). The drafts' rows were written before the presets
+settled comparisons of dates; the script settles them as the preset does (`settle_row`), except with
+`--without-dates`.
 """
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from table import SLICES, M, R, as_written, dataset_of  # noqa: E402
+from table import SLICES, M, R, WITHOUT_DATES, as_written, dataset_of  # noqa: E402
+from active_rag.evaluation.settled import settle_row  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
 from active_rag.evaluation.answer_check_sweep import confidence  # noqa: E402
 from active_rag.evaluation.datasets import corpus_path  # noqa: E402
@@ -94,6 +97,8 @@ def slice_rows(parts):
              "three": [R / c / ds / M / "sr-rag.jsonl" for ds, _, c in parts],
              "control": [R / b / ds / M / "sr-rag.jsonl" for ds, b, _ in parts]}
     got = {k: rows(v) for k, v in files.items()}
+    if got["draft"] is not None and not WITHOUT_DATES:  # written before the rule (and before ground_draft): settled here
+        got["draft"] = {i: settle_row(r, r["engine_key"]) for i, r in got["draft"].items()}
     if any(got[k] is None for k in ("choose", "control")) or (got["draft"] is None and got["preset"] is None):
         return None
     got = {k: v for k, v in got.items() if v is not None}
@@ -184,7 +189,9 @@ def main():
         return
     check = PRESETS[PRESET].answer.check
     if (check.theta, check.ground_draft) != (chosen["theta"], chosen["rule"] == "min+grounded"):
-        print(f"the preset's check is theta={check.theta}, ground_draft={check.ground_draft}: not the chosen rule")
+        print(f"the preset's check is theta={check.theta}, ground_draft={check.ground_draft}: not the rule these rows "
+              "choose (the preset's was chosen --without-dates); the table below estimates the preset's")
+    chosen = {"theta": check.theta, "rule": "min+grounded" if check.ground_draft else "min"}
     print("\nsource: `run`, the preset's own rows; `estimate`, the drafts and sr-rag-choose's rows (see the docstring)\n")
     print("| Slice | Corpus | Titles | source | n | stood % | F1 | vs control [95% CI] | vs sr-rag-choose | vs three passages | "
           "calls/q | prompt tokens/q (sr-rag-choose) | s/q (sr-rag-choose) | F1 where three suffice: three / preset / sr-rag-choose (n) "
