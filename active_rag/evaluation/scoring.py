@@ -230,7 +230,7 @@ def _read_rows(path: Path, key: str, unsettled_key: str | None = None) -> dict[s
         warnings.warn(f"{path}: dropped {len(bad)} row(s) that are malformed{where}; they will be rerun.", stacklevel=3)
     if other:
         aside = set_aside_rows(path, other)
-        unsettled = [row for row in other if row.get("engine_key") != unsettled_key or unsettled_key is None]
+        unsettled = [row for row in other if unsettled_key is None or row.get("engine_key") != unsettled_key]
         if unsettled:
             warnings.warn(
                 f"{path}: {len(unsettled)} row(s) were made with other settings (e.g. another threshold or "
