@@ -37,8 +37,8 @@ from .linked import check_follow_links
 class AnswerStage:
     """What a method does around its answer (see the module docstring); the defaults are the papers'.
 
-    >>> AnswerStage(options=True, links="choose")  # the answer stage of the ``sr-rag-choose`` preset
-    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=False)
+    >>> AnswerStage(options=True, links="choose", dates=True)  # the answer stage of the ``sr-rag-choose`` preset
+    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=True)
     """
 
     phrase: str | None = "auto"
