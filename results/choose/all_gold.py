@@ -1,0 +1,95 @@
+"""Item 3 with its uncertainty: F1 on the questions whose prompt held every gold paragraph, each preset against
+retrieving once with three passages (SR-RAG as the papers run it, without the date rule), from the committed rows:
+`python results/choose/all_gold.py` from the repository root (qwen2.5-coder-1.5b, `mixed` weights).
+
+The two means are over different questions: each method's own questions whose prompt held all gold. SR-RAG's are the
+questions its three passages already answer (the easy ones); a preset that reads more holds all gold on harder
+questions too. So the table gives, per slice:
+
+- the measure itself, each side's n and F1, and the bootstrap interval of the difference: questions are resampled
+  (1000 times, seed 0), and in each resample each side's mean is taken over its own all-gold questions;
+- the same paired over the questions where both prompts held all gold (a subset of SR-RAG's, since every preset's
+  prompt holds the first three passages).
+
+A slice's row uses the preset's own run; `look-again-choose` on union HotpotQA dev was estimated before its own run
+(`stop_estimate.py`) and is left out where its rows do not exist. The presets' scores are the settled answers
+(`dates.py`); SR-RAG's are its reader's answers.
+"""
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import SLICES, M, R, dataset_of  # noqa: E402
+from stop_estimate import rows  # noqa: E402
+from dates import scores  # noqa: E402
+
+PRESETS = ("sr-rag-choose", "look-again-choose")
+RESAMPLES = 1000
+
+
+def interval(ids, mine, base, resamples=RESAMPLES, seed=0):
+    """The 95% percentile-bootstrap interval of mean(mine over its own questions) - mean(base over its own), with
+    questions (``ids``) resampled together: ``mine`` and ``base`` map an id to its F1, or None when that side's prompt
+    did not hold all gold."""
+    rng = random.Random(seed)
+    diffs = []
+    for _ in range(resamples):
+        draw = rng.choices(ids, k=len(ids))
+        a = [mine[i] for i in draw if mine[i] is not None]
+        b = [base[i] for i in draw if base[i] is not None]
+        if a and b:
+            diffs.append(sum(a) / len(a) - sum(b) / len(b))
+    diffs.sort()
+    return diffs[int(0.025 * (len(diffs) - 1))], diffs[int(0.975 * (len(diffs) - 1)) + 1]
+
+
+def paired(ids, mine, base, resamples=RESAMPLES, seed=0):
+    """Mean difference and its interval over the questions where both prompts held all gold (n, diff, low, high)."""
+    both = [i for i in ids if mine[i] is not None and base[i] is not None]
+    d = [mine[i] - base[i] for i in both]
+    if len(d) < 2:
+        return len(d), float("nan"), float("nan"), float("nan")
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(d, k=len(d))) / len(d) for _ in range(resamples))
+    return len(d), sum(d) / len(d), means[int(0.025 * (resamples - 1))], means[int(0.975 * (resamples - 1)) + 1]
+
+
+def held(rows_by_id, dataset, settled):
+    """Question id -> F1 when the prompt held every gold paragraph, else None (``settled``: the date rule's answer)."""
+    return {i: (scores(r, dataset)[1 if settled else 0] if r["metrics"].get("evidence_recall") == 1.0 else None)
+            for i, r in rows_by_id.items()}
+
+
+def main():
+    print("| Slice | Corpus | Titles | Preset | preset: n, F1 | SR-RAG 3: n, F1 | difference [95% CI] "
+          "| both held: n, difference [95% CI] |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
+    for name, corpus, titles, parts in SLICES:
+        dataset = dataset_of(name)
+        if dataset == "strategyqa":
+            continue  # accuracy, not F1; dates.py --all-gold gives it
+        three = rows([R / part[2] / part[0] / M / "sr-rag.jsonl" for part in parts])
+        if three is None:
+            continue
+        for preset in PRESETS:
+            got = rows([R / part[2] / part[0] / M / f"{preset}.jsonl" for part in parts])
+            if got is None:
+                continue
+            ids = sorted(set(got) & set(three))
+            mine = held({i: got[i] for i in ids}, dataset, True)
+            base = held({i: three[i] for i in ids}, dataset, False)
+            a = [v for v in mine.values() if v is not None]
+            b = [v for v in base.values() if v is not None]
+            if len(a) < 2 or len(b) < 2:
+                continue  # a run too short to say anything
+            diff = sum(a) / len(a) - sum(b) / len(b)
+            low, high = interval(ids, mine, base)
+            n, pd, pl, ph = paired(ids, mine, base)
+            print(f"| {name} | {corpus} | {titles} | {preset} | {len(a)}, {100 * sum(a) / len(a):.1f} | "
+                  f"{len(b)}, {100 * sum(b) / len(b):.1f} | {100 * diff:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] | "
+                  f"{n}, {100 * pd:+.1f} [{100 * pl:+.1f}, {100 * ph:+.1f}] |")
+
+
+if __name__ == "__main__":
+    main()
