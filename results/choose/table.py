@@ -6,7 +6,8 @@ another method's rows (e.g. `sr-rag-choose@context=read-links`) against the same
 `--without-dates` (here and in grid.py, stop_estimate.py, no_link_estimate.py): score every row by the answer its
 reader wrote, as before `sr-rag-choose` and `look-again-choose` settled comparisons of dates (`AnswerStage(dates=True)`;
 their rows were settled from rows written without it: `settled_from`); the tables of docs/context.md written before
-the rule are these."""
+the rule are these. `--model=qwen2.5-coder-0.5b-mixed` (here and in every script that reads the rows through this
+one) reads another model's rows."""
 import atexit
 import json
 import shutil
@@ -17,7 +18,8 @@ from active_rag.evaluation.answers import extract_answer
 from active_rag.evaluation.compare import compare_rows
 from active_rag.evaluation.metrics import qa_scores
 
-M = "qwen2.5-coder-1.5b-mixed"
+#: the rows' model folder (``--model=...``)
+M = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--model=")), "qwen2.5-coder-1.5b-mixed")
 R = Path(__file__).resolve().parent.parent
 def f(folder, ds, method): return R / folder / ds / M / f"{method}.jsonl"
 SLICES = [
