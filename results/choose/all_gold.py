@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import SLICES, M, R, dataset_of  # noqa: E402
 from stop_estimate import rows  # noqa: E402
 from dates import scores  # noqa: E402
+from active_rag.evaluation.paired import paired_bootstrap  # noqa: E402
 
 PRESETS = ("sr-rag-choose", "look-again-choose")
 RESAMPLES = 1000
@@ -44,15 +45,15 @@ def interval(ids, mine, base, resamples=RESAMPLES, seed=0):
     return diffs[int(0.025 * (len(diffs) - 1))], diffs[int(0.975 * (len(diffs) - 1)) + 1]
 
 
-def paired(ids, mine, base, resamples=RESAMPLES, seed=0):
-    """Mean difference and its interval over the questions where both prompts held all gold (n, diff, low, high)."""
+def paired(ids, mine, base):
+    """Mean difference and its paired-bootstrap interval over the questions where both prompts held all gold
+    (n, diff, low, high)."""
     both = [i for i in ids if mine[i] is not None and base[i] is not None]
-    d = [mine[i] - base[i] for i in both]
-    if len(d) < 2:
-        return len(d), float("nan"), float("nan"), float("nan")
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choices(d, k=len(d))) / len(d) for _ in range(resamples))
-    return len(d), sum(d) / len(d), means[int(0.025 * (resamples - 1))], means[int(0.975 * (resamples - 1)) + 1]
+    if len(both) < 2:
+        return len(both), float("nan"), float("nan"), float("nan")
+    a, b = [mine[i] for i in both], [base[i] for i in both]
+    low, high = paired_bootstrap(a, b, resamples=RESAMPLES)
+    return len(both), (sum(a) - sum(b)) / len(both), low, high
 
 
 def held(rows_by_id, dataset, settled):
