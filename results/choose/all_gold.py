@@ -15,6 +15,7 @@ A slice's row uses the preset's own run; `look-again-choose` on union HotpotQA d
 (`stop_estimate.py`) and is left out where its rows do not exist. The presets' scores are the settled answers
 (`dates.py`); SR-RAG's are its reader's answers.
 """
+import math
 import random
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ def interval(ids, mine, base, resamples=RESAMPLES, seed=0):
         if a and b:
             diffs.append(sum(a) / len(a) - sum(b) / len(b))
     diffs.sort()
-    return diffs[int(0.025 * (len(diffs) - 1))], diffs[int(0.975 * (len(diffs) - 1)) + 1]
+    return diffs[math.floor(0.025 * (len(diffs) - 1))], diffs[math.ceil(0.975 * (len(diffs) - 1))]  # as bootstrap_ci
 
 
 def paired(ids, mine, base):
