@@ -19,7 +19,8 @@ A slice's row uses the preset's own run; `look-again-choose` on union HotpotQA d
 three passages already held all gold kept its draft instead of looking again (a test that knew which questions three
 passages answer), and if each of those kept the better of its two answers (a selector that knew the gold). The
 drafts are scored by the reader's span (the rows keep a draft's span, not its text, so the date rule is not applied
-to it). `METHOD` arguments (e.g. `look-again-choose@context=read-links_beside=0`) add rows of other runs.
+to it), then what keeping the draft would gain on the questions the check sent on, by what is known before the
+look. `--yes-no`: the preset's "yes" answers to yes/no questions. `METHOD` arguments (e.g. `look-again-choose@context=read-links_beside=0`) add rows of other runs.
 """
 import math
 import random
@@ -90,6 +91,36 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def stand_buckets():
+    """On every question the check sent on (the F1 slices), the F1 keeping the draft would gain over the second
+    answer, by the draft's weakest-token probability, by the way the question reads, and by the articles its look
+    found: what any test of the draft could stand on."""
+    from active_rag.methods.read_choice import choose_reading
+
+    rows_ = []
+    for name, _, _, parts in SLICES:
+        dataset = dataset_of(name)
+        if dataset == "strategyqa" or len(parts) > 1:
+            continue  # accuracy; a slice of two parts repeats its parts' questions
+        got = rows([R / parts[0][2] / parts[0][0] / M / "look-again-choose.jsonl"])
+        for r in (got or {}).values():
+            check = r.get("answer_check") or {}
+            if not check.get("fired") or not check.get("second") or len(r["trace"]) < 2:
+                continue
+            look = r["trace"][1]
+            articles = [i for i in look.get("new_ids", []) if i in (look.get("linked_articles") or {})]
+            gain = answer_score(check["draft"]["answer"], r["gold"], dataset) - r["metrics"]["f1"]
+            rows_.append((gain, min(int(check["draft"]["min_prob"] * 10), 9) / 10, choose_reading(r["question"]).way,
+                          len(articles)))
+    print(f"\nKeeping the draft instead of the second answer, on the {len(rows_)} questions the check sent on: "
+          f"{100 * mean([g for g, *_ in rows_]):+.1f} F1 a question")
+    for label, at in (("the draft's weakest-token p, from", 1), ("the way the question reads", 2), ("articles the look found", 3)):
+        groups = {}
+        for row in rows_:
+            groups.setdefault(row[at], []).append(row[0])
+        print(f"- by {label}: " + ", ".join(f"{k}: {100 * mean(v):+.1f} ({len(v)})" for k, v in sorted(groups.items())))
+
+
 def main():
     if CEILING:
         print("| Slice | Corpus | Titles | SR-RAG 3: n, F1 | preset: n, F1 | looked again though three held all gold | "
@@ -130,5 +161,30 @@ def main():
                   f"{n}, {100 * pd:+.1f} [{100 * pl:+.1f}, {100 * ph:+.1f}] |")
 
 
+def yes_no():
+    """``--yes-no``: how often the preset's reader answers "yes" to the yes/no questions of each slice, against how
+    many are "yes", and the weakest-token probability of its "yes" answers by whether they were right."""
+    print("| Slice | Corpus | Titles | yes/no questions | gold yes | answered yes | right | p of a right yes | p of a wrong yes |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, corpus, titles, parts in SLICES:
+        if dataset_of(name) == "strategyqa" or len(parts) > 1:
+            continue
+        got = rows([R / parts[0][2] / parts[0][0] / M / "look-again-choose.jsonl"]) or {}
+        asked = [r for r in got.values() if str(r["gold"][0]).lower() in ("yes", "no")]
+        if not asked:
+            continue
+        said = [(r, r["answer_check"]["second" if r["answer_check"].get("kept") == "second" else "draft"]) for r in asked]
+        yes = [(r, c) for r, c in said if (c["answer"] or "").lower().startswith("yes")]
+        ps = {ok: [c["min_prob"] for r, c in yes if (str(r["gold"][0]).lower() == "yes") == ok] for ok in (True, False)}
+        span = {ok: f"{min(v):.2f}-{max(v):.2f}" if v else "-" for ok, v in ps.items()}
+        print(f"| {name} | {corpus} | {titles} | {len(asked)} | {sum(str(r['gold'][0]).lower() == 'yes' for r in asked)} | "
+              f"{len(yes)} | {sum(r['metrics']['f1'] == 1.0 for r in asked)} | {span[True]} | {span[False]} |")
+
+
 if __name__ == "__main__":
+    if "--yes-no" in sys.argv:
+        yes_no()
+        sys.exit()
     main()
+    if CEILING:
+        stand_buckets()

@@ -14,7 +14,8 @@ passages: `AnswerCheck(ground_draft=True)`; a "yes" or "no" as `min`). The passa
 `/tmp/union` (`python3 ../shared/tools/build_union_corpus.py`) and the shared pools. theta is chosen on
 HotpotQA dev + dev-b over the union (`CHOOSE_ON`; `--sweep` prints every rule and theta there); the last table
 reports it on every slice, from the preset's own rows where they exist. `--held-comparison` estimates one more
-rule on every slice (`AnswerCheck(held_comparison_stands=True)`). The drafts' rows were written before the presets
+rule on every slice (`AnswerCheck(held_comparison_stands=True)`; with `--any-question`, for every question whose
+look finds no article). The drafts' rows were written before the presets
 settled comparisons of dates; the script settles them as the preset does (`settle_row`), except with
 `--without-dates`.
 """
@@ -51,6 +52,7 @@ def texts():
                         _TEXTS.setdefault(p["id"], f"{p.get('title', '')}\n{p['text']}")
     return _TEXTS
 CHOOSE_ON = ("HotpotQA dev + dev-b", "union", "real")
+ANY_QUESTION = "--any-question" in sys.argv
 
 
 def rows(paths):
@@ -225,7 +227,7 @@ def held_comparison():
     """``AnswerCheck(held_comparison_stands=True)`` estimated on every slice: an unsure draft of a comparison whose
     look would find no article (``sr-rag-choose``'s look found none: its trace's ``linked_articles``) stands. On the
     slices with the preset's own rows, its decisions and its draft (scored from the record) stand in for the
-    drafts."""
+    drafts. ``--any-question``: the same for every question, not only comparisons (no rule of the engine)."""
     from active_rag.evaluation.answer_check_sweep import answer_score
     from active_rag.methods.read_choice import choose_reading
 
@@ -247,7 +249,7 @@ def held_comparison():
                 stood = stands(got["draft"][qid], PRESETS[PRESET].answer.check.theta, "min+grounded")
                 score, looked = got["draft"][qid]["metrics"][metric], c["metrics"][metric]
             articles = c["trace"][1].get("linked_articles", {}) if len(c["trace"]) > 1 else {}
-            held = stood or (choose_reading(c["question"]).way == "compare" and not articles)
+            held = stood or ((ANY_QUESTION or choose_reading(c["question"]).way == "compare") and not articles)
             base.append({"id": qid, "metrics": {metric: score if stood else looked}})
             mine.append({"id": qid, "metrics": {metric: score if held else looked}, "stood": held})
         print(f"| {name} | {corpus} | {titles} | {len(base)} | {100 * mean([r['metrics'][metric] for r in base]):.1f} | "
