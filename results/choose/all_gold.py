@@ -20,7 +20,8 @@ three passages already held all gold kept its draft instead of looking again (a 
 passages answer), and if each of those kept the better of its two answers (a selector that knew the gold). The
 drafts are scored by the reader's span (the rows keep a draft's span, not its text, so the date rule is not applied
 to it), then what keeping the draft would gain on the questions the check sent on, by what is known before the
-look. `--yes-no`: the preset's "yes" answers to yes/no questions. `METHOD` arguments (e.g. `look-again-choose@context=read-links_beside=0`) add rows of other runs.
+look. `--yes-no`: the preset's "yes" answers to yes/no questions. `METHOD` arguments (e.g.
+`look-again-choose@context=read-links_beside=0`) add rows of other runs.
 """
 import math
 import random
@@ -72,7 +73,7 @@ def held(rows_by_id, dataset, settled):
             for i, r in rows_by_id.items()}
 
 
-def ceiling(got, three, ids, dataset, mine, base):
+def ceiling(got, ids, dataset, mine, base):
     """The measure if every question three passages answered with all gold kept its draft, and if each kept the
     better of its two answers: (n of such questions that looked again, F1 kept draft, F1 better of two)."""
     drafts, better, n = dict(mine), dict(mine), 0
@@ -97,7 +98,7 @@ def stand_buckets():
     found: what any test of the draft could stand on."""
     from active_rag.methods.read_choice import choose_reading
 
-    rows_ = []
+    sent = []
     for name, _, _, parts in SLICES:
         dataset = dataset_of(name)
         if dataset == "strategyqa" or len(parts) > 1:
@@ -110,13 +111,13 @@ def stand_buckets():
             look = r["trace"][1]
             articles = [i for i in look.get("new_ids", []) if i in (look.get("linked_articles") or {})]
             gain = answer_score(check["draft"]["answer"], r["gold"], dataset) - r["metrics"]["f1"]
-            rows_.append((gain, min(int(check["draft"]["min_prob"] * 10), 9) / 10, choose_reading(r["question"]).way,
+            sent.append((gain, min(int(check["draft"]["min_prob"] * 10), 9) / 10, choose_reading(r["question"]).way,
                           len(articles)))
-    print(f"\nKeeping the draft instead of the second answer, on the {len(rows_)} questions the check sent on: "
-          f"{100 * mean([g for g, *_ in rows_]):+.1f} F1 a question")
+    print(f"\nKeeping the draft instead of the second answer, on the {len(sent)} questions the check sent on: "
+          f"{100 * mean([g for g, *_ in sent]):+.1f} F1 a question")
     for label, at in (("the draft's weakest-token p, from", 1), ("the way the question reads", 2), ("articles the look found", 3)):
         groups = {}
-        for row in rows_:
+        for row in sent:
             groups.setdefault(row[at], []).append(row[0])
         print(f"- by {label}: " + ", ".join(f"{k}: {100 * mean(v):+.1f} ({len(v)})" for k, v in sorted(groups.items())))
 
@@ -149,7 +150,7 @@ def main():
             if len(a) < 2 or len(b) < 2:
                 continue  # a run too short to say anything
             if CEILING:
-                n, kept, best = ceiling(got, three, ids, dataset, mine, base)
+                n, kept, best = ceiling(got, ids, dataset, mine, base)
                 print(f"| {name} | {corpus} | {titles} | {len(b)}, {100 * mean(b):.1f} | {len(a)}, {100 * mean(a):.1f} | "
                       f"{n} | {kept:.1f} | {best:.1f} |")
                 continue
