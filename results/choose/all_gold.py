@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import SLICES, M, R, dataset_of  # noqa: E402
 from stop_estimate import rows  # noqa: E402
-from dates import scores  # noqa: E402
+from dates import mean, scores  # noqa: E402
 from active_rag.evaluation.answer_check_sweep import answer_score  # noqa: E402
 from active_rag.evaluation.paired import paired_bootstrap  # noqa: E402
 
@@ -88,8 +88,13 @@ def ceiling(got, ids, dataset, mine, base):
     return n, avg(drafts), avg(better)
 
 
-def mean(xs):
-    return sum(xs) / len(xs) if xs else float("nan")
+def preset_slices():
+    """(slice name, corpus, titles, dataset, rows by id) of `look-again-choose` on each F1 slice of one part (a slice of
+    two parts repeats its parts' questions; StrategyQA is scored by accuracy)."""
+    for name, corpus, titles, parts in SLICES:
+        dataset = dataset_of(name)
+        if dataset != "strategyqa" and len(parts) == 1:
+            yield name, corpus, titles, dataset, rows([R / parts[0][2] / parts[0][0] / M / "look-again-choose.jsonl"]) or {}
 
 
 def stand_buckets():
@@ -99,12 +104,8 @@ def stand_buckets():
     from active_rag.methods.read_choice import choose_reading
 
     sent = []
-    for name, _, _, parts in SLICES:
-        dataset = dataset_of(name)
-        if dataset == "strategyqa" or len(parts) > 1:
-            continue  # accuracy; a slice of two parts repeats its parts' questions
-        got = rows([R / parts[0][2] / parts[0][0] / M / "look-again-choose.jsonl"])
-        for r in (got or {}).values():
+    for _, _, _, dataset, got in preset_slices():
+        for r in got.values():
             check = r.get("answer_check") or {}
             if not check.get("fired") or not check.get("second") or len(r["trace"]) < 2:
                 continue
@@ -167,10 +168,7 @@ def yes_no():
     many are "yes", and the weakest-token probability of its "yes" answers by whether they were right."""
     print("| Slice | Corpus | Titles | yes/no questions | gold yes | answered yes | right | p of a right yes | p of a wrong yes |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    for name, corpus, titles, parts in SLICES:
-        if dataset_of(name) == "strategyqa" or len(parts) > 1:
-            continue
-        got = rows([R / parts[0][2] / parts[0][0] / M / "look-again-choose.jsonl"]) or {}
+    for name, corpus, titles, _, got in preset_slices():
         asked = [r for r in got.values() if str(r["gold"][0]).lower() in ("yes", "no")]
         if not asked:
             continue
