@@ -171,6 +171,7 @@ class ActiveRAG(RetrievalSteps):
         self.answer_phrase = stage.phrase
         self.follow_links = stage.links
         self.settle_dates = stage.dates
+        self.ask_each_name = stage.each_name
         self.method = settings.method or f"{self.trigger.name}+{self.query.name}"
         if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
             raise ValueError(
@@ -217,6 +218,7 @@ class ActiveRAG(RetrievalSteps):
             **({"answer_options": True} if self.answer_options else {}),
             **({"follow_links": self.follow_links} if self.follow_links else {}),
             **({"settle_dates": True} if self.settle_dates else {}),
+            **({"ask_each_name": True} if self.ask_each_name else {}),
         }
 
     def _context_description(self) -> dict[str, Any]:
@@ -385,6 +387,7 @@ class ActiveRAG(RetrievalSteps):
                 draft = first
         answer = run.output_text.strip()
         settled = settle_dates(run.question, answer) if self.settle_dates else None
+        each_name = self._ask_each_name(run) if self.ask_each_name else None
         yield ActiveRAGResult(
             question=run.question,
             answer=answer,
@@ -402,6 +405,7 @@ class ActiveRAG(RetrievalSteps):
             answer_check=look,
             answer_options=list(run.options.options) if run.options else None,
             date_comparison=settled.to_dict() if settled is not None else None,
+            each_name=each_name,
         )
 
     # -- internals ----------------------------------------------------------------------------------

@@ -231,6 +231,10 @@ class ActiveRAGResult:
     """With ``settle_dates``, on a choice question that compares two things in time: the direction, the date the
     reasoning gave each option, and the option they choose (``answer``; ``None``: the reader's answer stands)
     (:class:`~active_rag.methods.date_compare.DateComparison`)."""
+    each_name: dict[str, Any] | None = None
+    """With ``ask_each_name``, on a "both" question answered "yes": the names, the question asked of each with the
+    passages the answer was written from, the reader's answer to it and its verdict (``asked``), and the answer they
+    settle (``answer``: "yes" or "no"; ``None``: the reader's answer stands) (:mod:`active_rag.methods.both_names`)."""
 
     @property
     def short_answer(self) -> str:
@@ -238,11 +242,14 @@ class ActiveRAGResult:
         sentence or line, without a leading ":" or quotes and a trailing period
         (:func:`active_rag.methods.answer_span.answer_span`, what an answer check and ``answer_options`` read); the whole
         ``answer`` when it has no such span. With ``settle_dates``, the option the reasoning's dates choose
-        (:attr:`date_comparison`), when they choose one."""
+        (:attr:`date_comparison`), when they choose one; with ``ask_each_name``, the answer each name's own answer
+        settles (:attr:`each_name`), when it settles one."""
         from .methods.answer_span import answer_span  # plain text: imports nothing of the package
 
         if self.date_comparison and self.date_comparison.get("answer"):
             return str(self.date_comparison["answer"])
+        if self.each_name and self.each_name.get("answer"):
+            return str(self.each_name["answer"])
         span = answer_span(self.answer)
         return self.answer if span is None else self.answer[span[0]:span[1]]
 
@@ -288,6 +295,7 @@ class ActiveRAGResult:
             **({"answer_check": self.answer_check} if self.answer_check is not None else {}),
             **({"answer_options": list(self.answer_options)} if self.answer_options is not None else {}),
             **({"date_comparison": self.date_comparison} if self.date_comparison is not None else {}),
+            **({"each_name": self.each_name} if self.each_name is not None else {}),
             # what the prompt held when each checked segment was written (the context policy's trace)
             "segments": [{"output_start": d.output_start, "passage_ids": d.passage_ids, "fired": d.fire} for d in self.decisions],
         }

@@ -335,6 +335,10 @@ def _print_checks_and_cost(result: Any, out: Any) -> None:
         from ..methods.date_compare import describe_comparison
 
         print(f"Dates compared: {describe_comparison(result.date_comparison)}", file=out)
+    if result.each_name is not None:
+        asked = "; ".join(f"{a['question']!r}: {a['verdict'] or 'neither yes nor no'}" for a in result.each_name["asked"])
+        settled = result.each_name["answer"] or "the reader's answer stands"
+        print(f"Each name asked: {asked} -> {settled}", file=out)
     print(f"Retriever calls: {result.retriever_calls}", file=out)
     print(f"Prompt tokens: {result.prompt_tokens_read} read ({result.cached_prompt_tokens} from the prefix cache, "
           f"{result.prefilled_prompt_tokens} prefilled)", file=out)

@@ -212,6 +212,8 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
         row["answer_check"] = data["answer_check"]
     if data.get("date_comparison") is not None:
         row["date_comparison"] = data["date_comparison"]
+    if data.get("each_name") is not None:
+        row["each_name"] = data["each_name"]
     if example.gold_passage_ids:
         row["gold_passage_ids"] = example.gold_passage_ids
     if result.route is not None and example.kind == "retrievalqa":
@@ -323,17 +325,24 @@ class EvalWorker:
         """The hash of method ``name``'s settings stored in its rows (resumes skip only rows with this key)."""
         return self._engine(name)[1]
 
-    def unsettled_key(self, name: str) -> str | None:
-        """When method ``name`` settles comparisons of dates, the key of the same engine without that rule, whose
-        rows resume it settled (:mod:`active_rag.evaluation.settled`); else ``None``."""
+    def unsettled_key(self, name: str) -> dict[str, str]:
+        """The keys of method ``name``'s engine without the answer rules it has that a resume can carry over
+        (``settle_dates``, ``ask_each_name``; :mod:`active_rag.evaluation.settled`), each with the rules it lacks
+        (``"dates"``, ``"each-name"``, ``"dates+each-name"``); empty when it has none."""
         probe, _ = self._engine(name)
-        if not probe.settle_dates:
-            return None
-        probe.settle_dates = False
-        try:
-            return _engine_key(probe, self.config, self.model_name, self.index_info.get("passages"))
-        finally:
-            probe.settle_dates = True
+        has = [rule for rule, attr in (("dates", "settle_dates"), ("each-name", "ask_each_name")) if getattr(probe, attr)]
+        keys: dict[str, str] = {}
+        for n in range(1, 2 ** len(has)):
+            off = [rule for i, rule in enumerate(has) if n >> i & 1]
+            attrs = ["settle_dates" if rule == "dates" else "ask_each_name" for rule in off]
+            for attr in attrs:
+                setattr(probe, attr, False)
+            try:
+                keys[_engine_key(probe, self.config, self.model_name, self.index_info.get("passages"))] = "+".join(off)
+            finally:
+                for attr in attrs:
+                    setattr(probe, attr, True)
+        return keys
 
     def run(self, name: str, example: Example) -> dict[str, Any]:
         """Answer and score ``example`` with method ``name``; the row written to the method's JSONL file."""

@@ -33,6 +33,8 @@ def score_example(example: Example, result: ActiveRAGResult) -> tuple[str | None
     answer = extract_answer(text)
     if result.date_comparison and result.date_comparison.get("answer"):  # settled by the reasoning's dates
         answer = str(result.date_comparison["answer"])
+    if result.each_name and result.each_name.get("answer"):  # settled by each name's own answer
+        answer = str(result.each_name["answer"])
     m: dict[str, Any] = {}
     if example.kind == "qa":
         m.update(qa_scores(answer or "", example.answers))
@@ -181,12 +183,14 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+@=,-]+", "_", name).strip("_") or "model"
 
 
-def _read_rows(path: Path, key: str, unsettled_key: str | None = None) -> dict[str, dict[str, Any]]:
+def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """Finished rows of a method file (by question id) made with the same engine settings.
 
-    ``unsettled_key``: the key of the same engine without ``settle_dates``; its rows, where no row of ``key``
-    answers the question, come back settled (:func:`active_rag.evaluation.settled.settle_row`), and are set aside
-    like any other settings' rows.
+    ``unsettled_key``: the key of the same engine without ``settle_dates`` (a string), or a mapping from the keys of
+    the same engine without its answer rules to the rules missing (``"dates"``, ``"each-name"``,
+    ``"dates+each-name"``); their rows, where no row of ``key`` answers the question, come back settled or carried
+    over (:func:`active_rag.evaluation.settled.convert_row`; a row the rule would change by asking the model is
+    answered again), and are set aside like any other settings' rows.
 
     Malformed lines (a run killed mid-write) are dropped with a warning. Rows made with other settings are
     moved, with a warning naming where, to ``other-settings/`` beside the file (never deleted), and rows set
@@ -214,23 +218,32 @@ def _read_rows(path: Path, key: str, unsettled_key: str | None = None) -> dict[s
     for row in restored:
         rows.setdefault(str(row["id"]), row)
     settled = 0
-    if unsettled_key is not None:
-        from active_rag.evaluation.settled import settle_row
+    earlier = ({unsettled_key: "dates"} if isinstance(unsettled_key, str) else dict(unsettled_key or {}))
+    if earlier:
+        from active_rag.evaluation.settled import convert_row
 
+        again = 0
         for row in other:
-            if row.get("engine_key") == unsettled_key and str(row["id"]) not in rows:
-                rows[str(row["id"])] = settle_row(row, key)
+            rules = earlier.get(str(row.get("engine_key")))
+            if rules is not None and str(row["id"]) not in rows:
+                converted = convert_row(row, key, rules)
+                if converted is None:
+                    again += 1
+                    continue
+                rows[str(row["id"])] = converted
                 settled += 1
-    if settled:
-        warnings.warn(f"{path}: settled the dates of {settled} row(s) written by this method without settle_dates "
-                      "(the rule reads only the written answer); the rows they came from are set aside.", stacklevel=3)
+        if settled or again:
+            warnings.warn(f"{path}: carried over {settled} row(s) written by this method without its answer rules "
+                          f"({', '.join(sorted(set(earlier.values())))}; settled where a rule reads only the written "
+                          f"answer){f', {again} will be answered again' if again else ''}; the rows they came from are "
+                          "set aside.", stacklevel=3)
     if bad:
         lines = [n for n in bad if n]
         where = f" (malformed line(s) {', '.join(map(str, lines[:5]))}{', ...' if len(lines) > 5 else ''})" if lines else ""
         warnings.warn(f"{path}: dropped {len(bad)} row(s) that are malformed{where}; they will be rerun.", stacklevel=3)
     if other:
         aside = set_aside_rows(path, other)
-        unsettled = [row for row in other if unsettled_key is None or row.get("engine_key") != unsettled_key]
+        unsettled = [row for row in other if str(row.get("engine_key")) not in earlier]
         if unsettled:
             warnings.warn(
                 f"{path}: {len(unsettled)} row(s) were made with other settings (e.g. another threshold or "

@@ -1,4 +1,4 @@
-"""Rows of an engine that settles comparisons of dates, from the rows of the same engine without it.
+"""Rows of an engine that settles answers by rule, from the rows of the same engine without the rule.
 
 ``AnswerStage(dates=True)`` (:mod:`active_rag.methods.date_compare`) reads only the question and the text the reader
 wrote: it changes no token, no retrieval and no prompt. A row written by the same engine without it therefore holds
@@ -6,6 +6,12 @@ everything the settled row would: :func:`settle_row` compares the dates of its p
 and gives the row the settling engine's key, marking where it came from (``settled_from``: the key it was written
 with). :func:`active_rag.evaluation.scoring._read_rows` does this on resume, so that turning the rule on answers no
 question again; the rows it came from are set aside (``other-settings/``), never lost.
+
+``AnswerStage(each_name=True)`` (:mod:`active_rag.methods.both_names`) asks the model again, but only on a "both"
+question whose answer is "yes": every other row of the same engine without it is the row the engine with it writes.
+:func:`carry_row` carries those over and returns ``None`` for the rows it would ask again, so that turning the rule
+on answers only those questions again. :func:`convert_row` applies what lies between a row's key and the new one
+(``"dates"``, ``"each-name"`` or both).
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from active_rag.evaluation.metrics import qa_scores
+from active_rag.methods.both_names import both_question, yes_or_no
 from active_rag.methods.date_compare import settle_dates
 
-__all__ = ["settle_row"]
+__all__ = ["carry_row", "convert_row", "settle_row"]
 
 
 def settle_row(row: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -36,4 +43,28 @@ def settle_row(row: Mapping[str, Any], key: str) -> dict[str, Any]:
         out["answer"] = settled.answer
         metrics.update(qa_scores(settled.answer, row.get("gold") or []))
         out["metrics"] = metrics
+    return out
+
+
+def carry_row(row: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """``row`` as the engine with key ``key`` (the same engine, asking a "both" question's names) writes it, or
+    ``None`` when that engine would ask them (a "both" question answered "yes"): that question is answered again."""
+    if both_question(str(row.get("question", ""))) is not None and yes_or_no(str(row.get("prediction") or "")) == "yes":
+        return None
+    out = dict(row)
+    out["engine_key"] = key
+    out["settled_from"] = row.get("engine_key")
+    return out
+
+
+def convert_row(row: Mapping[str, Any], key: str, rules: str) -> dict[str, Any] | None:
+    """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, or ``"dates+each-name"``), as the engine with
+    key ``key`` writes it; ``None`` when the question must be answered again (:func:`carry_row`)."""
+    out: dict[str, Any] | None = dict(row)
+    if "dates" in rules.split("+"):
+        out = settle_row(row, key)
+    if out is not None and "each-name" in rules.split("+"):
+        out = carry_row(out, key)
+        if out is not None:
+            out["settled_from"] = row.get("engine_key")
     return out

@@ -15,7 +15,9 @@ this stage, which says what happens around the answer itself:
 - ``links``: before the first token, add the own articles of the names the question's passages mention
   (:mod:`active_rag.methods.linked`); ``"choose"`` decides per question (:mod:`active_rag.methods.read_choice`);
 - ``dates``: a choice question that compares two things in time ("Which film came out first, A or B?") is answered
-  by the dates the reader wrote in its reasoning, compared without the model (:mod:`active_rag.methods.date_compare`).
+  by the dates the reader wrote in its reasoning, compared without the model (:mod:`active_rag.methods.date_compare`);
+- ``each_name``: a "yes" to "Are both A and B P?" stands only when the reader says "yes" to "Is A P?" and to "Is B
+  P?", asked with the same passages (:mod:`active_rag.methods.both_names`).
 
 The papers' methods use none of these but the phrase; the presets beyond the papers
 (:data:`active_rag.methods.presets.PRESETS`) name the stage they use.
@@ -37,8 +39,8 @@ from .linked import check_follow_links
 class AnswerStage:
     """What a method does around its answer (see the module docstring); the defaults are the papers'.
 
-    >>> AnswerStage(options=True, links="choose", dates=True)  # the answer stage of the ``sr-rag-choose`` preset
-    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=True)
+    >>> AnswerStage(options=True, links="choose", dates=True, each_name=True)  # the ``sr-rag-choose`` preset's
+    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=True, each_name=True)
     """
 
     phrase: str | None = "auto"
@@ -52,6 +54,10 @@ class AnswerStage:
     dates: bool = False
     """Settle a comparison of dates with the dates the reader wrote (:func:`~active_rag.methods.date_compare.settle_dates`):
     the result's ``short_answer`` is the option they choose, and ``date_comparison`` records them."""
+
+    each_name: bool = False
+    """Ask a "both" question's names one by one when the answer is "yes" (:mod:`~active_rag.methods.both_names`):
+    the result's ``short_answer`` is what their answers settle, and ``each_name`` records them."""
 
     def resolve(self, model: Any, context: Any, retrieves_first: bool) -> ResolvedAnswerStage:
         """This stage checked against the engine it finishes: typed errors for a combination that cannot run."""
@@ -70,6 +76,7 @@ class AnswerStage:
             options=options,
             links=check_follow_links(self.links, context, retrieves_first),
             dates=bool(self.dates),
+            each_name=bool(self.each_name),
         )
 
 
@@ -83,3 +90,4 @@ class ResolvedAnswerStage:
     options: bool
     links: bool | str
     dates: bool = False
+    each_name: bool = False

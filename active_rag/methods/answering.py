@@ -13,18 +13,23 @@
   ``ActiveRAGResult.draft``; the new answer's tokens stream again from position 0.
 - :meth:`AnswerSteps._look_again` (``answer_check``, :mod:`active_rag.methods.answer_check`): when the model is unsure
   of the finished answer, retrieve the question's next passages, answer again and keep the surer answer.
+- :meth:`AnswerSteps._ask_each_name` (``AnswerStage(each_name=True)``, :mod:`active_rag.methods.both_names`): a
+  "yes" to "Are both A and B P?" stands only when the reader, asked "Is A P?" and "Is B P?" with the passages its
+  answer was written from, says "yes" to each.
 - :meth:`AnswerSteps._processor` (``answer_options``, :mod:`active_rag.methods.answer_options`): a choice question's
   answer is one of its own options.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from .answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
 from .answer_options import OptionsConstraint, question_options
+from .both_names import both_question, settle_both, yes_or_no
 from ..decoding.constrained import chain
 from .linked import Links, follow_links, question_articles
 from .read_choice import choose_reading
@@ -264,6 +269,32 @@ class AnswerSteps:
             yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy, position=n,
                              passage_ids=draft_passages, attempt=0)
         return record
+
+    def _ask_each_name(self, run: Any) -> dict[str, Any] | None:
+        """``each_name``: when the finished answer to a "both" question (:func:`both_question`) is "yes", ask the
+        reader the question of each name with the passages its answer was written from, in their order, and settle
+        the answer by theirs (:func:`settle_both`). Each question is answered from its first word, as the answer
+        was (its prompt shares the passages' prefix, so only the question and the answer are new), and its text
+        and prompt tokens count in the run's cost; nothing streams. Returns the record
+        (``ActiveRAGResult.each_name``), or ``None`` when the question is not of that form or the answer is not
+        "yes"."""
+        parsed = both_question(run.question)
+        if parsed is None or yes_or_no(run.output_text) != "yes":
+            return None
+        found = {p.id: p for r in run.retrievals for p in r.passages}
+        docs = [found[i] for i in run.answer_passages if i in found]
+        asked: list[dict[str, Any]] = []
+        for question in parsed.questions:
+            one = dataclasses.replace(run, question=question, output=[], docs=docs, session=None, layout=None,
+                                      decisions=[], generated=0, options=False, streamed=0, attempt=0, followed=[])
+            for _ in self._answer_again(one):  # its tokens are not the answer's: nothing streams
+                pass
+            run.generated += one.generated
+            text = one.output_text.strip()
+            asked.append({"question": question, "answer": text, "verdict": yes_or_no(text)})
+        settled = settle_both([a["verdict"] for a in asked])
+        return {"names": list(parsed.names), "asked": asked, "answer": settled,
+                "passage_ids": [p.id for p in docs]}
 
     def _linked_retrieval(self, run: Any, read: Sequence[Passage], *, position: int, decision: TriggerDecision,
                           choose: bool = False) -> Any:

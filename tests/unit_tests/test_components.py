@@ -33,6 +33,8 @@ AFTER_THE_COMPONENTS = {"look-again-choose"}
 #: presets that settle comparisons of dates since (``AnswerStage(dates=True)``): without it they are the engines they
 #: were, so that their rows resume settled (active_rag.evaluation.settled)
 SETTLE_DATES = {"sr-rag-choose", "look-again-choose"}
+#: ... and that ask a "both" question's names one by one (``AnswerStage(each_name=True)``), likewise
+ASK_EACH_NAME = SETTLE_DATES
 
 
 def test_every_preset_but_the_later_ones_was_recorded_before_the_components() -> None:
@@ -44,6 +46,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
     lm, _ = _reader()
     described = ActiveRAG.from_preset(name, lm, Wiki()).describe()
     assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
+    assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
     assert described == BEFORE[name]
     if name + "@profile" in BEFORE:
         profile = "2wikimultihopqa"
@@ -51,6 +54,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
                                     initial_retrieval=True)
         described = rag.describe()
         assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
+        assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
         assert described == BEFORE[name + "@profile"]
 
 
@@ -58,8 +62,9 @@ def test_a_preset_is_data_that_names_its_components() -> None:
     for preset in PRESETS.values():
         assert isinstance(preset, Preset) and isinstance(preset.answer, AnswerStage)
         assert isinstance(preset.settings, RunSettings) and isinstance(preset.trigger, str)
-    assert PRESETS["sr-rag-choose"].answer == AnswerStage(options=True, links="choose", dates=True)
+    assert PRESETS["sr-rag-choose"].answer == AnswerStage(options=True, links="choose", dates=True, each_name=True)
     assert {name for name, p in PRESETS.items() if p.answer.dates} == SETTLE_DATES
+    assert {name for name, p in PRESETS.items() if p.answer.each_name} == ASK_EACH_NAME
     assert PRESETS["flare"].settings.initial_retrieval and not PRESETS["dragin"].settings.initial_retrieval
     check = PRESETS["look-again-grounded"].answer.check
     assert isinstance(check, AnswerCheck) and check.select == "grounded"
@@ -71,7 +76,7 @@ def test_a_preset_is_data_that_names_its_components() -> None:
 def test_a_flat_override_sets_one_field_and_keeps_the_others() -> None:
     lm, _ = _reader()
     rag = ActiveRAG.from_preset("sr-rag-choose", lm, Wiki(), answer_options=False, max_retrievals=1)
-    assert rag.answer == AnswerStage(options=False, links="choose", dates=True) and rag.follow_links == "choose"
+    assert rag.answer == AnswerStage(options=False, links="choose", dates=True, each_name=True) and rag.follow_links == "choose"
     assert not rag.answer_options and rag.max_retrievals == 1 and rag.method == "sr-rag-choose"
     # a component replaces the preset's whole stage
     rag = ActiveRAG.from_preset("sr-rag-choose", lm, Wiki(), answer=AnswerStage(options=True))

@@ -168,7 +168,7 @@ def test_a_resume_settles_the_rows_of_the_engine_without_the_rule_and_sets_them_
     assert done["q1"]["answer"] == "Terry Richardson" and done["q1"]["settled_from"] == "old"
     assert "settled_from" not in done["q2"]  # a row of the new engine wins over one to settle
     messages = " ".join(str(w.message) for w in caught)
-    assert "settled the dates of 1 row(s)" in messages and "1 row(s) were made with other settings" in messages
+    assert "carried over 1 row(s) written by this method without its answer rules (dates" in messages and "1 row(s) were made with other settings" in messages
     kept = [json.loads(line) for line in path.read_text().splitlines()]
     assert {r["id"] for r in kept} == {"q1", "q2"} and all(r["engine_key"] == "new" for r in kept)
     aside = [json.loads(line) for p in (tmp_path / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
