@@ -222,10 +222,11 @@ def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | No
     if earlier:
         from active_rag.evaluation.settled import convert_row
 
-        again = 0
+        again, used = 0, set()
         for row in other:
             rules = earlier.get(str(row.get("engine_key")))
             if rules is not None and str(row["id"]) not in rows:
+                used.update(rules.split("+"))
                 converted = convert_row(row, key, rules)
                 if converted is None:
                     again += 1
@@ -234,7 +235,7 @@ def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | No
                 settled += 1
         if settled or again:
             warnings.warn(f"{path}: carried over {settled} row(s) written by this method without its answer rules "
-                          f"({', '.join(sorted(set(earlier.values())))}; settled where a rule reads only the written "
+                          f"({', '.join(sorted(used))}; settled where a rule reads only the written "
                           f"answer){f', {again} will be answered again' if again else ''}; the rows they came from are "
                           "set aside.", stacklevel=3)
     if bad:

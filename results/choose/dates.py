@@ -26,12 +26,17 @@ METHODS = {"retrieve once, 3": (2, "sr-rag"), "retrieve once, 6": (1, "sr-rag"),
            "sr-rag-choose": (2, "sr-rag-choose"), "look-again-choose": (2, "look-again-choose")}
 
 
-def scores(row, dataset):
+def scores(row, dataset, each_name=True):
     """The reader's answer's score and the settled answer's, and what the rule did: None (not a comparison in
-    time), "asked" (no two dates that differ) or "settled"."""
+    time), "asked" (no two dates that differ), "settled", or "each-name" (a "both" question the engine settled by
+    asking each name, ``AnswerStage(each_name=True)``: the row's ``each_name`` holds the answer; ``each_name=False``:
+    the date rule alone)."""
     if dataset == "strategyqa":
         return row["metrics"]["accuracy"], row["metrics"]["accuracy"], None
     own = answer_score(extract_answer(row["prediction"]) or "", row["gold"], dataset)
+    asked = (row.get("each_name") or {}).get("answer")  # a "both" question settled by each name's answer
+    if asked and each_name:
+        return own, answer_score(asked, row["gold"], dataset), "each-name"
     settled = settle_dates(row["question"], row["prediction"])
     if settled is None:
         return own, own, None
@@ -89,7 +94,7 @@ def main():
             if got is None:
                 cells.append("-")
                 continue
-            scored = {i: scores(r, dataset) for i, r in got.items()}
+            scored = {i: scores(r, dataset, each_name=False) for i, r in got.items()}  # the date rule alone
             if all_gold:
                 held = [i for i, r in got.items() if r["metrics"].get("evidence_recall") == 1.0]
                 cells.append(f"{len(held)}, {100 * mean([scored[i][0] for i in held]):.1f} / "
