@@ -46,25 +46,24 @@ def settle_row(row: Mapping[str, Any], key: str) -> dict[str, Any]:
     return out
 
 
+def _asks_each_name(row: Mapping[str, Any]) -> bool:
+    """Whether ``AnswerStage(each_name=True)`` would ask the model on this row: a "both" question answered "yes"."""
+    return (both_question(str(row.get("question", ""))) is not None
+            and yes_or_no(str(row.get("prediction") or "")) == "yes")
+
+
 def carry_row(row: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     """``row`` as the engine with key ``key`` (the same engine, asking a "both" question's names) writes it, or
     ``None`` when that engine would ask them (a "both" question answered "yes"): that question is answered again."""
-    if both_question(str(row.get("question", ""))) is not None and yes_or_no(str(row.get("prediction") or "")) == "yes":
+    if _asks_each_name(row):
         return None
-    out = dict(row)
-    out["engine_key"] = key
-    out["settled_from"] = row.get("engine_key")
-    return out
+    return {**row, "engine_key": key, "settled_from": row.get("engine_key")}
 
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str) -> dict[str, Any] | None:
     """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, or ``"dates+each-name"``), as the engine with
     key ``key`` writes it; ``None`` when the question must be answered again (:func:`carry_row`)."""
-    out: dict[str, Any] | None = dict(row)
-    if "dates" in rules.split("+"):
-        out = settle_row(row, key)
-    if out is not None and "each-name" in rules.split("+"):
-        out = carry_row(out, key)
-        if out is not None:
-            out["settled_from"] = row.get("engine_key")
-    return out
+    missing = set(rules.split("+"))
+    if "each-name" in missing and _asks_each_name(row):
+        return None
+    return settle_row(row, key) if "dates" in missing else carry_row(row, key)

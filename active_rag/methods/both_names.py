@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from active_rag.methods.answer_options import _JOINERS, _is_name_word
+from active_rag.methods.answer_options import _is_name as _opens_with_name
+from active_rag.methods.answer_options import _is_name_word, _name_run
 from active_rag.methods.answer_span import answer_span
 
 __all__ = ["BothQuestion", "both_question", "settle_both", "yes_or_no"]
@@ -39,28 +40,16 @@ class BothQuestion:
 
 
 def _is_name(text: str) -> bool:
-    words = text.split()
-    if words and words[0].lower() in ("the", "a", "an"):
-        words = words[1:]
-    return bool(words) and _is_name_word(words[0]) and _is_name_word(words[-1])
+    """A capitalised name after an optional article, whose last word is a name word too."""
+    return _opens_with_name(text) and _is_name_word(text.split()[-1])
 
 
 def _split_name(rest: str) -> tuple[str, str]:
     """The name that opens ``rest`` and what follows it: the run of name words (joiners inside), without a last word
     that reads as a demonym when the run is three words or more or nothing would follow."""
     words = rest.split()
-    run: list[str] = []
-    last = 0
-    for word in words:
-        if _is_name_word(word):
-            run.append(word)
-            last = len(run)
-        elif word.lower() in _JOINERS:
-            run.append(word)
-        else:
-            break
-    name = run[:last]
-    tail = words[last:]
+    name = _name_run(words, backwards=False)
+    tail = words[len(name):]
     if len(name) >= 2 and name[-1].lower().endswith(_DEMONYM_ENDINGS) and (len(name) >= 3 or not tail):
         tail = [name.pop(), *tail]
     if not tail and len(name) >= 2:
