@@ -50,6 +50,14 @@ def _load_retriever(corpus: str | None, chunking: dict[str, int]) -> Any:
     return BM25Index.from_path(corpus, **chunking)
 
 
+def _default_model(args: argparse.Namespace) -> None:
+    """Set ``args.model`` to the strongest installed registry model (:mod:`active_rag.cli.ask_defaults`)."""
+    from .ask_defaults import default_ask_model
+    from ..models.registry import model_status
+
+    args.model = default_ask_model(lambda name: model_status(name).loadable)
+
+
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Check every name and number of ``ask`` and build the trigger and query formulator, before anything
     slow (corpus, model) is loaded; raises :class:`~active_rag.errors.ActiveRAGError` subclasses."""
@@ -73,7 +81,10 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if not (args.method or args.trigger or args.query or args.theta is not None):  # ask's default (ask_defaults)
         from .ask_defaults import default_ask_method
 
-        args.method = default_ask_method(endpoint=bool(getattr(args, "endpoint", None)))
+        endpoint = bool(getattr(args, "endpoint", None))
+        if args.model is None and not endpoint:  # the method follows the model: resolve it now (no load yet)
+            _default_model(args)
+        args.method = default_ask_method(endpoint=endpoint, model=args.model)
     if args.router not in (*ROUTERS, "none"):
         raise UnknownNameError("router", args.router, [*ROUTERS, "none"])
     if args.top_k is not None:  # None: the method's own (sr-rag 6, else 3)
@@ -247,11 +258,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         check_remote_method(kwargs.get("trigger", "rind"), kwargs.get("query", "attention"), args.method or "dragin")
         _options_on_an_endpoint(args, kwargs)
     options = model_options(args)
-    if args.model is None and remote is None:  # the strongest installed registry model (active_rag.cli.ask_defaults)
-        from .ask_defaults import default_ask_model
-        from ..models.registry import model_status
-
-        args.model = default_ask_model(lambda name: model_status(name).loadable)
+    if args.model is None and remote is None:
+        _default_model(args)
     retriever = _load_retriever(args.corpus, chunking)
     lm = load_endpoint(args.model, **remote) if remote is not None else load_model(args.model, **options)
     engine = _build_engine(args, lm, retriever, kwargs)
@@ -445,7 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "the articles the passages link to, or for a comparison the compared things' own articles, "
                      "answer once; with qwen2.5-coder-1.5b +12.4 F1 over sr-rag with six passages on HotpotQA's "
                      "bridge questions and +9.9 on 2WikiMultihopQA, and no threshold to calibrate; sr-rag with "
-                     "--endpoint; dragin's parts under --trigger, --query or --theta)")
+                     "--endpoint or a model under 1B parameters (qwen2.5-coder-0.5b, smollm2), whose reader does not "
+                     "use what the links add; dragin's parts under --trigger, --query or --theta)")
     ask.add_argument("--trigger", help="trigger name (see `active-rag methods`), overrides the method's")
     ask.add_argument("--query", help="query formulator name, overrides the method's")
     ask.add_argument("--context", help="context policy, what the prompt keeps of the retrieved passages: replace (the "

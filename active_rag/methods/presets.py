@@ -136,8 +136,9 @@ PRESETS: dict[str, Preset] = {
                "reader wrote (active_rag.methods.date_compare), and a 'yes' to whether two names both have a property by asking each name "
                "(active_rag.methods.both_names)", "once", "input", context="accumulate",
                answer=AnswerStage(options=True, links="choose", dates=True, each_name=True), source=_BEYOND,
-               use_for="recommended (the ask default): questions about things they only describe, over documents that "
-               "name what they mention; +8.7 F1 over retrieving once on HotpotQA, +9.9 on 2WikiMultihopQA (1.5B)"),
+               use_for="recommended (the ask default with a model of 1B parameters or more): questions about things "
+               "they only describe, over documents that name what they mention; +8.7 F1 over retrieving once on "
+               "HotpotQA, +9.9 on 2WikiMultihopQA (1.5B)"),
         Preset("look-again-choose", "answer from the question's passages; when an answer token has p < 0.95 or the "
                "answer is not found in those passages, read what sr-rag-choose reads (active_rag.methods.read_choice) "
                "and answer again, keeping the second answer; otherwise read nothing more; a comparison of dates is settled "

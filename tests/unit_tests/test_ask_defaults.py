@@ -1,5 +1,6 @@
 """One answer format everywhere, and what ``active-rag ask QUESTION`` runs with no ``--model`` or ``--method``: the
-strongest installed registry model and ``sr-rag-choose``, named as such in the header. The model is the tiny one
+strongest installed registry model and ``sr-rag-choose`` (``sr-rag`` for a model under 1B parameters), named as such
+in the header. The model is the tiny one
 saved to a folder (``tiny_dir``, tests/conftest.py)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 
 from active_rag import ActiveLM, ActiveRAG, AnswerStage, BM25Index
 from active_rag.models import registry
-from active_rag.cli.ask_defaults import ASK_MODELS, default_ask_method, default_ask_model
+from active_rag.cli.ask_defaults import ASK_MODELS, ASK_SMALL_MODELS, default_ask_method, default_ask_model
 from active_rag.cli.commands import build_parser, main
 from tests.recipes import recipe
 
@@ -50,14 +51,41 @@ def test_ask_without_model_or_method_runs_the_default_method_on_the_strongest_mo
     assert main(["ask", QUESTION, "--corpus", str(corpus), "--max-new-tokens", "6"]) == 0
     out = capsys.readouterr().out
     assert loaded == ["qwen2.5-coder-0.5b"]
-    assert "Method:   sr-rag-choose" in out and default_ask_method() == "sr-rag-choose"
+    assert "Method:   sr-rag," in out and default_ask_method(model="qwen2.5-coder-0.5b") == "sr-rag"
     assert "Short answer: " in out
+
+
+@pytest.mark.parametrize(("installed", "endpoint", "expected"), [
+    ({"smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, False, "sr-rag-choose"),
+    ({"smollm2", "qwen2.5-coder-0.5b"}, False, "sr-rag"),
+    ({"smollm2"}, False, "sr-rag"),
+    ({"smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, True, "sr-rag"),
+])
+def test_the_default_method_follows_the_default_model(monkeypatch, installed: set[str], endpoint: bool,
+                                                      expected: str) -> None:
+    """The method is chosen with the model, before anything loads: ``sr-rag-choose`` for the 1.5B reader, ``sr-rag``
+    for the registry models under 1B parameters (their reader does not use what the links add) and endpoints."""
+    from active_rag.cli.commands import _engine_kwargs
+
+    monkeypatch.setattr(registry, "model_status", _loadable(installed))
+    argv = ["ask", QUESTION, *(["--endpoint", "http://localhost:8080/v1", "--model", "served"] if endpoint else [])]
+    args = build_parser().parse_args(argv)
+    _engine_kwargs(args)
+    assert args.method == expected
+    assert args.model == ("served" if endpoint else default_ask_model(installed.__contains__))
+
+
+def test_a_model_named_by_the_user_keeps_the_method_of_its_size() -> None:
+    assert set(ASK_SMALL_MODELS) < set(registry.MODELS) and "qwen2.5-coder-1.5b" not in ASK_SMALL_MODELS
+    assert default_ask_method(model="qwen2.5-coder-1.5b") == "sr-rag-choose"
+    assert default_ask_method(model="Qwen/Qwen2.5-7B-Instruct") == "sr-rag-choose"  # outside the registry
+    assert default_ask_method(model="smollm2") == "sr-rag"
 
 
 def test_ask_help_says_the_defaults() -> None:
     ask = build_parser()._subparsers._group_actions[0].choices["ask"]  # type: ignore[union-attr]
     helps = {a.dest: a.help or "" for a in ask._actions}
-    assert "default sr-rag-choose" in helps["method"] and "sr-rag with --endpoint" in helps["method"]
+    assert "default sr-rag-choose" in helps["method"] and "sr-rag with --endpoint or a model under 1B" in helps["method"]
     assert "qwen2.5-coder-1.5b, else qwen2.5-coder-0.5b, else smollm2" in helps["model"]
 
 
