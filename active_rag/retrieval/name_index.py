@@ -6,7 +6,8 @@ A passage is about its title ("Glow (film)" is about Glow) and about the names i
 first parenthesis, verb, colon or comma, as an encyclopedia's first sentence names its subject ("Shirley Temple
 Black (April 23, 1928 – ...) was ...", "Kiss and Tell is a 1945 film", "Meet Corliss Archer, a program ...");
 the capitalised phrase that opens the sentence, or its main clause after a short introduction, without a word
-that is only there because it opens the sentence ("Despite the program's long run, ..." opens with no name); and
+that is only there because it opens the sentence ("Despite the program's long run, ..." opens with no name; "In the
+United Kingdom, the Accession Council is ..." is about the Accession Council, not the United Kingdom); and
 who it is "also known as". A title that is a file name (``products.md``, ``doc-7.txt``) is not a name: such
 passages are found by their text, and the file name's stem ("products") is a name of the last resort. Chunks of
 one source (``metadata["source"]``, ``"file_path"``, ``"path"``, ...: :data:`SOURCE_KEYS`) share what their
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the rules change, so that an index saved by an older version is rebuilt, not read.
-NAME_INDEX_VERSION = 2
+NAME_INDEX_VERSION = 3
 
 #: Metadata keys that name the document a chunk was cut from (LangChain loaders, LlamaIndex readers, our own
 #: chunking and folder reader), first match wins.
@@ -196,8 +197,8 @@ def _lead_names(line: str) -> list[str]:
     Corliss Archer, a program from ..."); without the post-nominal letters that end a person's name ("Peter
     Schmeichel MBE")."""
     lead = _QUOTES.sub("", line[:300]).lstrip(" *_'“‘")
-    if not lead or not (lead[0].isupper() or lead[0].isdigit()):
-        return []
+    if not lead or not (lead[0].isupper() or lead[0].isdigit()) or _introduction(lead) is not None:
+        return []  # "In the United Kingdom, the Accession Council is ...": not "United Kingdom"; see _first_phrase
     heads: list[str] = []
     for pattern in (_LEAD_VERB, _LEAD_MARK):
         cut = pattern.search(lead)
@@ -221,16 +222,41 @@ def _lead_names(line: str) -> list[str]:
     return found
 
 
+def _introduction(sentence: str) -> re.Match[str] | None:
+    """The short introductory clause ``sentence`` opens with, up to its main clause's first capitalised word: a
+    preposition or connective (:data:`_INTRO_WORDS`), at most five words more without a parenthesis or colon, a
+    comma, then an article or a capitalised word ("In the United Kingdom, the Accession Council is ...", "In 1990,
+    Acme Corp bought ..."); None when the sentence opens otherwise ("I Love NY, also known as ...")."""
+    intro = _INTRO.match(sentence)
+    return intro if intro is not None and intro.group(1).lower() in _INTRO_WORDS else None
+
+
+#: Words that open an introductory clause before a sentence's subject: the prepositions and connectives of
+#: :data:`SENTENCE_OPENERS`, not its pronouns or adverbs ("I Love NY, ...", "Overall, ...").
+_INTRO_WORDS = frozenset("""
+    in on at by for from with to of into onto over under upon after before during since until till through
+    throughout between among amid against without within about around near across along beyond beside besides
+    despite unlike like according following regarding concerning although though while whereas when where if
+    unless because as
+""".split())
+_INTRO = re.compile(r"\s*([A-Z][a-z]*)\s+(?:[^\s(:]+\s+){0,4}?[^\s(:]*,\s+(?:\d{4},\s+)?"  # "On May 7, 2023, "
+                    r"(?=(?:the|a|an)\s|[A-Z0-9])(?:(?:the|a|an)\s+)?")
+
+
 def _first_phrase(sentence: str, common: frozenset[str] | set[str]) -> str | None:
     """The capitalised phrase ``sentence`` opens with, or that opens its main clause after a short introductory
     one ("In 1990, Acme Corp bought ..."), when it names something: without the sentence opener that leads it
     ("Despite Smith's ..." is Smith; a lone "Overall", "It" or, in ``common``, "Winner" is nothing), numbers or
     months."""
     head = sentence[:200]
-    starts = {0}
-    intro = re.match(r"\s*(?:\S+\s+){0,5}?\S*,\s+(?:the\s+)?", head)
-    if intro is not None:
-        starts.add(intro.end())
+    introduction = _introduction(head)
+    if introduction is not None:  # "In the United Kingdom, the Accession Council ...": its main clause's subject
+        starts = {introduction.end()}
+    else:
+        starts = {0}
+        intro = re.match(r"\s*(?:\S+\s+){0,5}?\S*,\s+(?:the\s+)?", head)
+        if intro is not None:
+            starts.add(intro.end())
     for phrase, start in capitalised_phrases(head):
         if start > max(starts):
             return None

@@ -60,11 +60,28 @@ def test_the_subject_of_a_text_without_a_title() -> None:
     assert text_subjects("Despite the program's long run, few episodes exist.") == []
     assert text_subjects("Overall, sales grew.") == []
     assert text_subjects("In 1990, Acme Corp bought Orion.") == ["Acme Corp"]
+    # the name in a short introduction is where or when, not what the text is about
+    assert text_subjects("In the United Kingdom, the Accession Council is a ceremonial body.") == ["Accession Council"]
+    assert text_subjects("In Germany, Acme sells tractors.") == ["Acme"]
+    assert text_subjects("In Norway, a State Secretary (Norwegian: x) is a politician.") == ["State Secretary"]
+    assert text_subjects("On November 7, 2023, Ohio became the 24th state.") == ["Ohio"]
+    # a title that opens with a pronoun and a comma is no introduction
+    assert "I Love New Year" in text_subjects("I Love NY, also known as I Love New Year, is a 2015 film.")
     assert text_subjects("") == [] and text_subjects("the lower-case start of a chunk.") == []
     # "Winner" is a word the corpus writes in lower case: alone at the start of a sentence it is not a name...
     assert text_subjects("Winner said no.", common={"winner"}) == []
     # ...but a text that opens with it before a parenthesis or a verb is about it
     assert text_subjects("Winner (band) is a boy group.", common={"winner"}) == ["Winner"]
+
+
+def test_a_text_that_opens_with_a_place_is_not_about_the_place() -> None:
+    """A chunk without a title ("In Germany, Acme sells tractors.") is Acme's, not Germany's: a question that names
+    Germany does not follow a link to it."""
+    chunks = [Passage(id="acme", title="", text="In Germany, Acme sells tractors. It has 40 dealers."),
+              Passage(id="germany", title="", text="Germany is a country in Central Europe.")]
+    index = NameIndex.from_passages(chunks)
+    assert [p.id for p in index.articles("Germany")] == ["germany"]
+    assert [p.id for p in index.articles("Acme")] == ["acme"]
 
 
 def test_names_match_with_a_word_more_less_or_other_but_one_word_names_only_themselves() -> None:
