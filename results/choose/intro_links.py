@@ -9,7 +9,8 @@ rows with linked retrieval's own ranking under each version (the names followed 
 ``top_k``), and prints per slice how many questions' looks would read other articles: the rows the change makes
 stale. `git show 93e9237:active_rag/retrieval/name_index.py` is the version before (written to a temporary module).
 `--set-aside` moves those rows to `other-settings/<method>.<engine key>-name-index-v2.jsonl`, so that resuming the
-eval answers those questions again with the new index.
+eval answers those questions again with the new index; `--compare` then prints, per slice, those questions' F1
+before and after and the slice's F1 before and after.
 """
 import importlib.util
 import json
@@ -143,5 +144,32 @@ def set_aside(path, ids):
     write_rows_file(path, keep)
 
 
+def compare():
+    """``--compare``: each file's rows set aside by ``--set-aside`` against the rows answered again with version 3
+    (the settled answers' F1, :func:`dates.scores`), per slice, and the slice's F1 before and after."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from dates import scores  # noqa: E402
+
+    for folder, ds_folder, dataset, _, _ in SLICES:
+        for model in MODELS:
+            for method in METHODS:
+                path = R / "results" / folder / ds_folder / model / f"{method}.jsonl"
+                aside = sorted((path.parent / OTHER_SETTINGS_DIR).glob(f"{method}.*-name-index-v2.jsonl"))
+                if not path.is_file() or not aside:
+                    continue
+                now = {v["id"]: v for v in read_rows_file(path)[0]}
+                old = {v["id"]: v for f in aside for v in read_rows_file(f)[0]}
+                f1 = lambda row: scores(row, dataset)[1]  # noqa: E731
+                pairs = [(f1(old[i]), f1(now[i])) for i in old if i in now]
+                before = [f1(old.get(i, r)) for i, r in {**old, **now}.items()]
+                after = [f1(r) for r in now.values()]
+                better = sum(b > a for a, b in pairs)
+                worse = sum(b < a for a, b in pairs)
+                print(f"| {folder}/{ds_folder} | {model} | {method} | {len(pairs)} of {len(old)} | "
+                      f"{100 * sum(a for a, _ in pairs) / max(len(pairs), 1):.1f} / "
+                      f"{100 * sum(b for _, b in pairs) / max(len(pairs), 1):.1f} | {better} / {worse} | "
+                      f"{100 * sum(before) / len(before):.1f} / {100 * sum(after) / len(after):.1f} |")
+
+
 if __name__ == "__main__":
-    main()
+    compare() if "--compare" in sys.argv else main()
