@@ -64,15 +64,21 @@ NAME_INDEX_VERSION = 3
 #: chunking and folder reader), first match wins.
 SOURCE_KEYS = ("source", "file_path", "path", "file_name", "ref_doc_id", "doc_id", "document_id", "parent_id")
 
+#: Words that open an introductory clause before a sentence's subject: the prepositions and connectives among
+#: :data:`SENTENCE_OPENERS`, not its pronouns or adverbs ("I Love NY, ...", "Overall, ...").
+_INTRO_WORDS = frozenset("""
+    in on at by for from with to of into onto over under upon after before during since until till through
+    throughout between among amid against without within about around near across along beyond beside besides
+    despite unlike like according following regarding concerning although though while whereas when where if
+    unless because as
+""".split())
+
 #: Words capitalised only because they open a sentence: the first word of a phrase that opens a sentence is
 #: dropped when it is one of these ("Despite Smith's ..." names Smith), and a phrase of one word also when it is a
 #: stop word or a word the corpus writes in lower case (:func:`opens_sentence`). Adjectives and numbers are not
 #: here: "New York", "First Lady" and "One Direction" open sentences as names.
-SENTENCE_OPENERS = frozenset("""
-    in on at by for from with to of into onto over under upon after before during since until till through
-    throughout between among amid against without within about around near across along beyond beside besides
-    despite unlike like according following regarding concerning although though while whereas when where if
-    unless because as but and or nor so yet however moreover furthermore additionally also overall meanwhile
+SENTENCE_OPENERS = _INTRO_WORDS | frozenset("""
+    but and or nor so yet however moreover furthermore additionally also overall meanwhile
     nevertheless nonetheless consequently accordingly therefore hence thus instead otherwise similarly likewise
     indeed still then there here now today currently initially subsequently eventually finally originally
     previously formerly recently notably specifically especially particularly importantly interestingly
@@ -231,14 +237,6 @@ def _introduction(sentence: str) -> re.Match[str] | None:
     return intro if intro is not None and intro.group(1).lower() in _INTRO_WORDS else None
 
 
-#: Words that open an introductory clause before a sentence's subject: the prepositions and connectives of
-#: :data:`SENTENCE_OPENERS`, not its pronouns or adverbs ("I Love NY, ...", "Overall, ...").
-_INTRO_WORDS = frozenset("""
-    in on at by for from with to of into onto over under upon after before during since until till through
-    throughout between among amid against without within about around near across along beyond beside besides
-    despite unlike like according following regarding concerning although though while whereas when where if
-    unless because as
-""".split())
 _INTRO = re.compile(r"\s*([A-Z][a-z]*)\s+(?:[^\s(:]+\s+){0,4}?[^\s(:]*,\s+(?:\d{4},\s+)?"  # "On May 7, 2023, "
                     r"(?=(?:the|a|an)\s|[A-Z0-9])(?:(?:the|a|an)\s+)?")
 
