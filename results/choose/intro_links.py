@@ -10,7 +10,9 @@ rows with linked retrieval's own ranking under each version (the names followed 
 stale. `git show 93e9237:active_rag/retrieval/name_index.py` is the version before (written to a temporary module).
 `--set-aside` moves those rows to `other-settings/<method>.<engine key>-name-index-v2.jsonl`, so that resuming the
 eval answers those questions again with the new index; `--compare` then prints, per slice, those questions' F1
-before and after and the slice's F1 before and after.
+before and after and the slice's F1 before and after. `--model=NAME` (repeatable) limits it to those models' rows:
+set aside each model's rows once, since rows answered again under version 3 still read other articles under
+version 2 and a second `--set-aside` would overwrite the version-2 rows kept before.
 """
 import importlib.util
 import json
@@ -37,7 +39,8 @@ SLICES = [  # (rows folder, dataset folder, dataset, data dir, hidden titles)
     ("eval-union-notitles", "hotpotqa-dev-b", "hotpotqa", "/tmp/union", True),
     ("eval-union-notitles", "2wikimultihopqa", "2wikimultihopqa", "/tmp/union", True),
 ]
-MODELS = ("qwen2.5-coder-1.5b-mixed", "qwen2.5-coder-0.5b-mixed")
+MODELS = tuple(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model=")) or (
+    "qwen2.5-coder-1.5b-mixed", "qwen2.5-coder-0.5b-mixed")
 METHODS = ("sr-rag-choose", "look-again-choose")
 
 
@@ -140,6 +143,8 @@ def set_aside(path, ids):
         target = path.parent / OTHER_SETTINGS_DIR / f"{path.stem}.{key}.jsonl"
         target.parent.mkdir(parents=True, exist_ok=True)
         old = read_rows_file(target)[0] if target.is_file() else []
+        if again := sorted({o["id"] for o in old} & {r["id"] for r in rows}):
+            sys.exit(f"{target}: rows {again[:3]}... were set aside before; pass --model= for the rows not yet set aside")
         write_rows_file(target, [*[o for o in old if o["id"] not in ids], *rows])
     write_rows_file(path, keep)
 
