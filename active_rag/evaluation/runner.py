@@ -80,6 +80,7 @@ from active_rag.evaluation.scoring import (
     summarize_rows,
     thresholds_used,
 )
+from active_rag.methods.answer_check import passages_text
 from active_rag.methods.prompt_layout import resolve_prompt_mode
 from active_rag.methods.routing import authors_decision
 from active_rag.validation import check_date
@@ -308,6 +309,7 @@ class EvalWorker:
             self.router.today = check_date("today", config.today)
         self.system = RETRIEVALQA_SYSTEM_PROMPT if config.dataset == "retrievalqa" else None
         self._engines: dict[str, tuple[ActiveRAG, str]] = {}
+        self._by_id: dict[str, Any] | None = None
 
     def system_prompt(self) -> contextlib.AbstractContextManager[None]:
         """Set the dataset's system prompt on the model for the duration of a ``with`` block."""
@@ -327,22 +329,41 @@ class EvalWorker:
 
     def unsettled_key(self, name: str) -> dict[str, str]:
         """The keys of method ``name``'s engine without the answer rules it has that a resume can carry over
-        (``settle_dates``, ``ask_each_name``; :mod:`active_rag.evaluation.settled`), each with the rules it lacks
-        (``"dates"``, ``"each-name"``, ``"dates+each-name"``); empty when it has none."""
+        (``settle_dates``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``;
+        :mod:`active_rag.evaluation.settled`), each with the rules it lacks joined by ``+`` (``"dates"``,
+        ``"dates+each-name"``, ...); empty when it has none."""
         probe, _ = self._engine(name)
-        has = [rule for rule, attr in (("dates", "settle_dates"), ("each-name", "ask_each_name")) if getattr(probe, attr)]
+        check = probe.answer_check
+        switches = {"dates": ("settle_dates", True, False), "each-name": ("ask_each_name", True, False)}
+        has = [rule for rule, (attr, on, _) in switches.items() if getattr(probe, attr) is on]
+        if check is not None and check.select == "new-evidence":
+            has.append("new-evidence")
+
+        def turn(rule: str, on: bool) -> None:
+            if rule == "new-evidence":
+                check.select = "new-evidence" if on else "second"
+            else:
+                setattr(probe, switches[rule][0], on)
+
         keys: dict[str, str] = {}
         for n in range(1, 2 ** len(has)):
             off = [rule for i, rule in enumerate(has) if n >> i & 1]
-            attrs = ["settle_dates" if rule == "dates" else "ask_each_name" for rule in off]
-            for attr in attrs:
-                setattr(probe, attr, False)
+            for rule in off:
+                turn(rule, False)
             try:
                 keys[_engine_key(probe, self.config, self.model_name, self.index_info.get("passages"))] = "+".join(off)
             finally:
-                for attr in attrs:
-                    setattr(probe, attr, True)
+                for rule in off:
+                    turn(rule, True)
         return keys
+
+    def passage_texts(self, ids: Sequence[str]) -> str:
+        """The titles and texts of the indexed passages ``ids``, in order, as the engine's grounding reads them
+        (:func:`~active_rag.methods.answer_check.passages_text`); the run's shared index only."""
+        assert self.shared is not None, "passage_texts reads the shared index"
+        if self._by_id is None:
+            self._by_id = {p.id: p for p in self.shared.inner.passages}
+        return passages_text(self._by_id[i] for i in ids if i in self._by_id)
 
     def run(self, name: str, example: Example) -> dict[str, Any]:
         """Answer and score ``example`` with method ``name``; the row written to the method's JSONL file."""
@@ -474,7 +495,8 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
             key = worker.engine_key(spec.name)
             if not config.resume and path.exists():
                 path.unlink()
-            done = _read_rows(path, key, worker.unsettled_key(spec.name))
+            texts = worker.passage_texts if worker.shared is not None else None
+            done = _read_rows(path, key, worker.unsettled_key(spec.name), texts)
             todo = [ex for ex in examples if ex.id not in done]
             bar = tqdm(total=len(todo), desc=spec.name, unit="q", disable=not progress, leave=True)
             with open(path, "a", encoding="utf-8") as fh:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,14 +183,16 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+@=,-]+", "_", name).strip("_") or "model"
 
 
-def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | None = None,
+               texts: Callable[[Sequence[str]], str] | None = None) -> dict[str, dict[str, Any]]:
     """Finished rows of a method file (by question id) made with the same engine settings.
 
     ``unsettled_key``: the key of the same engine without ``settle_dates`` (a string), or a mapping from the keys of
-    the same engine without its answer rules to the rules missing (``"dates"``, ``"each-name"``,
-    ``"dates+each-name"``); their rows, where no row of ``key`` answers the question, come back settled or carried
-    over (:func:`active_rag.evaluation.settled.convert_row`; a row the rule would change by asking the model is
-    answered again), and are set aside like any other settings' rows.
+    the same engine without its answer rules to the rules missing (``"dates"``, ``"each-name"``, ``"new-evidence"``,
+    joined by ``+``); their rows, where no row of ``key`` answers the question, come back settled or carried over
+    (:func:`active_rag.evaluation.settled.convert_row`, which reads the passages through ``texts``; a row the rule
+    would change by asking the model or by keeping the other answer is answered again), and are set aside like any
+    other settings' rows.
 
     Malformed lines (a run killed mid-write) are dropped with a warning. Rows made with other settings are
     moved, with a warning naming where, to ``other-settings/`` beside the file (never deleted), and rows set
@@ -227,7 +229,7 @@ def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | No
             rules = earlier.get(str(row.get("engine_key")))
             if rules is not None and str(row["id"]) not in rows:
                 used.update(rules.split("+"))
-                converted = convert_row(row, key, rules)
+                converted = convert_row(row, key, rules, texts)
                 if converted is None:
                     again += 1
                     continue

@@ -10,20 +10,33 @@ question again; the rows it came from are set aside (``other-settings/``), never
 ``AnswerStage(each_name=True)`` (:mod:`active_rag.methods.both_names`) asks the model again, but only on a "both"
 question whose answer is "yes": every other row of the same engine without it is the row the engine with it writes.
 :func:`carry_row` carries those over and returns ``None`` for the rows it would ask again, so that turning the rule
-on answers only those questions again. :func:`convert_row` applies what lies between a row's key and the new one
-(``"dates"``, ``"each-name"`` or both).
+on answers only those questions again.
+
+``AnswerCheck(select="new-evidence")`` (:func:`active_rag.methods.answer_check.unsupported_change`) changes only
+which of the two answers a look keeps, from the answers' spans and the passages' text: a row written with
+``select="second"`` is the row it writes unless its second answer changed a draft without the look's evidence.
+:func:`keeps_second` tells which, from the passages' text; such a question is answered again (a row keeps the kept
+answer's full text only).
+
+:func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"each-name"``,
+``"new-evidence"``, joined by ``+``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from active_rag.evaluation.metrics import qa_scores
 from active_rag.methods.both_names import both_question, yes_or_no
+from active_rag.methods.answer_check import grounded_in, unsupported_change
 from active_rag.methods.date_compare import settle_dates
+from active_rag.text import normalize_answer
 
-__all__ = ["carry_row", "convert_row", "settle_row"]
+__all__ = ["carry_row", "convert_row", "keeps_second", "settle_row"]
+
+#: the text of the passages with these ids, in order (titles and texts, as the engine's grounding reads them)
+PassageTexts = Callable[[Sequence[str]], str]
 
 
 def settle_row(row: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -60,10 +73,31 @@ def carry_row(row: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     return {**row, "engine_key": key, "settled_from": row.get("engine_key")}
 
 
-def convert_row(row: Mapping[str, Any], key: str, rules: str) -> dict[str, Any] | None:
-    """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, or ``"dates+each-name"``), as the engine with
-    key ``key`` writes it; ``None`` when the question must be answered again (:func:`carry_row`)."""
+def keeps_second(row: Mapping[str, Any], texts: PassageTexts | None) -> bool:
+    """Whether ``AnswerCheck(select="new-evidence")`` keeps the answer that a row written with ``select="second"``
+    kept: always, unless the row's look kept a second answer that :func:`unsupported_change` rejects, read from the
+    draft's passages (the trace's first ``held_ids``) and those the look added (the last entry's ``held_ids`` not
+    among them). Without ``texts`` every second answer that differs from its draft, other than a "yes" or "no", counts
+    as rejected (the question is answered again)."""
+    check = row.get("answer_check") or {}
+    if not check.get("fired") or check.get("kept") != "second" or not check.get("second"):
+        return True
+    draft, second = str(check["draft"].get("answer") or ""), str(check["second"].get("answer") or "")
+    trace = row.get("trace") or []
+    if texts is None or not trace:
+        return normalize_answer(draft) == normalize_answer(second) or grounded_in(second, "") is None
+    read = list(trace[0].get("held_ids") or [])
+    added = [i for i in trace[-1].get("held_ids") or [] if i not in read]
+    return not unsupported_change(draft, second, texts(read), texts(added))
+
+
+def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
+    """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, ``"new-evidence"``, joined by ``+``), as the
+    engine with key ``key`` writes it; ``None`` when the question must be answered again (:func:`carry_row`,
+    :func:`keeps_second`, which reads the passages through ``texts``)."""
     missing = set(rules.split("+"))
     if "each-name" in missing and _asks_each_name(row):
+        return None
+    if "new-evidence" in missing and not keeps_second(row, texts):
         return None
     return settle_row(row, key) if "dates" in missing else carry_row(row, key)

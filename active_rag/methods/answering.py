@@ -73,6 +73,9 @@ def _kept_draft_reason(check: AnswerCheck, draft: Any, second: Any) -> str:
         return "neither answer has an answer span (no \"the answer is\"): the draft stands"
     if second.tokens == 0:
         return "the second answer has no answer span"
+    if check.select == "new-evidence":
+        return (f"the second answer {second.answer!r} is found in the draft's passages and in none the look added: "
+                f"the draft {draft.answer!r} stands")
     return (f"rule {check.select!r} keeps the draft {draft.answer!r} (weakest answer token p={draft.min_prob:.3f}) over "
             f"{second.answer!r} (p={second.min_prob:.3f})")
 
@@ -257,8 +260,10 @@ class AnswerSteps:
         yield from self._answer_again(run)
         second = answer_confidence(run.output)
         record["second"] = second.to_dict()
+        added = [i for i in run.answer_passages if i not in draft_passages]
         if check.keep_second(draft, second, run.question, (_passage_text(run, draft_passages),
-                                                             _passage_text(run, run.answer_passages))):
+                                                             _passage_text(run, run.answer_passages)),
+                             _passage_text(run, added)):
             record["kept"] = "second"
             return record
         record["second_text"] = "".join(step.text for step in run.output)  # what the model wrote, kept

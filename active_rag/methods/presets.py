@@ -141,10 +141,11 @@ PRESETS: dict[str, Preset] = {
                "HotpotQA, +9.9 on 2WikiMultihopQA (1.5B)"),
         Preset("look-again-choose", "answer from the question's passages; when an answer token has p < 0.95 or the "
                "answer is not found in those passages, read what sr-rag-choose reads (active_rag.methods.read_choice) "
-               "and answer again, keeping the second answer; otherwise read nothing more; a comparison of dates is settled "
+               "and answer again, keeping the second answer unless it only repeats the draft's passages (the draft and it both "
+               "found there, it in none of the added ones); otherwise read nothing more; a comparison of dates is settled "
                "by the dates the reader wrote, and a 'yes' to whether two names both have a property by asking each name", "once", "input",
                context="accumulate",
-               answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="second", query="choose",
+               answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="new-evidence", query="choose",
                                                     ground_draft=True), options=True, dates=True, each_name=True),
                source=_BEYOND, use_for="a mix of questions the first passages often answer and bridge questions, over titled "
                "documents: sr-rag-choose's gain at fewer retriever calls (1.0-1.5), reading nothing more for 43-90% of "

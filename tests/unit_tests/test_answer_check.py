@@ -71,7 +71,7 @@ def test_answer_confidence_reads_the_answer_tokens_only() -> None:
 def test_check_options_are_validated() -> None:
     with pytest.raises(InvalidOptionError, match="theta"):
         AnswerCheck(theta=1.5)
-    with pytest.raises(InvalidOptionError, match="mean, min, second"):
+    with pytest.raises(InvalidOptionError, match="mean, min, new-evidence, second"):
         AnswerCheck(select="longest")
     with pytest.raises(InvalidOptionError, match="answer_check"):
         make_answer_check("yes")  # type: ignore[arg-type]

@@ -1,0 +1,111 @@
+"""``AnswerCheck(select="new-evidence")``: after a look, the second answer replaces the draft unless the look brought
+no evidence for the change (:func:`active_rag.methods.answer_check.unsupported_change`), and rows written with
+``select="second"`` resume under it, answering again only the questions whose kept answer it changes
+(:func:`active_rag.evaluation.settled.keeps_second`)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from active_rag import ActiveRAG, AnswerCheck
+from active_rag.evaluation.scoring import _read_rows
+from active_rag.evaluation.settled import convert_row, keeps_second
+from active_rag.methods.answer_check import AnswerConfidence, passages_text, unsupported_change
+from active_rag.methods.presets import PRESETS
+from tests.unit_tests.test_loop import ScriptedLM, Word, words
+from tests.unit_tests.test_read_choice import ALL, Corpus
+
+READ = "Annie Morton (born 1970) is a model who worked with Paul Smith.\nGlow is a film about a model."
+ADDED = "Paul Smith is a designer.\nWho is older is a question people ask."
+
+
+@pytest.mark.parametrize("draft, second, rejected", [
+    ("a film", "a model", True),  # both in the draft's passages, the second in none of the added ones
+    ("a film", "designer", False),  # the second answer is found in what the look added
+    ("a film", "Film", False),  # the same answer
+    ("a photographer", "a model", False),  # the draft is not found in its passages: nothing to keep
+    ("a film", "a poet", False),  # the second answer is found nowhere: not read in the draft's passages
+    ("a film", "no", False),  # no passage spells out a yes or a no
+    ("a film", "", False),
+])
+def test_a_change_without_the_looks_evidence(draft: str, second: str, rejected: bool) -> None:
+    assert unsupported_change(draft, second, READ, ADDED) is rejected
+
+
+def _confidence(answer: str) -> AnswerConfidence:
+    return AnswerConfidence(answer=answer, mean_logprob=-0.1, min_prob=0.9, token=answer.split()[0], tokens=2)
+
+
+def test_keep_second_is_the_second_rule_except_for_an_unsupported_change() -> None:
+    check = AnswerCheck(select="new-evidence")
+    film, model, designer = _confidence("a film"), _confidence("a model"), _confidence("designer")
+    assert not check.keep_second(film, model, "", (READ, READ + ADDED), ADDED)
+    assert check.keep_second(film, designer, "", (READ, READ + ADDED), ADDED)
+    assert check.keep_second(film, model)  # without the passages' text it keeps the second, as "second" does
+    assert check.reads_passages and not check.grounds  # a yes/no draft is judged by theta, as with "second"
+    assert PRESETS["look-again-choose"].answer.check.select == "new-evidence"
+
+
+def _script(second: str):
+    def script(prompt: str) -> list[Word]:
+        if "Paul Smith is a designer." in prompt:  # the look's prompt
+            return words(f"So the answer is {second}.")
+        return words("So the answer is a film.", film=(0.5, 0.1))  # unsure: the check looks again
+    return script
+
+
+QUESTION = "What does the designer who worked with Annie Morton make?"
+
+
+def test_the_draft_stands_when_the_second_answer_only_repeats_the_drafts_passages() -> None:
+    result = ActiveRAG.from_preset("look-again-choose", ScriptedLM(script=_script("a model")), Corpus(),
+                                   top_k=2).run(QUESTION)
+    check = result.answer_check
+    assert check is not None and check["fired"] and check["second"]["answer"] == "a model"
+    assert check["kept"] == "draft" and result.answer.endswith("So the answer is a film.")
+    assert "in none the look added" in check["reason"] and check["second_text"].endswith("a model.")
+    # the look did read the designer's article: it is the second prompt's evidence the rule asks about
+    assert "p" in result.retrievals[-1].new_ids
+
+
+def test_the_second_answer_stands_when_the_look_brought_it() -> None:
+    result = ActiveRAG.from_preset("look-again-choose", ScriptedLM(script=_script("designer")), Corpus(),
+                                   top_k=2).run(QUESTION)
+    assert result.answer_check is not None and result.answer_check["kept"] == "second"
+    assert result.answer.endswith("So the answer is designer.")
+
+
+def _row(qid: str, second: str, kept: str = "second") -> dict:
+    """A row as ``select="second"`` wrote it: the draft "a film" from passages a and o, the look adding p and n."""
+    return {"id": qid, "question": QUESTION, "gold": ["clothes"], "prediction": f"So the answer is {second}.",
+            "answer": second, "metrics": {"em": 0.0, "f1": 0.0}, "engine_key": "old",
+            "answer_check": {"fired": True, "kept": kept, "draft": {"answer": "a film"}, "second": {"answer": second}},
+            "trace": [{"held_ids": ["a", "o"]}, {"held_ids": ["a", "o", "p", "n"], "new_ids": ["p", "n"]}]}
+
+
+def _texts(ids: list[str]) -> str:
+    by_id = {p.id: p for p in ALL}
+    return passages_text(by_id[i] for i in ids)
+
+
+def test_rows_written_with_second_resume_and_only_the_changed_ones_are_answered_again(tmp_path) -> None:
+    rows = [_row("q1", "a model"), _row("q2", "designer"), _row("q3", "a model", kept="draft"),
+            {**_row("q4", "a film"), "answer_check": {"fired": False, "kept": "draft", "draft": {"answer": "a film"},
+                                                     "second": None}}]
+    assert [keeps_second(r, _texts) for r in rows] == [False, True, True, True]
+    assert convert_row(rows[0], "new", "new-evidence", _texts) is None
+    assert convert_row(rows[1], "new", "dates+new-evidence", _texts)["engine_key"] == "new"
+    # without the passages' text every second answer that differs from its draft is answered again
+    assert [keeps_second(r, None) for r in rows] == [False, False, True, True]
+    path = tmp_path / "look-again-choose.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = _read_rows(path, "new", {"old": "new-evidence"}, _texts)
+    assert sorted(done) == ["q2", "q3", "q4"] and all(r["settled_from"] == "old" for r in done.values())
+    assert "1 will be answered again" in " ".join(str(w.message) for w in caught)
+    aside = [json.loads(line) for p in (tmp_path / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
+    assert len(aside) == 4  # nothing lost
