@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from active_rag.methods.answer_check import GROUNDED_RULES, SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
+from active_rag.methods.answer_check import PASSAGE_RULES, SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
 from active_rag.evaluation.compare import labelled, read_rows
 from active_rag.evaluation.config import PRIMARY_METRICS
 from active_rag.evaluation.paired import PairedDifference, paired_differences
@@ -74,10 +74,21 @@ def prompt_passages(row: Mapping[str, Any], corpus: Mapping[str, Passage]) -> tu
     """The text of the passages in the draft's prompt (the answer check's decision, the row's first segment) and in
     the second answer's (what the prompt held after the check's retrieval, the trace's last entry); empty where a
     row does not say."""
-    draft_ids = row["segments"][0]["passage_ids"] if row.get("segments") else row.get("final_passage_ids", [])
-    second_ids = (row.get("trace") or [{}])[-1].get("held_ids") or draft_ids
+    draft_ids, second_ids = _prompt_ids(row)
     return (passages_text(corpus[i] for i in draft_ids if i in corpus),
             passages_text(corpus[i] for i in second_ids if i in corpus))
+
+
+def added_passages(row: Mapping[str, Any], corpus: Mapping[str, Passage]) -> str:
+    """The text of the passages the look added: the second answer's prompt passages that the draft's did not hold."""
+    draft_ids, second_ids = _prompt_ids(row)
+    return passages_text(corpus[i] for i in second_ids if i in corpus and i not in draft_ids)
+
+
+def _prompt_ids(row: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    draft_ids = row["segments"][0]["passage_ids"] if row.get("segments") else row.get("final_passage_ids", [])
+    second_ids = (row.get("trace") or [{}])[-1].get("held_ids") or draft_ids
+    return list(draft_ids), list(second_ids)
 
 
 def rule_scores(rows: Sequence[Mapping[str, Any]], dataset: str, check: AnswerCheck,
@@ -91,9 +102,11 @@ def rule_scores(rows: Sequence[Mapping[str, Any]], dataset: str, check: AnswerCh
         if record["second"] is None or not check.unsure(first):
             out.append(answer_score(record["draft"]["answer"], r["gold"], dataset))
             continue
-        texts = prompt_passages(r, corpus) if corpus is not None and check.grounds else None
+        reads = corpus is not None and check.reads_passages
+        texts = prompt_passages(r, corpus) if reads else None
+        added = added_passages(r, corpus) if reads else None
         kept = record["second"] if check.keep_second(first, confidence(record["second"]), r.get("question", ""),
-                                                     texts) else record["draft"]
+                                                     texts, added) else record["draft"]
         out.append(answer_score(kept["answer"], r["gold"], dataset))
     return out
 
@@ -106,7 +119,7 @@ def against(rows: Sequence[Mapping[str, Any]], baselines: Mapping[str, Sequence[
     metric = "f1" if "f1" in PRIMARY_METRICS[dataset] else PRIMARY_METRICS[dataset][0]
     scores = {"draft": [answer_score(r["answer_check"]["draft"]["answer"], r["gold"], dataset) for r in rows]}
     scores.update({f"keep by {rule}": rule_scores(rows, dataset, AnswerCheck(select=rule), corpus)
-                   for rule in SELECT_RULES if rule not in GROUNDED_RULES or corpus is not None})
+                   for rule in SELECT_RULES if rule not in PASSAGE_RULES or corpus is not None})
     table: dict[str, list[dict[str, Any]]] = {
         label: [{"id": r["id"], "metrics": {metric: s}} for r, s in zip(rows, per_row, strict=True)]
         for label, per_row in scores.items()}
@@ -125,7 +138,7 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[floa
     ``avoid_echo``), each decided by :class:`~active_rag.methods.answer_check.AnswerCheck` itself. ``corpus`` (passages
     by id) is what the grounded rules read; without it they are left out."""
     rows = checked_rows(rows)
-    rules = [r for r in rules if r not in GROUNDED_RULES or corpus is not None]
+    rules = [r for r in rules if r not in PASSAGE_RULES or corpus is not None]
     n = len(rows)
     if n == 0:
         raise ValueError("No rows to sweep.")

@@ -237,9 +237,9 @@ def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | No
                 settled += 1
         if settled or again:
             warnings.warn(f"{path}: carried over {settled} row(s) written by this method without its answer rules "
-                          f"({', '.join(sorted(used))}; settled where a rule reads only the written "
-                          f"answer){f', {again} will be answered again' if again else ''}; the rows they came from are "
-                          "set aside.", stacklevel=3)
+                          f"({', '.join(sorted(used))}: each row as the rules would have written it, settled from "
+                          f"what it holds){f', {again} will be answered again' if again else ''}; the rows they came "
+                          "from are set aside.", stacklevel=3)
     if bad:
         lines = [n for n in bad if n]
         where = f" (malformed line(s) {', '.join(map(str, lines[:5]))}{', ...' if len(lines) > 5 else ''})" if lines else ""

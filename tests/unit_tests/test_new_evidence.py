@@ -109,3 +109,21 @@ def test_rows_written_with_second_resume_and_only_the_changed_ones_are_answered_
     assert "1 will be answered again" in " ".join(str(w.message) for w in caught)
     aside = [json.loads(line) for p in (tmp_path / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
     assert len(aside) == 4  # nothing lost
+
+
+def test_the_sweep_replays_the_rule_from_the_rows_passages() -> None:
+    from active_rag.evaluation.answer_check_sweep import rule_scores
+
+    def record(answer: str) -> dict:
+        return {"answer": answer, "mean_logprob": -0.5, "min_prob": 0.5, "token": answer.split()[-1], "tokens": 2}
+
+    rows = []
+    for qid, second in (("q1", "a model"), ("q2", "designer")):
+        row = _row(qid, second)
+        row["gold"] = ["film"]
+        row["answer_check"] = {"theta": 1.0, "draft": record("a film"), "second": record(second)}
+        row["segments"] = [{"passage_ids": ["a", "o"]}]
+        rows.append(row)
+    corpus = {p.id: p for p in ALL}
+    assert rule_scores(rows, "hotpotqa", AnswerCheck(select="new-evidence"), corpus) == [1.0, 0.0]
+    assert rule_scores(rows, "hotpotqa", AnswerCheck(select="second"), corpus) == [0.0, 0.0]
