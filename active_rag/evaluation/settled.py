@@ -100,4 +100,6 @@ def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageText
         return None
     if "new-evidence" in missing and not keeps_second(row, texts):
         return None
-    return settle_row(row, key) if "dates" in missing else carry_row(row, key)
+    if "dates" in missing:
+        return settle_row(row, key)
+    return {**row, "engine_key": key, "settled_from": row.get("engine_key")}

@@ -8,8 +8,14 @@ answers it rejects (the engine's own test, active_rag.evaluation.settled.keeps_s
 scores better or worse on, the slice's F1 before and after, and item 3 (the F1 on the questions whose prompt held
 every gold paragraph) before and after. The draft is scored by its answer span (a row keeps the kept answer's full
 text only, so the date rule is not applied to it; a run of the preset does). Rows already written with the rule
-(`settled_from` absent and `select` "new-evidence") are read as they are.
+(`select` "new-evidence") are read as they are.
+
+`--compare`, once `active-rag eval --methods look-again-choose` has resumed a slice under the rule (the rows it carried
+over name the key they came from, `settled_from`; the questions it answered again are new rows): per slice, those
+questions' F1 before and after and how many turned better or worse, the slice's F1 before and after, and item 3
+before and after, the "before" rows read from `other-settings/look-again-choose.<settled_from>.jsonl`.
 """
+from collections import Counter
 import json
 import sys
 from pathlib import Path
@@ -73,5 +79,31 @@ def main():
               f"{len(held_before)}, {pct(held_before):.1f} / {pct(held_after):.1f} |")
 
 
+def compare():
+    print("| Slice | answered again | their F1 before / after (better / worse) | F1 before / after | "
+          "all gold: n, F1 before / after |")
+    print("|---|---:|---:|---:|---:|")
+    for label, folder, ds_folder, dataset, _, _ in SLICES:
+        path = R / folder / ds_folder / M / "look-again-choose.jsonl"
+        if not path.is_file():
+            continue
+        now = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+        keys = Counter(r["settled_from"] for r in now.values() if r.get("settled_from"))
+        if not keys:
+            continue
+        old_path = path.parent / "other-settings" / f"look-again-choose.{keys.most_common(1)[0][0]}.jsonl"
+        old = {r["id"]: r for r in map(json.loads, old_path.read_text().splitlines())}
+        f1 = lambda row: scores(row, dataset)[1]  # noqa: E731
+        again = [i for i, r in now.items() if not r.get("settled_from")]
+        pairs = [(f1(old[i]), f1(now[i])) for i in again if i in old]
+        held = lambda row: set(row.get("gold_passage_ids") or []) <= set(row.get("final_passage_ids") or [])  # noqa: E731
+        pct = lambda xs: 100 * sum(xs) / max(len(xs), 1)  # noqa: E731
+        hb, ha = [f1(r) for r in old.values() if held(r)], [f1(r) for r in now.values() if held(r)]
+        print(f"| {label} | {len(again)} | {pct([a for a, _ in pairs]):.1f} / {pct([b for _, b in pairs]):.1f} "
+              f"({sum(b > a for a, b in pairs)} / {sum(b < a for a, b in pairs)}) | "
+              f"{pct([f1(r) for r in old.values()]):.1f} / {pct([f1(r) for r in now.values()]):.1f} | "
+              f"{len(hb)}, {pct(hb):.1f} / {len(ha)}, {pct(ha):.1f} |")
+
+
 if __name__ == "__main__":
-    main()
+    compare() if "--compare" in sys.argv else main()

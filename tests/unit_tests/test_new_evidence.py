@@ -127,3 +127,12 @@ def test_the_sweep_replays_the_rule_from_the_rows_passages() -> None:
     corpus = {p.id: p for p in ALL}
     assert rule_scores(rows, "hotpotqa", AnswerCheck(select="new-evidence"), corpus) == [1.0, 0.0]
     assert rule_scores(rows, "hotpotqa", AnswerCheck(select="second"), corpus) == [0.0, 0.0]
+
+
+def test_a_row_the_each_name_rule_already_settled_is_carried_over_by_the_new_evidence_rule() -> None:
+    both = {**_row("q5", "yes"), "question": "Are both Jim McBride and Neil Jordan American?",
+            "prediction": "Both are American. So the answer is yes.", "each_name": {"answer": "no"},
+            "answer_check": {"fired": False, "kept": "draft", "draft": {"answer": "yes"}, "second": None}}
+    carried = convert_row(both, "new", "new-evidence", _texts)
+    assert carried is not None and carried["each_name"] == {"answer": "no"} and carried["settled_from"] == "old"
+    assert convert_row(both, "new", "each-name+new-evidence", _texts) is None  # a row written without each name
