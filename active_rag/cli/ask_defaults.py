@@ -13,9 +13,10 @@
   (:data:`ASK_ENDPOINT_METHOD`), six passages, the best single retrieval.
 - With a registry model under 1B parameters (:data:`ASK_SMALL_MODELS`: qwen2.5-coder-0.5b, smollm2), ``sr-rag``
   (:data:`ASK_SMALL_MODEL_METHOD`) too. The 0.5B reader reads six passages worse than three and does not use what
-  the links add on HotpotQA: ``sr-rag-choose`` scores -0.5 F1 [-4.1, +3.2] against six passages over the union
-  and -5.7 [-10.7, -0.7] where the files have no titles (docs/context.md, "The 0.5B model over the union"); it
-  gains only on 2WikiMultihopQA-like questions (+5.6), where ``--method sr-rag-choose`` still runs it.
+  the links add on HotpotQA: ``sr-rag-choose`` scores -0.3 F1 [-3.9, +3.1] against six passages over the union
+  and -3.7 [-9.4, +1.7] where the files have no titles (docs/context.md, "The 0.5B model over the union"); the
+  links gain only on 2WikiMultihopQA-like questions (``look-again-choose`` +8.3, ``sr-rag-choose`` +4.9), where
+  ``--method`` still runs them.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from active_rag.evaluation.settled import look_passage_ids
 from active_rag.methods.answer_check import PASSAGE_RULES, SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
 from active_rag.evaluation.compare import labelled, read_rows
 from active_rag.evaluation.config import PRIMARY_METRICS
@@ -74,21 +75,16 @@ def prompt_passages(row: Mapping[str, Any], corpus: Mapping[str, Passage]) -> tu
     """The text of the passages in the draft's prompt (the answer check's decision, the row's first segment) and in
     the second answer's (what the prompt held after the check's retrieval, the trace's last entry); empty where a
     row does not say."""
-    draft_ids, second_ids = _prompt_ids(row)
+    draft_ids, second_ids = look_passage_ids(row)
     return (passages_text(corpus[i] for i in draft_ids if i in corpus),
             passages_text(corpus[i] for i in second_ids if i in corpus))
 
 
 def added_passages(row: Mapping[str, Any], corpus: Mapping[str, Passage]) -> str:
     """The text of the passages the look added: the second answer's prompt passages that the draft's did not hold."""
-    draft_ids, second_ids = _prompt_ids(row)
+    draft_ids, second_ids = look_passage_ids(row)
     return passages_text(corpus[i] for i in second_ids if i in corpus and i not in draft_ids)
 
-
-def _prompt_ids(row: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    draft_ids = row["segments"][0]["passage_ids"] if row.get("segments") else row.get("final_passage_ids", [])
-    second_ids = (row.get("trace") or [{}])[-1].get("held_ids") or draft_ids
-    return list(draft_ids), list(second_ids)
 
 
 def rule_scores(rows: Sequence[Mapping[str, Any]], dataset: str, check: AnswerCheck,

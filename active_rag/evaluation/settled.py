@@ -33,7 +33,7 @@ from active_rag.methods.answer_check import grounded_in, unsupported_change
 from active_rag.methods.date_compare import settle_dates
 from active_rag.text import normalize_answer
 
-__all__ = ["carry_row", "convert_row", "keeps_second", "settle_row"]
+__all__ = ["carry_row", "convert_row", "keeps_second", "look_passage_ids", "settle_row"]
 
 #: the text of the passages with these ids, in order (titles and texts, as the engine's grounding reads them)
 PassageTexts = Callable[[Sequence[str]], str]
@@ -76,19 +76,25 @@ def carry_row(row: Mapping[str, Any], key: str) -> dict[str, Any] | None:
 def keeps_second(row: Mapping[str, Any], texts: PassageTexts | None) -> bool:
     """Whether ``AnswerCheck(select="new-evidence")`` keeps the answer that a row written with ``select="second"``
     kept: always, unless the row's look kept a second answer that :func:`unsupported_change` rejects, read from the
-    draft's passages (the trace's first ``held_ids``) and those the look added (the last entry's ``held_ids`` not
-    among them). Without ``texts`` every second answer that differs from its draft, other than a "yes" or "no", counts
+    draft's passages and those the look added (:func:`look_passage_ids`). Without ``texts`` every second answer that differs from its draft, other than a "yes" or "no", counts
     as rejected (the question is answered again)."""
     check = row.get("answer_check") or {}
     if not check.get("fired") or check.get("kept") != "second" or not check.get("second"):
         return True
     draft, second = str(check["draft"].get("answer") or ""), str(check["second"].get("answer") or "")
-    trace = row.get("trace") or []
-    if texts is None or not trace:
+    if texts is None or not row.get("trace"):
         return normalize_answer(draft) == normalize_answer(second) or grounded_in(second, "") is None
-    read = list(trace[0].get("held_ids") or [])
-    added = [i for i in trace[-1].get("held_ids") or [] if i not in read]
-    return not unsupported_change(draft, second, texts(read), texts(added))
+    read, held = look_passage_ids(row)
+    return not unsupported_change(draft, second, texts(read), texts([i for i in held if i not in read]))
+
+
+def look_passage_ids(row: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The ids of the passages in a checked row's draft prompt (its first segment's, else its final passages) and in
+    its second answer's (what the prompt held after the check's retrieval, the trace's last entry; the draft's when
+    the row does not say)."""
+    draft = row["segments"][0]["passage_ids"] if row.get("segments") else row.get("final_passage_ids", [])
+    second = (row.get("trace") or [{}])[-1].get("held_ids") or draft
+    return list(draft), list(second)
 
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:

@@ -83,6 +83,7 @@ def _row(qid: str, second: str, kept: str = "second") -> dict:
     return {"id": qid, "question": QUESTION, "gold": ["clothes"], "prediction": f"So the answer is {second}.",
             "answer": second, "metrics": {"em": 0.0, "f1": 0.0}, "engine_key": "old",
             "answer_check": {"fired": True, "kept": kept, "draft": {"answer": "a film"}, "second": {"answer": second}},
+            "segments": [{"passage_ids": ["a", "o"]}],
             "trace": [{"held_ids": ["a", "o"]}, {"held_ids": ["a", "o", "p", "n"], "new_ids": ["p", "n"]}]}
 
 
@@ -122,7 +123,6 @@ def test_the_sweep_replays_the_rule_from_the_rows_passages() -> None:
         row = _row(qid, second)
         row["gold"] = ["film"]
         row["answer_check"] = {"theta": 1.0, "draft": record("a film"), "second": record(second)}
-        row["segments"] = [{"passage_ids": ["a", "o"]}]
         rows.append(row)
     corpus = {p.id: p for p in ALL}
     assert rule_scores(rows, "hotpotqa", AnswerCheck(select="new-evidence"), corpus) == [1.0, 0.0]
