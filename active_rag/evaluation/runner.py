@@ -334,8 +334,8 @@ class EvalWorker:
         ``"dates+each-name"``, ...); empty when it has none."""
         probe, _ = self._engine(name)
         check = probe.answer_check
-        switches = {"dates": ("settle_dates", True, False), "each-name": ("ask_each_name", True, False)}
-        has = [rule for rule, (attr, on, _) in switches.items() if getattr(probe, attr) is on]
+        switches = {"dates": "settle_dates", "each-name": "ask_each_name"}
+        has = [rule for rule, attr in switches.items() if getattr(probe, attr)]
         if check is not None and check.select == "new-evidence":
             has.append("new-evidence")
 
@@ -343,7 +343,7 @@ class EvalWorker:
             if rule == "new-evidence":
                 check.select = "new-evidence" if on else "second"
             else:
-                setattr(probe, switches[rule][0], on)
+                setattr(probe, switches[rule], on)
 
         keys: dict[str, str] = {}
         for n in range(1, 2 ** len(has)):

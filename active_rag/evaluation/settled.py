@@ -76,8 +76,8 @@ def carry_row(row: Mapping[str, Any], key: str) -> dict[str, Any] | None:
 def keeps_second(row: Mapping[str, Any], texts: PassageTexts | None) -> bool:
     """Whether ``AnswerCheck(select="new-evidence")`` keeps the answer that a row written with ``select="second"``
     kept: always, unless the row's look kept a second answer that :func:`unsupported_change` rejects, read from the
-    draft's passages and those the look added (:func:`look_passage_ids`). Without ``texts`` every second answer that differs from its draft, other than a "yes" or "no", counts
-    as rejected (the question is answered again)."""
+    draft's passages and those the look added (:func:`look_passage_ids`). Without ``texts`` every second answer that
+    differs from its draft, other than a "yes" or "no", counts as rejected (the question is answered again)."""
     check = row.get("answer_check") or {}
     if not check.get("fired") or check.get("kept") != "second" or not check.get("second"):
         return True
