@@ -118,7 +118,7 @@ _DESCRIPTIONS = {
               "sr-rag-linked, look-again-grounded).",
     "trigger": "When to retrieve: an active_rag trigger name (rind, low-confidence, fixed-length, ...) or method alias.",
     "query": "What to retrieve: an active_rag query formulator name (attention, masked-sentence, last-tokens, ...).",
-    "context": "What the prompt keeps of the retrieved passages: replace (the papers'), keep-newest, accumulate, read-links or rerank.",
+    "context": "What the prompt keeps of the retrieved passages: replace (the papers'), keep-newest, accumulate, read-links, focus or rerank.",
     "top_k": "Passages per retrieval.",
     "max_new_tokens": "Maximum answer length in tokens.",
     "max_retrievals": "Maximum retrievals during generation (None: no cap).",

@@ -93,7 +93,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         router: ``"ta-are"``, ``"vanilla"``, a router object with ``decide(question)``, or ``None``.
         streaming: ``query``/``aquery`` return a ``StreamingResponse``/``AsyncStreamingResponse``.
         **options: passed to ``ActiveRAG``: ``context`` (what the prompt keeps: ``"replace"``, ``"keep-newest"``,
-            ``"accumulate"``, ``"read-links"``, ``"rerank"`` or an ``active_rag.ContextPolicy``), ``top_k``,
+            ``"accumulate"``, ``"read-links"``, ``"focus"``, ``"rerank"`` or an ``active_rag.ContextPolicy``), ``top_k``,
             ``max_new_tokens``, ``prompt``, ``answer`` (an ``active_rag.AnswerStage``), ``settings`` (an
             ``active_rag.RunSettings``), or one field of those by its flat name (``answer_options``,
             ``initial_retrieval``, ``max_retrievals``, ``stop``, ``answer_phrase``, ``method``...;

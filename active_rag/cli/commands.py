@@ -458,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--trigger", help="trigger name (see `active-rag methods`), overrides the method's")
     ask.add_argument("--query", help="query formulator name, overrides the method's")
     ask.add_argument("--context", help="context policy, what the prompt keeps of the retrieved passages: replace (the "
-                     "papers'), keep-newest, accumulate, read-links or rerank; overrides the method's")
+                     "papers'), keep-newest, accumulate, read-links, focus or rerank; overrides the method's")
     ask.add_argument("--answer-options", action=argparse.BooleanOptionalAction, default=None,
                      help="answer a choice question ('..., A or B?') with one of its options (default: the method's; "
                      "the look-again-grounded, sr-rag-linked and sr-rag-choose methods do); --no-answer-options: in the "

@@ -75,7 +75,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--initial-retrieval", action="store_true",
                    help="every method retrieves with the question before its first token (presets run as NAME@ir)")
     p.add_argument("--context", default=None,
-                   help="context policy for every method: replace, keep-newest, accumulate, read-links or rerank (presets run as "
+                   help="context policy for every method: replace, keep-newest, accumulate, read-links, focus or rerank (presets run as "
                    "NAME@context=POLICY; default: each method's own)")
     p.add_argument("--answer-options", action="store_true",
                    help="answer a choice question ('..., A or B?') with one of its options (presets run as NAME@options)")

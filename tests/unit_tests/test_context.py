@@ -221,3 +221,21 @@ def test_accumulate_follows_top_k_only_when_its_bound_is_not_given() -> None:
     # outside an engine the bound is six
     six = [Passage(id=f"p{i}", title="", text="t") for i in range(8)]
     assert [p.id for p in AccumulateContext().after_retrieval(six[:4], six[4:])] == ["p2", "p3", "p4", "p5", "p6", "p7"]
+
+
+def test_focus_reads_the_question_s_best_passages_and_the_look_s_best() -> None:
+    """``focus``: after a later retrieval the prompt holds the question's first two passages and that retrieval's
+    first one; every passage that leaves is named in the trace."""
+    answer = "One is here. Two is here. Three is here. So the answer is three."
+    result, _, lm = run("fs-rag", lambda p: words(answer), top_k=3, context="focus")
+    first, second, third = result.retrievals[:3]
+    assert first.held_ids == ["r1-0", "r1-1", "r1-2"]
+    assert second.held_ids == ["r1-0", "r1-1", "r2-0"]
+    assert second.evicted_ids == ["r1-2"] and [p.id for p in second.dropped] == ["r2-1", "r2-2"]
+    assert third.held_ids == ["r1-0", "r1-1", "r3-0"] and third.evicted_ids == ["r2-0"]
+    prompt = _prompts(lm)[1]  # the second sentence's: the question's two, then the second retrieval's best
+    assert "evidence2" in prompt and prompt.index("evidence1") < prompt.index("evidence2")
+    assert "evidence3" in _prompts(lm)[2] and "evidence2" not in _prompts(lm)[2]
+    assert make_context("focus:question=1,look=2", top_k=3) == make_context("focus", question=1, look=2, max_passages=6)
+    with pytest.raises(InvalidOptionError, match="look"):
+        make_context("focus:look=0")
