@@ -197,7 +197,7 @@ class FocusContext(AccumulateContext):
     with ``look-again-choose``'s six passages than with the gold paragraphs alone on HotpotQA dev (three passages:
     5.4 lower). Re-answering the 87 questions whose draft was sent on, from the same held passages without the
     model (``results/choose/layout_probe.py``): the question's first two and the look's first (a linked article where
-    one was found) score +3.9 F1 [-2.9, +10.6] over the six, and 47.8 F1 on the 45 of them whose prompt holds every
+    one was found) score +4.2 F1 [-2.4, +10.8] over the six, and 45.9 F1 on the 49 of them whose prompt holds every
     gold paragraph (the six: 34.5 on 66); the first two and the look's first two +0.4. The first retrieval is kept
     as ``accumulate`` keeps it."""
 
