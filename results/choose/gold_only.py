@@ -33,9 +33,9 @@ OUT = R / "gold-only" / M
 FILES = {"HotpotQA dev": "hotpotqa", "HotpotQA dev-b": "hotpotqa-dev-b", "2WikiMultihopQA": "2wikimultihopqa"}
 
 
-class GoldOnly:
-    """A retriever that returns the gold paragraphs of the question it is asked with (SR-RAG asks once, with the
-    question)."""
+class Fixed:
+    """A retriever that returns the passages chosen for the question it is asked with (here its gold paragraphs; SR-RAG
+    asks once, with the question)."""
 
     def __init__(self, by_question):
         self.by_question = {" ".join(q.split()): gold for q, gold in by_question.items()}
@@ -62,7 +62,7 @@ def run(args) -> None:
     gold = {e.question: [by_id[i] for i in e.gold_passage_ids] for e in examples}
     lm = ActiveLM.load(args.model, weights=args.weights)
     config = EvalConfig(dataset=args.dataset, top_k=max(len(g) for g in gold.values()))
-    engine = build_engine(MethodSpec("sr-rag", preset="sr-rag"), lm, GoldOnly(gold), config)
+    engine = build_engine(MethodSpec("sr-rag", preset="sr-rag"), lm, Fixed(gold), config)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for start in range(0, len(todo), args.batch_size):
         chunk = todo[start:start + args.batch_size]
@@ -136,16 +136,20 @@ def main() -> None:
     if "--report" in sys.argv:
         report()
         return
-    ap = argparse.ArgumentParser()
+    run(reader_args(argparse.ArgumentParser(), "qwen2.5-coder-1.5b").parse_args())
+
+
+def reader_args(ap: argparse.ArgumentParser, model: str) -> argparse.ArgumentParser:
+    """The options of a probe that answers with SR-RAG's reader (``--model`` with ``--weights``: what M names)."""
     ap.add_argument("--dataset", default="hotpotqa")
     ap.add_argument("--split", default="dev")
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b")  # with --weights, what M names
+    ap.add_argument("--model", default=model)
     ap.add_argument("--weights", default="mixed")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int)
     ap.add_argument("--out", type=Path, required=True)
-    run(ap.parse_args())
+    return ap
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gold_only import Fixed, reader_args  # noqa: E402
+
 LAYOUTS = ("held", "q12a12", "q12a1", "q1a12", "q1a1")
 
 
@@ -35,16 +38,6 @@ def layouts(row: dict) -> dict[str, list[str]]:
     held = row["final_passage_ids"]
     return {"held": held, "q12a12": first[:2] + added[:2], "q12a1": first[:2] + added[:1],
             "q1a12": first[:1] + added[:2], "q1a1": first[:1] + added[:1]}
-
-
-class Fixed:
-    """A retriever that returns the passages chosen for the question it is asked with."""
-
-    def __init__(self, by_question):
-        self.by_question = {" ".join(q.split()): ps for q, ps in by_question.items()}
-
-    def retrieve(self, query, k):
-        return list(self.by_question[" ".join(query.split())])
 
 
 def run(args) -> None:
@@ -114,18 +107,10 @@ def main() -> None:
         for p in sys.argv[sys.argv.index("--report") + 1:]:
             report(Path(p))
         return
-    ap = argparse.ArgumentParser()
+    ap = reader_args(argparse.ArgumentParser(), "qwen2.5-coder-0.5b")
     ap.add_argument("--rows", type=Path, required=True)
-    ap.add_argument("--dataset", default="hotpotqa")
-    ap.add_argument("--split", default="dev")
     ap.add_argument("--corpus", type=Path)
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
-    ap.add_argument("--weights", default="mixed")
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--limit", type=int)
-    ap.add_argument("--out", type=Path, required=True)
     run(ap.parse_args())
 
 
