@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from active_rag import ActiveRAG, Passage, RunSettings, UnknownNameError
-from active_rag.methods.context import AccumulateContext, RerankContext, make_context
+from active_rag.methods.context import AccumulateContext, FocusContext, RerankContext, make_context
 from active_rag.errors import InvalidOptionError
 from tests.unit_tests.test_loop import QUESTION, Recorder, ScriptedLM, Word, _two_trigger_script, run, words
 from tests.recipes import build, recipe
@@ -236,6 +236,8 @@ def test_focus_reads_the_question_s_best_passages_and_the_look_s_best() -> None:
     prompt = _prompts(lm)[1]  # the second sentence's: the question's two, then the second retrieval's best
     assert "evidence2" in prompt and prompt.index("evidence1") < prompt.index("evidence2")
     assert "evidence3" in _prompts(lm)[2] and "evidence2" not in _prompts(lm)[2]
+    held = [Passage(id=f"q{i}", title="", text="t") for i in range(3)]
+    assert FocusContext().after_retrieval(held, []) == held  # nothing new: nothing leaves
     assert make_context("focus:question=1,look=2", top_k=3) == make_context("focus", question=1, look=2, max_passages=6)
     with pytest.raises(InvalidOptionError, match="look"):
         make_context("focus:look=0")
