@@ -1,11 +1,11 @@
-"""Probe (not part of the engine): which of the passages a look holds the reader should read, and in what order.
+"""Probe (not part of the engine): which of the passages a look holds the reader should read.
 
 `look-again-choose` answers again from six passages (the question's three, then the three its look added). On the
 0.5B model that prompt costs the reader 12.4 F1 against the gold paragraphs alone (three passages' costs 5.4,
 docs/context.md, "Distraction or difficulty"). This probe re-answers each question whose draft was sent on (the
 rows' second answers) with SR-RAG's reader from a layout of the same held passages, taken from the row's trace
 without the model: which passages, in what order. `held` is the prompt as the engine built it (the control: the
-same reader machinery on the same passages); the others leave passages out or move them:
+same reader machinery on the same passages); the others leave passages out, in the engine's order:
 
 - `held`: q1 q2 q3 + the look's three (a: a linked article, n: one of the question's next passages)
 - `q12a12`: q1 q2, then the look's first two passages (four)
@@ -15,7 +15,8 @@ same reader machinery on the same passages); the others leave passages out or mo
 
     P=results/layout-probe/qwen2.5-coder-0.5b-mixed
     python results/choose/layout_probe.py --model qwen2.5-coder-0.5b --rows \
-        results/eval/hotpotqa/qwen2.5-coder-0.5b-mixed/look-again-choose.jsonl --out $P/hotpotqa.jsonl   # resumable
+        results/eval/hotpotqa/qwen2.5-coder-0.5b-mixed/look-again-choose.jsonl --out $P/hotpotqa.jsonl \
+        --layouts held,q12a12,q12a1   # the layouts run (docs/context.md); resumable
     python results/choose/layout_probe.py --report $P/hotpotqa.jsonl
 
 `--report` gives each layout's F1 on the sent-on questions paired against `held`, and how often each layout holds
