@@ -81,6 +81,7 @@ from active_rag.evaluation.scoring import (
     thresholds_used,
 )
 from active_rag.methods.answer_check import passages_text
+from active_rag.methods.context import FocusContext
 from active_rag.methods.prompt_layout import resolve_prompt_mode
 from active_rag.methods.routing import authors_decision
 from active_rag.validation import check_date
@@ -329,19 +330,25 @@ class EvalWorker:
 
     def unsettled_key(self, name: str) -> dict[str, str]:
         """The keys of method ``name``'s engine without the answer rules it has that a resume can carry over
-        (``settle_dates``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``;
-        :mod:`active_rag.evaluation.settled`), each with the rules it lacks joined by ``+`` (``"dates"``,
-        ``"dates+each-name"``, ...); empty when it has none."""
+        (``settle_dates``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
+        ``focus`` reading comparison looks in full against ``compare=0``; :mod:`active_rag.evaluation.settled`),
+        each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...); empty when it has
+        none."""
         probe, _ = self._engine(name)
         check = probe.answer_check
+        context = probe.context
         switches = {"dates": "settle_dates", "each-name": "ask_each_name"}
         has = [rule for rule, attr in switches.items() if getattr(probe, attr)]
         if check is not None and check.select == "new-evidence":
             has.append("new-evidence")
+        if isinstance(context, FocusContext) and context.compare:
+            has.append("compare-look")
 
         def turn(rule: str, on: bool) -> None:
             if rule == "new-evidence":
                 check.select = "new-evidence" if on else "second"
+            elif rule == "compare-look":
+                probe.context = context if on else dataclasses.replace(context, compare=0)
             else:
                 setattr(probe, switches[rule], on)
 

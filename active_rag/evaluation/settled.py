@@ -18,8 +18,13 @@ which of the two answers a look keeps, from the answers' spans and the passages'
 :func:`keeps_second` tells which, from the passages' text; such a question is answered again (a row keeps the kept
 answer's full text only).
 
+``FocusContext(compare=1)`` (:meth:`active_rag.methods.context.FocusContext.for_look`) changes the prompt only after
+a look the question's form sent to compare what it names: a row written with ``compare=0`` whose look was not such
+a comparison (the trace's ``choice``) is the row it writes; :func:`looked_to_compare` tells which rows are answered
+again.
+
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"each-name"``,
-``"new-evidence"``, joined by ``+``).
+``"new-evidence"``, ``"compare-look"``, joined by ``+``).
 """
 
 from __future__ import annotations
@@ -97,11 +102,18 @@ def look_passage_ids(row: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return list(draft), list(second)
 
 
+def looked_to_compare(row: Mapping[str, Any]) -> bool:
+    """Whether the row's look was sent to compare what the question names (a trace entry's ``choice``)."""
+    return any(entry.get("choice") == "compare" for entry in row.get("trace") or [])
+
+
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
-    """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, ``"new-evidence"``, joined by ``+``), as the
-    engine with key ``key`` writes it; ``None`` when the question must be answered again (:func:`carry_row`,
-    :func:`keeps_second`, which reads the passages through ``texts``)."""
+    """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
+    joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be answered again
+    (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``, :func:`looked_to_compare`)."""
     missing = set(rules.split("+"))
+    if "compare-look" in missing and looked_to_compare(row):
+        return None
     if "each-name" in missing and _asks_each_name(row):
         return None
     if "new-evidence" in missing and not keeps_second(row, texts):

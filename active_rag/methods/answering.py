@@ -310,26 +310,29 @@ class AnswerSteps:
 
         ``choose``: first choose by the question's form (:func:`active_rag.methods.read_choice.choose_reading`); a
         comparison of named things follows only the question's own names (``details["choice"]`` and
-        ``details["choice_reason"]`` say which way and why)."""
+        ``details["choice_reason"]`` say which way and why), and the prompt keeps what the context policy keeps for
+        that way (:meth:`~active_rag.methods.context.ContextPolicy.for_look`)."""
         details: dict[str, Any] = {}
+        context = self.context
         if choose:
             choice = choose_reading(run.question)
             details.update(choice=choice.way, choice_reason=choice.reason)
+            context = context.for_look(choice.way)
             if choice.way == "compare":
                 read = []
 
         found: list[Links] = []
 
         def fetch(held: set[str]) -> list[Passage]:
-            links = follow_links(self.retriever, read, run.question, self.top_k, held, fill=self.context.fill_links)
+            links = follow_links(self.retriever, read, run.question, self.top_k, held, fill=context.fill_links)
             details.update(names=links.names, articles=links.articles)  # articles: the rest are the question's
             details["linked_from"] = dict(links.linked_from)
             found.append(links)
             return links.passages
 
         return self._retrieve(run, [run.question], position=position, decision=decision, details=details,
-                              formulator="linked", fetch=fetch,
-                              arrange=lambda kept: self.context.arrange_links(kept, found[-1]) if found else kept)
+                              formulator="linked", fetch=fetch, context=context,
+                              arrange=lambda kept: context.arrange_links(kept, found[-1]) if found else kept)
 
     def _yield_retrieval(self, run: Any, decision: TriggerDecision, query: str) -> Generator[StreamEvent, None, Any]:
         assert self.answer_check is not None

@@ -17,7 +17,7 @@ from typing import Any
 from .answering import AnswerSteps
 from ..entities import is_own_passage
 from ..decoding.model import count_prompt_tokens
-from .context import record_held
+from .context import ContextPolicy, record_held
 from ..retrieval.rankings import fetch_passages
 from ..types import Passage, Retrieval, StreamEvent, TriggerDecision
 
@@ -61,7 +61,7 @@ class RetrievalSteps(AnswerSteps):
         self, run: Any, queries: Sequence[str], *, position: int, decision: TriggerDecision, details: dict[str, Any],
         formulator: str | None = None, keep: Callable[[Passage], bool] | None = None,
         fetch: Callable[[set[str]], list[Passage]] | None = None,
-        arrange: Callable[[list[Passage]], list[Passage]] | None = None,
+        arrange: Callable[[list[Passage]], list[Passage]] | None = None, context: ContextPolicy | None = None,
     ) -> Retrieval:
         queries = [q.strip() for q in queries if q and q.strip()]
         reason = decision.reason
@@ -69,7 +69,8 @@ class RetrievalSteps(AnswerSteps):
             queries = [run.question]
             reason = (reason + "; " if reason else "") + f"{self.query.name} produced an empty query, used the question"
         assert self.retriever is not None
-        held = {p.id for p in run.docs} if self.context.skip_held else set()
+        context = context or self.context  # a look's own (ContextPolicy.for_look), else the engine's
+        held = {p.id for p in run.docs} if context.skip_held else set()
         passages, calls = fetch_passages(self.retriever, queries, self.top_k, held, fetch)
         returned = len(passages)
         not_own = [p for p in passages if keep is not None and not keep(p)]
@@ -89,14 +90,14 @@ class RetrievalSteps(AnswerSteps):
             returned=returned,
             retriever_calls=calls,
         )
-        kept = self.context.after_retrieval(run.docs, passages, self._scorer(run) if self.context.needs_scorer else None)
+        kept = context.after_retrieval(run.docs, passages, self._scorer(run) if context.needs_scorer else None)
         if arrange is not None:  # the order the prompt reads them in (a linked look: ContextPolicy.arrange_links)
             kept = arrange(kept)
         left_out = [p for p in passages if p.id not in {k.id for k in kept}]
         if left_out:
             retrieval.passages = [p for p in passages if p not in left_out]
             retrieval.dropped = left_out
-            retrieval.dropped_reason = f"context policy {self.context.name}: not kept"
+            retrieval.dropped_reason = f"context policy {context.name}: not kept"
         if not_own:
             retrieval.dropped = not_own + list(retrieval.dropped)
             retrieval.dropped_reason = "; ".join(filter(None, ["not the bridge entity's own article", retrieval.dropped_reason]))

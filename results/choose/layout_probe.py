@@ -12,6 +12,9 @@ same reader machinery on the same passages); the others leave passages out, in t
 - `q12a1`: q1 q2, then the look's first passage (three)
 - `q1a12`: q1, then the look's first two passages (three)
 - `q1a1`: q1 and the look's first passage (two)
+- `q123a1`: q1 q2 q3, then the look's first passage (four)
+
+`--choice compare` (or `links`) probes only the looks the question's form sent that way (the trace's `choice`).
 
     P=results/layout-probe/qwen2.5-coder-0.5b-mixed
     python results/choose/layout_probe.py --model qwen2.5-coder-0.5b --rows \
@@ -30,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gold_only import Fixed, reader_args  # noqa: E402
 
-LAYOUTS = ("held", "q12a12", "q12a1", "q1a12", "q1a1")
+LAYOUTS = ("held", "q12a12", "q12a1", "q1a12", "q1a1", "q123a1")
 
 
 def layouts(row: dict) -> dict[str, list[str]]:
@@ -38,7 +41,12 @@ def layouts(row: dict) -> dict[str, list[str]]:
     added = row["trace"][-1]["passage_ids"]
     held = row["final_passage_ids"]
     return {"held": held, "q12a12": first[:2] + added[:2], "q12a1": first[:2] + added[:1],
-            "q1a12": first[:1] + added[:2], "q1a1": first[:1] + added[:1]}
+            "q1a12": first[:1] + added[:2], "q1a1": first[:1] + added[:1], "q123a1": first[:3] + added[:1]}
+
+
+def choice(row: dict) -> str:
+    """The way the question's form sent its look (``compare``, ``links``), or ``""``."""
+    return next((t["choice"] for t in row["trace"] if t.get("choice")), "")
 
 
 def run(args) -> None:
@@ -53,7 +61,7 @@ def run(args) -> None:
 
     torch.set_num_threads(args.threads)
     rows = [json.loads(line) for line in args.rows.open()]
-    rows = [r for r in rows if r["answer_check"]["fired"]]
+    rows = [r for r in rows if r["answer_check"]["fired"] and (args.choice is None or choice(r) == args.choice)]
     examples = {e.id: e for e in load_dataset(args.dataset, split=args.split)}
     by_id = {p.id: p for p in read_jsonl_passages(args.corpus or corpus_path(args.dataset))}
     done = set()
@@ -112,6 +120,7 @@ def main() -> None:
     ap.add_argument("--rows", type=Path, required=True)
     ap.add_argument("--corpus", type=Path)
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--choice", choices=("compare", "links"), help="only the looks the question's form sent this way")
     run(ap.parse_args())
 
 

@@ -161,3 +161,30 @@ def test_options_coverage_counts_questions_with_options_and_gold_among_them(data
     with pytest.raises(SystemExit) as exit_:
         coverage_main(["--dataset", "strategyqa", "--split", "dev-b", "--data-dir", str(data_dir)])
     assert exit_.value.code == 2 and "strategyqa has no split 'dev-b'" in capsys.readouterr().err
+
+
+def test_focus_rows_from_before_comparison_looks_were_read_in_full_answer_only_those_questions_again(
+        tiny_lm: ActiveLM, data_dir: Path, tmp_path: Path) -> None:
+    """Rows of ``focus`` written before comparison looks were read in full (``focus:compare=0``'s key) resume under
+    ``focus``: a row whose look was not sent to compare is carried over, a comparison look's question is answered
+    again, and the rows it replaces are set aside."""
+    from active_rag.methods.context import FocusContext
+
+    with pytest.MonkeyPatch.context() as mp:  # focus as it was: comparison looks focused like any other
+        defaults = FocusContext.__init__.__defaults__
+        mp.setattr(FocusContext.__init__, "__defaults__", (*defaults[:-1], 0))
+        old = run_eval(_config(data_dir, tmp_path, methods=["look-again-choose"], split="dev-b", context="focus"),
+                       lm=tiny_lm, progress=False)
+    out = old.out_dir
+    written = _jsonl(out / "look-again-choose@context=focus.jsonl")
+    looks = {r["id"]: next((t.get("choice") for t in r["trace"] if t.get("choice")), None) for r in written}
+    assert looks["b1"] == "compare" and any(way != "compare" for way in looks.values())
+    run_eval(_config(data_dir, tmp_path, methods=["look-again-choose"], split="dev-b", context="focus"),
+             lm=tiny_lm, progress=False)
+    rows = {r["id"]: r for r in _jsonl(out / "look-again-choose@context=focus.jsonl")}
+    for qid, way in looks.items():
+        old_row = next(r for r in written if r["id"] == qid)
+        assert ("settled_from" in rows[qid]) == (way != "compare"), qid
+        assert rows[qid]["engine_key"] != old_row["engine_key"]
+    aside = [json.loads(line) for p in (out / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
+    assert len(aside) == len(written)  # nothing lost

@@ -136,3 +136,13 @@ def test_a_row_the_each_name_rule_already_settled_is_carried_over_by_the_new_evi
     carried = convert_row(both, "new", "new-evidence", _texts)
     assert carried is not None and carried["each_name"] == {"answer": "no"} and carried["settled_from"] == "old"
     assert convert_row(both, "new", "each-name+new-evidence", _texts) is None  # a row written without each name
+
+
+def test_focus_rows_written_before_comparison_looks_were_read_in_full_resume_but_those_looks() -> None:
+    """A row of ``focus:compare=0`` is the row ``focus`` writes unless its look was sent to compare what the question
+    names; the eval runner offers that engine's key for the ``compare-look`` rule."""
+    links = {**_row("q1", "a model"), "trace": [{"held_ids": ["a", "o"]}, {"choice": "links", "held_ids": ["a", "p"]}]}
+    compare = {**_row("q2", "a model"), "trace": [{"held_ids": ["a", "o"]}, {"choice": "compare", "held_ids": ["a", "t"]}]}
+    assert convert_row(links, "new", "compare-look")["settled_from"] == "old"
+    assert convert_row(compare, "new", "compare-look") is None
+    assert convert_row(compare, "new", "dates") is not None  # only the compare-look rule asks again

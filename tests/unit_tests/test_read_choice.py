@@ -219,3 +219,22 @@ def test_a_comparison_whose_articles_are_held_reads_nothing_more_with_held_compa
     assert len(rag(True, BothNamed()).run("What does the designer who worked with Annie Morton make?").retrievals) == 2
     with pytest.raises(InvalidOptionError, match="query='choose'"):
         AnswerCheck(held_comparison_stands=True)
+
+
+def test_focus_reads_a_comparison_look_in_full_and_a_links_look_short() -> None:
+    """``focus``: a look that compares what the question names keeps every passage (``accumulate``'s prompt), any
+    other look the question's best two and its own best; ``compare=0`` focuses both."""
+    lm, _ = _older(sure=0.1)
+    full = ActiveRAG.from_preset("look-again-choose", lm, Corpus(), top_k=2, context="focus").run(Q)
+    accumulated = ActiveRAG.from_preset("look-again-choose", _older(sure=0.1)[0], Corpus(), top_k=2).run(Q)
+    look = full.retrievals[1]
+    assert look.details["choice"] == "compare" and look.held_ids == ["a", "o", "t", "n"] and look.evicted_ids == []
+    assert full.final_passage_ids == accumulated.final_passage_ids
+    short = ActiveRAG.from_preset("look-again-choose", _older(sure=0.1)[0], Corpus(), top_k=2,
+                                  context="focus:compare=0").run(Q).retrievals[1]
+    assert short.held_ids == ["a", "o", "t"] and [p.id for p in short.dropped] == ["n"]
+    assert "context policy focus: not kept" in short.dropped_reason
+    question = "What does the designer who worked with Annie Morton make?"
+    links = ActiveRAG.from_preset("look-again-choose", _older(sure=0.1)[0], Corpus(), top_k=2,
+                                  context="focus").run(question).retrievals[1]
+    assert links.details["choice"] == "links" and len(links.held_ids) == 2 + 1
