@@ -208,8 +208,8 @@ class FocusContext(AccumulateContext):
     (``look-again-choose``, the 0.5B model, against ``accumulate``): HotpotQA dev +2.1 F1 over its pool and over the
     union, +4.2 there with every title hidden, 2WikiMultihopQA (union) +1.5, HotpotQA dev-b (union, mostly
     comparisons) +1.7; above six passages on every slice run; the 1.5B reader, which loses no more to six passages
-    than to three, keeps ``accumulate`` (docs/context.md). The first retrieval is kept as ``accumulate`` keeps it, and a retrieval that brings nothing
-    new leaves the prompt as it was.
+    than to three, keeps ``accumulate`` (docs/context.md). The first retrieval is kept as ``accumulate`` keeps it,
+    and a retrieval that brings nothing new leaves the prompt as it was.
 
     ``compare=1`` (the default): a look the question's form sent to compare what it names (:meth:`for_look`) keeps
     every passage, as ``accumulate`` does; its evidence is the compared things' own articles, mostly among the
