@@ -140,7 +140,7 @@ def test_a_row_the_each_name_rule_already_settled_is_carried_over_by_the_new_evi
 
 def test_focus_rows_written_before_comparison_looks_were_read_in_full_resume_but_those_looks() -> None:
     """A row of ``focus:compare=0`` is the row ``focus`` writes unless its look was sent to compare what the question
-    names; the eval runner offers that engine's key for the ``compare-look`` rule."""
+    names (the resume through ``active-rag eval``: ``test_eval_splits``)."""
     links = {**_row("q1", "a model"), "trace": [{"held_ids": ["a", "o"]}, {"choice": "links", "held_ids": ["a", "p"]}]}
     compare = {**_row("q2", "a model"), "trace": [{"held_ids": ["a", "o"]}, {"choice": "compare", "held_ids": ["a", "t"]}]}
     assert convert_row(links, "new", "compare-look")["settled_from"] == "old"
