@@ -79,12 +79,14 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
     check_question(args.question)
     if not (args.method or args.trigger or args.query or args.theta is not None):  # ask's default (ask_defaults)
-        from .ask_defaults import default_ask_method
+        from .ask_defaults import default_ask_context, default_ask_method
 
         endpoint = bool(getattr(args, "endpoint", None))
         if args.model is None and not endpoint:  # the method follows the model: resolve it now (no load yet)
             _default_model(args)
         args.method = default_ask_method(endpoint=endpoint, model=args.model)
+        if getattr(args, "context", None) is None:  # a --context of the user's own stays
+            args.context = default_ask_context(endpoint=endpoint, model=args.model)
     if args.router not in (*ROUTERS, "none"):
         raise UnknownNameError("router", args.router, [*ROUTERS, "none"])
     if args.top_k is not None:  # None: the method's own (sr-rag 6, else 3)
@@ -299,6 +301,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         data = result.to_dict()
         data["method"] = engine.method
+        data["context"] = engine.context.name  # what the prompt keeps: the method's policy or --context
         described = engine.describe()
         for key in ("threshold", "threshold_source", "prompt_mode", "profile"):
             data[key] = described[key]
@@ -311,7 +314,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"Question: {result.question}", file=out)
         source = engine.describe()["threshold_source"]
         theta = f" (theta {engine.describe()['threshold']:g}: {source})" if source else ""
-        print(f"Method:   {engine.method}{theta}, prompt mode {engine.prompt_mode}", file=out)
+        context = f", context {engine.context.name}" if getattr(args, "context", None) else ""  # not the method's
+        print(f"Method:   {engine.method}{theta}{context}, prompt mode {engine.prompt_mode}", file=out)
         print(f"Answer:   {result.answer}", file=out)
         print(f"Short answer: {result.short_answer}\n", file=out)
         print(f"Retrievals: {len(result.retrievals)}", file=out)
@@ -453,8 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "the articles the passages link to, or for a comparison the compared things' own articles, "
                      "answer once; with qwen2.5-coder-1.5b +12.4 F1 over sr-rag with six passages on HotpotQA's "
                      "bridge questions and +9.9 on 2WikiMultihopQA, and no threshold to calibrate; sr-rag with "
-                     "--endpoint or a model under 1B parameters (qwen2.5-coder-0.5b, smollm2), whose reader does not "
-                     "use what the links add; dragin's parts under --trigger, --query or --theta)")
+                     "--endpoint; look-again-choose with --context focus with a model under 1B parameters "
+                     "(qwen2.5-coder-0.5b, smollm2), whose reader loses in six passages what the links add; dragin's "
+                     "parts under --trigger, --query or --theta)")
     ask.add_argument("--trigger", help="trigger name (see `active-rag methods`), overrides the method's")
     ask.add_argument("--query", help="query formulator name, overrides the method's")
     ask.add_argument("--context", help="context policy, what the prompt keeps of the retrieved passages: replace (the "

@@ -1,7 +1,7 @@
 """One answer format everywhere, and what ``active-rag ask QUESTION`` runs with no ``--model`` or ``--method``: the
-strongest installed registry model and ``sr-rag-choose`` (``sr-rag`` for a model under 1B parameters), named as such
-in the header. The model is the tiny one
-saved to a folder (``tiny_dir``, tests/conftest.py)."""
+strongest installed registry model and ``sr-rag-choose`` (``look-again-choose`` with the ``focus`` context for a model
+under 1B parameters), named as such in the header. The model is the tiny one saved to a folder (``tiny_dir``,
+tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ import pytest
 
 from active_rag import ActiveLM, ActiveRAG, AnswerStage, BM25Index
 from active_rag.models import registry
-from active_rag.cli.ask_defaults import ASK_MODELS, ASK_SMALL_MODELS, default_ask_method, default_ask_model
+from active_rag.cli.ask_defaults import (
+    ASK_MODELS,
+    ASK_SMALL_MODELS,
+    default_ask_context,
+    default_ask_method,
+    default_ask_model,
+)
+from active_rag.methods.context import FocusContext
 from active_rag.cli.commands import build_parser, main
 from tests.recipes import recipe
 
@@ -51,27 +58,45 @@ def test_ask_without_model_or_method_runs_the_default_method_on_the_strongest_mo
     assert main(["ask", QUESTION, "--corpus", str(corpus), "--max-new-tokens", "6"]) == 0
     out = capsys.readouterr().out
     assert loaded == ["qwen2.5-coder-0.5b"]
-    assert "Method:   sr-rag," in out and default_ask_method(model="qwen2.5-coder-0.5b") == "sr-rag"
+    assert "Method:   look-again-choose, context focus," in out
     assert "Short answer: " in out
+    assert main(["ask", QUESTION, "--corpus", str(corpus), "--max-new-tokens", "6", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["method"], data["context"]) == ("look-again-choose", "focus")
 
 
-@pytest.mark.parametrize(("installed", "endpoint", "expected"), [
-    ({"smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, False, "sr-rag-choose"),
-    ({"smollm2", "qwen2.5-coder-0.5b"}, False, "sr-rag"),
-    ({"smollm2"}, False, "sr-rag"),
-    ({"smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, True, "sr-rag"),
+def test_a_context_of_the_users_own_stays_with_the_default_method(monkeypatch) -> None:
+    from active_rag.cli.commands import _engine_kwargs
+
+    monkeypatch.setattr(registry, "model_status", _loadable({"qwen2.5-coder-0.5b"}))
+    args = build_parser().parse_args(["ask", QUESTION, "--context", "accumulate"])
+    kwargs = _engine_kwargs(args)
+    assert args.method == "look-again-choose" and args.context == "accumulate"
+    assert not isinstance(kwargs["context"], FocusContext) and kwargs["context"].name == "accumulate"
+    args = build_parser().parse_args(["ask", QUESTION])
+    assert isinstance(_engine_kwargs(args)["context"], FocusContext)
+    args = build_parser().parse_args(["ask", QUESTION, "--method", "sr-rag"])  # a method named: its own context
+    assert _engine_kwargs(args)["context"] == "replace" and args.context is None  # sr-rag's own
+
+
+@pytest.mark.parametrize(("installed", "endpoint", "expected", "context"), [
+    ({"smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, False, "sr-rag-choose", None),
+    ({"smollm2", "qwen2.5-coder-0.5b"}, False, "look-again-choose", "focus"),
+    ({"smollm2"}, False, "look-again-choose", "focus"),
+    ({"smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, True, "sr-rag", None),
 ])
 def test_the_default_method_follows_the_default_model(monkeypatch, installed: set[str], endpoint: bool,
-                                                      expected: str) -> None:
-    """The method is chosen with the model, before anything loads: ``sr-rag-choose`` for the 1.5B reader, ``sr-rag``
-    for the registry models under 1B parameters (their reader does not use what the links add) and endpoints."""
+                                                      expected: str, context: str | None) -> None:
+    """The method is chosen with the model, before anything loads: ``sr-rag-choose`` for the 1.5B reader,
+    ``look-again-choose`` read with ``focus`` for the registry models under 1B parameters (their reader loses in six
+    passages what the links add) and ``sr-rag`` for endpoints."""
     from active_rag.cli.commands import _engine_kwargs
 
     monkeypatch.setattr(registry, "model_status", _loadable(installed))
     argv = ["ask", QUESTION, *(["--endpoint", "http://localhost:8080/v1", "--model", "served"] if endpoint else [])]
     args = build_parser().parse_args(argv)
     _engine_kwargs(args)
-    assert args.method == expected
+    assert (args.method, args.context) == (expected, context)
     assert args.model == ("served" if endpoint else default_ask_model(installed.__contains__))
 
 
@@ -79,13 +104,15 @@ def test_a_model_named_by_the_user_keeps_the_method_of_its_size() -> None:
     assert set(ASK_SMALL_MODELS) < set(registry.MODELS) and "qwen2.5-coder-1.5b" not in ASK_SMALL_MODELS
     assert default_ask_method(model="qwen2.5-coder-1.5b") == "sr-rag-choose"
     assert default_ask_method(model="Qwen/Qwen2.5-7B-Instruct") == "sr-rag-choose"  # outside the registry
-    assert default_ask_method(model="smollm2") == "sr-rag"
+    assert default_ask_method(model="smollm2") == "look-again-choose" and default_ask_context(model="smollm2") == "focus"
+    assert default_ask_context(model="qwen2.5-coder-1.5b") is None and default_ask_context(True, "smollm2") is None
 
 
 def test_ask_help_says_the_defaults() -> None:
     ask = build_parser()._subparsers._group_actions[0].choices["ask"]  # type: ignore[union-attr]
     helps = {a.dest: a.help or "" for a in ask._actions}
-    assert "default sr-rag-choose" in helps["method"] and "sr-rag with --endpoint or a model under 1B" in helps["method"]
+    assert "default sr-rag-choose" in helps["method"] and "sr-rag with --endpoint" in helps["method"]
+    assert "look-again-choose with --context focus with a model under 1B" in helps["method"]
     assert "qwen2.5-coder-1.5b, else qwen2.5-coder-0.5b, else smollm2" in helps["model"]
 
 
