@@ -331,8 +331,7 @@ class EvalWorker:
     def unsettled_key(self, name: str) -> dict[str, str]:
         """The keys of method ``name``'s engine without the answer rules it has that a resume can carry over
         (``settle_dates``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
-        ``focus`` reading comparison looks in full against ``compare=0``, an answer check's ``answer_kind``;
-        :mod:`active_rag.evaluation.settled`),
+        ``focus`` reading comparison looks in full against ``compare=0``; :mod:`active_rag.evaluation.settled`),
         each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...); empty when it has
         none."""
         probe, _ = self._engine(name)
@@ -344,14 +343,10 @@ class EvalWorker:
             has.append("new-evidence")
         if isinstance(context, FocusContext) and context.compare:
             has.append("compare-look")
-        if check is not None and check.answer_kind:
-            has.append("answer-kind")
 
         def turn(rule: str, on: bool) -> None:
             if rule == "new-evidence":
                 check.select = "new-evidence" if on else "second"
-            elif rule == "answer-kind":
-                check.answer_kind = on
             elif rule == "compare-look":
                 probe.context = context if on else dataclasses.replace(context, compare=0)
             else:

@@ -23,12 +23,8 @@ a look the question's form sent to compare what it names: a row written with ``c
 a comparison (the trace's ``choice``) is the row it writes; :func:`looked_to_compare` tells which rows are answered
 again.
 
-``AnswerCheck(answer_kind=True)`` (:mod:`active_rag.methods.answer_kind`) sends on a draft that is not of the kind
-its question asks for: a row written without it is the row it writes unless its draft stood and is of the wrong
-kind (:func:`kept_wrong_kind`), the questions answered again.
-
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"each-name"``,
-``"new-evidence"``, ``"compare-look"``, ``"answer-kind"``, joined by ``+``).
+``"new-evidence"``, ``"compare-look"``, joined by ``+``).
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ from typing import Any
 from active_rag.evaluation.metrics import qa_scores
 from active_rag.methods.both_names import both_question, yes_or_no
 from active_rag.methods.answer_check import grounded_in, unsupported_change
-from active_rag.methods.answer_kind import answers_kind, asked_kind
 from active_rag.methods.date_compare import settle_dates
 from active_rag.text import normalize_answer
 
@@ -112,23 +107,11 @@ def looked_to_compare(row: Mapping[str, Any]) -> bool:
     return any(entry.get("choice") == "compare" for entry in row.get("trace") or [])
 
 
-def kept_wrong_kind(row: Mapping[str, Any]) -> bool:
-    """Whether the row's answer check let a draft stand that is not of the kind its question asks for."""
-    check = row.get("answer_check") or {}
-    draft = check.get("draft") or {}
-    if check.get("fired") or not draft.get("tokens"):
-        return False
-    return not answers_kind(draft.get("answer") or "", asked_kind(row.get("question") or ""))
-
-
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
     """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
-    ``"answer-kind"``, joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be
-    answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``,
-    :func:`looked_to_compare`, :func:`kept_wrong_kind`)."""
+    joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be answered again
+    (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``, :func:`looked_to_compare`)."""
     missing = set(rules.split("+"))
-    if "answer-kind" in missing and kept_wrong_kind(row):
-        return None
     if "compare-look" in missing and looked_to_compare(row):
         return None
     if "each-name" in missing and _asks_each_name(row):

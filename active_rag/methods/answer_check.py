@@ -25,7 +25,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .answer_kind import answers_kind, asked_kind
 from .answer_span import answer_span
 from ..errors import InvalidOptionError
 from ..text import normalize_answer
@@ -179,10 +178,6 @@ class AnswerCheck:
     whose named things' own articles its passages already hold stands, for the look would read only the question's
     next passages (:func:`~active_rag.methods.linked.question_articles` finds none). Estimated from the rows, not yet
     in a preset (docs/context.md, "Read nothing more when the draft is sure")."""
-    answer_kind: bool = False
-    """A draft that is not of the kind the question asks for (a year, a date, a number:
-    :func:`~active_rag.methods.answer_kind.asked_kind`; "born in what year?" answered with a name) is unsure whatever
-    its probability and wherever it is found (:mod:`active_rag.methods.answer_kind`)."""
     name: str = "answer-check"
 
     def __post_init__(self) -> None:
@@ -210,10 +205,9 @@ class AnswerCheck:
         """Whether the selection rule reads the passages' text (:data:`PASSAGE_RULES`)."""
         return self.select in PASSAGE_RULES
 
-    def unsure(self, confidence: AnswerConfidence, passages: str | None = None, question: str = "") -> bool:
+    def unsure(self, confidence: AnswerConfidence, passages: str | None = None) -> bool:
         """Whether to look again: no answer span, or an answer token with probability below ``theta``, or (with
-        ``ground_draft``) an answer not found in ``passages``, the text of the draft's passages, or (with
-        ``answer_kind``) an answer not of the kind ``question`` asks for (:meth:`wrong_kind`). With a grounded
+        ``ground_draft``) an answer not found in ``passages``, the text of the draft's passages. With a grounded
         rule (:data:`GROUNDED_RULES`), a "yes" or "no" draft stands: no passage can confirm it, and the model's
         confidence does not choose between yes and no (StrategyQA 229: keeping the surer one scored 52.4 against the
         draft's 54.6)."""
@@ -221,19 +215,9 @@ class AnswerCheck:
             return False
         if confidence.tokens == 0:
             return True
-        if self.wrong_kind(confidence, question):
-            return True
         if self.ground_draft and passages is not None and grounded_in(confidence.answer, passages) is False:
             return True
         return confidence.min_prob < self.theta
-
-    def wrong_kind(self, confidence: AnswerConfidence, question: str) -> str | None:
-        """With ``answer_kind``: the kind ``question`` asks for (``"year"``, ``"date"``, ``"number"``) when the
-        answer is not of it, else ``None`` (no answer span is judged as unsure by :meth:`unsure` already)."""
-        if not self.answer_kind or confidence.tokens == 0:
-            return None
-        kind = asked_kind(question)
-        return kind if not answers_kind(confidence.answer, kind) else None
 
     def keep_second(self, draft: AnswerConfidence, second: AnswerConfidence, question: str = "",
                     passages: tuple[str, str] | None = None, added: str | None = None) -> bool:
@@ -270,8 +254,7 @@ class AnswerCheck:
                 **({"avoid_echo": True} if self.avoid_echo else {}),
                 **({"query": self.query} if self.query != "question" else {}),
                 **({"ground_draft": True} if self.ground_draft else {}),
-                **({"held_comparison_stands": True} if self.held_comparison_stands else {}),
-                **({"answer_kind": True} if self.answer_kind else {})}
+                **({"held_comparison_stands": True} if self.held_comparison_stands else {})}
 
 
 def make_answer_check(spec: AnswerCheck | bool | float | None) -> AnswerCheck | None:

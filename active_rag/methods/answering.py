@@ -222,8 +222,7 @@ class AnswerSteps:
         draft_passages = list(run.answer_passages)
         draft = answer_confidence(draft_steps)
         held = _passage_text(run, draft_passages) if check.ground_draft else None
-        unsure = check.unsure(draft, held, run.question)
-        wrong_kind = check.wrong_kind(draft, run.question)
+        unsure = check.unsure(draft, held)
         ungrounded = held is not None and draft.tokens > 0 and grounded_in(draft.answer, held) is False
         compared = (unsure and check.held_comparison_stands and draft.tokens > 0
                     and choose_reading(run.question).way == "compare"
@@ -239,7 +238,6 @@ class AnswerSteps:
                 "no answer span" if draft.tokens == 0
                 else YES_NO_STANDS if check.grounds and grounded_in(draft.answer, "") is None
                 else HELD_COMPARISON_STANDS if compared
-                else f"answer {draft.answer!r} is not a {wrong_kind}, which the question asks for" if wrong_kind
                 else f"answer {draft.answer!r} is not found in its passages" if ungrounded
                 else f"answer token {draft.token!r} has p={draft.min_prob:.3f} {'<' if unsure else '>='} theta={check.theta:g}"
             ),

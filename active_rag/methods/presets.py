@@ -146,8 +146,7 @@ PRESETS: dict[str, Preset] = {
                "by the dates the reader wrote, and a 'yes' to whether two names both have a property by asking each name", "once", "input",
                context="accumulate",
                answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="new-evidence", query="choose",
-                                                    ground_draft=True, answer_kind=True),
-                                  options=True, dates=True, each_name=True),
+                                                    ground_draft=True), options=True, dates=True, each_name=True),
                source=_BEYOND, use_for="a mix of questions the first passages often answer and bridge questions, over titled "
                "documents: sr-rag-choose's gain at fewer retriever calls (1.0-1.5), reading nothing more for 43-90% of "
                "questions; StrategyQA +3.1 over six passages (1.5B); with hidden titles -3.2 against sr-rag-choose on HotpotQA dev"),

@@ -188,36 +188,3 @@ def test_focus_rows_from_before_comparison_looks_were_read_in_full_answer_only_t
         assert rows[qid]["engine_key"] != old_row["engine_key"]
     aside = [json.loads(line) for p in (out / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
     assert len(aside) == len(written)  # nothing lost
-
-
-def test_rows_from_before_the_answer_kind_rule_answer_only_a_kept_draft_of_the_wrong_kind_again(
-        tiny_lm: ActiveLM, data_dir: Path, tmp_path: Path) -> None:
-    """Rows of ``look-again-choose`` written before its check judged the answer's kind resume under the rule: b3 asks
-    "How much ...?", and its row (edited to a draft that stood, "Henry Ford") is answered again; the other rows are
-    carried over, and the rows they replace are set aside."""
-    from active_rag.evaluation.settled import kept_wrong_kind
-    from active_rag.methods.presets import PRESETS
-
-    check = PRESETS["look-again-choose"].answer.check
-    assert check is not None and check.answer_kind
-    with pytest.MonkeyPatch.context() as mp:  # the preset as it was: no answer-kind rule
-        mp.setattr(check, "answer_kind", False)
-        old = run_eval(_config(data_dir, tmp_path, methods=["look-again-choose"], split="dev-b"), lm=tiny_lm,
-                       progress=False)
-    path = old.out_dir / "look-again-choose.jsonl"
-    written = _jsonl(path)
-    for row in written:
-        if row["id"] == "b3":
-            row["answer_check"].update(fired=False, draft={**row["answer_check"]["draft"], "answer": "Henry Ford",
-                                                           "tokens": 2})
-    path.write_text("".join(json.dumps(r) + "\n" for r in written))
-    again = {r["id"] for r in written if kept_wrong_kind(r)}
-    assert again == {"b3"}
-    run_eval(_config(data_dir, tmp_path, methods=["look-again-choose"], split="dev-b"), lm=tiny_lm, progress=False)
-    rows = {r["id"]: r for r in _jsonl(path)}
-    assert set(rows) == {"b1", "b2", "b3"}
-    for row in written:
-        assert ("settled_from" in rows[row["id"]]) == (row["id"] not in again), row["id"]
-        assert rows[row["id"]]["engine_key"] != row["engine_key"]
-    aside = [json.loads(line) for p in (old.out_dir / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
-    assert len(aside) == len(written)  # nothing lost
