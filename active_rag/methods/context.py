@@ -207,7 +207,8 @@ class FocusContext(AccumulateContext):
     gold paragraph (the six: 34.5 on 66); the first two and the look's first two +0.4. With the engine
     (``look-again-choose``, the 0.5B model, against ``accumulate``): HotpotQA dev +2.1 F1 over its pool and over the
     union, +4.2 there with every title hidden, 2WikiMultihopQA (union) +1.5, HotpotQA dev-b (union, mostly
-    comparisons) +1.7; above six passages on every slice run; the 1.5B reader, which loses no more to six passages
+    comparisons) +1.7; above six passages on every HotpotQA and 2WikiMultihopQA slice run, 1.7 below on StrategyQA
+    (at chance); the 1.5B reader, which loses no more to six passages
     than to three, keeps ``accumulate`` (docs/context.md). The first retrieval is kept as ``accumulate`` keeps it,
     and a retrieval that brings nothing new leaves the prompt as it was.
 
