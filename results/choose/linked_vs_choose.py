@@ -1,0 +1,67 @@
+"""Where `sr-rag-choose`'s lead over `sr-rag-linked` comes from, on every slice both have rows for
+(`python results/choose/linked_vs_choose.py` from the repository root; qwen2.5-coder-1.5b, `mixed` weights).
+
+`sr-rag-choose` differs from `sr-rag-linked` in what it reads (a comparison of named things reads their own
+articles, an open question follows the links as `sr-rag-linked` does) and in its answer rules (dates settled,
+"both" questions asked name by name). The rules read only the question and the text the reader wrote, or ask the
+reader again, so every row gives the reader's own answer beside the final one (`dates.scores`). Over the questions
+both answered, the table splits the difference into:
+
+- **reading**: `sr-rag-choose`'s reader's own answer against `sr-rag-linked`'s (what choosing what to read adds);
+- **dates**: what settling dates adds to that reader's answer;
+- **each name**: what asking each name of a "both" question adds on top;
+
+and gives `sr-rag-linked` with the date rule applied to its own rows ("linked, dates settled"), which is what
+the links and the date rule give without the per-question choice. StrategyQA's yes/no questions have no rule to
+apply: its rows compare the two presets' accuracy only. Differences are paired 95% bootstrap intervals.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import SLICES, M, R, dataset_of  # noqa: E402
+from stop_estimate import rows  # noqa: E402
+from dates import scores  # noqa: E402
+from active_rag.evaluation.paired import paired_differences  # noqa: E402
+
+
+def cell(new, old, ids):
+    """``new`` against ``old`` (score by id) over ``ids``: the paired difference and its interval."""
+    d = paired_differences({"new": [{"id": i, "metrics": {"f1": new[i]}} for i in ids],
+                            "old": [{"id": i, "metrics": {"f1": old[i]}} for i in ids]}, "old", ["f1"])[0]
+    text = f"{100 * d.difference:+.1f}"
+    return f"{'**' + text + '**' if d.low > 0 or d.high < 0 else text} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+
+
+def mean(scores_by_id, ids):
+    return 100 * sum(scores_by_id[i] for i in ids) / len(ids)
+
+
+def main():
+    print("| Slice | Corpus | Titles | n | `sr-rag-linked` | linked, dates settled | `sr-rag-choose` | choose vs linked "
+          "[95% CI] | reading | dates | each name |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, corpus, titles, parts in SLICES:
+        dataset = dataset_of(name)
+        linked = rows([R / part[2] / part[0] / M / "sr-rag-linked.jsonl" for part in parts])
+        choose = rows([R / part[2] / part[0] / M / "sr-rag-choose.jsonl" for part in parts])
+        if linked is None or choose is None:
+            continue
+        ids = sorted(set(linked) & set(choose))
+        if len(ids) < len(choose):
+            print(f"| {name} | {corpus} | {titles} | {len(ids)} of {len(choose)} run | | | | | | | |")
+            continue
+        l_own, l_dates = ({i: scores(linked[i], dataset, each_name=False)[k] for i in ids} for k in (0, 1))
+        c_own, c_dates = ({i: scores(choose[i], dataset, each_name=False)[k] for i in ids} for k in (0, 1))
+        c_final = {i: scores(choose[i], dataset)[1] for i in ids}
+        if dataset == "strategyqa":
+            print(f"| {name} | {corpus} | {titles} | {len(ids)} | {mean(l_own, ids):.1f} | - | {mean(c_final, ids):.1f} | "
+                  f"{cell(c_final, l_own, ids)} | - | - | - |")
+            continue
+        print(f"| {name} | {corpus} | {titles} | {len(ids)} | {mean(l_own, ids):.1f} | {mean(l_dates, ids):.1f} | "
+              f"{mean(c_final, ids):.1f} | {cell(c_final, l_own, ids)} | {cell(c_own, l_own, ids)} | "
+              f"{cell(c_dates, c_own, ids)} | {cell(c_final, c_dates, ids)} |")
+
+
+if __name__ == "__main__":
+    main()
