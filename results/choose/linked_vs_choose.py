@@ -13,7 +13,9 @@ both answered, the table splits the difference into:
 
 and gives `sr-rag-linked` with the date rule applied to its own rows ("linked, dates settled"), which is what
 the links and the date rule give without the per-question choice. StrategyQA's yes/no questions have no rule to
-apply: its rows compare the two presets' accuracy only. Differences are paired 95% bootstrap intervals.
+apply: there the whole difference is reading. Differences are paired 95% bootstrap intervals. The last
+columns are each preset's retriever calls a question, the share of questions whose final prompt held every gold
+paragraph, and its F1 (final answers) on those questions (`sr-rag-linked` / `sr-rag-choose`).
 """
 import sys
 from pathlib import Path
@@ -37,10 +39,19 @@ def mean(scores_by_id, ids):
     return 100 * sum(scores_by_id[i] for i in ids) / len(ids)
 
 
+def held(got, final, ids):
+    """Retriever calls a question, the share of ``ids`` whose final prompt held every gold paragraph, and the F1
+    (``final``, by id) on those."""
+    calls = sum(got[i].get("retriever_calls") or 0 for i in ids) / len(ids)
+    where = [i for i in ids if got[i]["metrics"].get("evidence_recall") == 1.0]
+    f1 = f"{mean(final, where):.1f}" if where else "-"
+    return calls, 100 * len(where) / len(ids), f1
+
+
 def main():
     print("| Slice | Corpus | Titles | n | `sr-rag-linked` | linked, dates settled | `sr-rag-choose` | choose vs linked "
-          "[95% CI] | reading | dates | each name |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "[95% CI] | reading | dates | each name | calls/q | all gold % | F1 when all gold |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, corpus, titles, parts in SLICES:
         dataset = dataset_of(name)
         linked = rows([R / part[2] / part[0] / M / "sr-rag-linked.jsonl" for part in parts])
@@ -49,18 +60,20 @@ def main():
             continue
         ids = sorted(set(linked) & set(choose))
         if len(ids) < len(choose):
-            print(f"| {name} | {corpus} | {titles} | {len(ids)} of {len(choose)} run | | | | | | | |")
+            print(f"| {name} | {corpus} | {titles} | {len(ids)} of {len(choose)} run | | | | | | | | | | |")
             continue
         l_own, l_dates = ({i: scores(linked[i], dataset, each_name=False)[k] for i in ids} for k in (0, 1))
         c_own, c_dates = ({i: scores(choose[i], dataset, each_name=False)[k] for i in ids} for k in (0, 1))
         c_final = {i: scores(choose[i], dataset)[1] for i in ids}
+        (lc, lg, lf), (cc, cg, cf) = held(linked, l_own, ids), held(choose, c_final, ids)
+        cost = f"{lc:.2f} / {cc:.2f} | {lg:.1f} / {cg:.1f} | {lf} / {cf}"
         if dataset == "strategyqa":
             print(f"| {name} | {corpus} | {titles} | {len(ids)} | {mean(l_own, ids):.1f} | - | {mean(c_final, ids):.1f} | "
-                  f"{cell(c_final, l_own, ids)} | - | - | - |")
+                  f"{cell(c_final, l_own, ids)} | {cell(c_final, l_own, ids)} | - | - | {cost} |")
             continue
         print(f"| {name} | {corpus} | {titles} | {len(ids)} | {mean(l_own, ids):.1f} | {mean(l_dates, ids):.1f} | "
               f"{mean(c_final, ids):.1f} | {cell(c_final, l_own, ids)} | {cell(c_own, l_own, ids)} | "
-              f"{cell(c_dates, c_own, ids)} | {cell(c_final, c_dates, ids)} |")
+              f"{cell(c_dates, c_own, ids)} | {cell(c_final, c_dates, ids)} | {cost} |")
 
 
 if __name__ == "__main__":
