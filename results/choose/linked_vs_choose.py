@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from table import SLICES, M, R, dataset_of  # noqa: E402
+from table import SLICES, M, R, bold, dataset_of  # noqa: E402
 from stop_estimate import rows  # noqa: E402
 from dates import scores  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
@@ -31,8 +31,7 @@ def cell(new, old, ids):
     """``new`` against ``old`` (score by id) over ``ids``: the paired difference and its interval."""
     d = paired_differences({"new": [{"id": i, "metrics": {"f1": new[i]}} for i in ids],
                             "old": [{"id": i, "metrics": {"f1": old[i]}} for i in ids]}, "old", ["f1"])[0]
-    text = f"{100 * d.difference:+.1f}"
-    return f"{'**' + text + '**' if d.low > 0 or d.high < 0 else text} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+    return f"{bold(d)} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
 
 
 def mean(scores_by_id, ids):
