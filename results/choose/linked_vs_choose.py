@@ -66,9 +66,10 @@ def main():
         c_final = {i: scores(choose[i], dataset)[1] for i in ids}
         (lc, lg, lf), (cc, cg, cf) = held(linked, l_own, ids), held(choose, c_final, ids)
         cost = f"{lc:.2f} / {cc:.2f} | {lg:.1f} / {cg:.1f} | {lf} / {cf}"
-        if dataset == "strategyqa":
+        if dataset == "strategyqa":  # no answer rule applies: the whole difference is reading
+            total = cell(c_final, l_own, ids)
             print(f"| {name} | {corpus} | {titles} | {len(ids)} | {mean(l_own, ids):.1f} | - | {mean(c_final, ids):.1f} | "
-                  f"{cell(c_final, l_own, ids)} | {cell(c_final, l_own, ids)} | - | - | {cost} |")
+                  f"{total} | {total} | - | - | {cost} |")
             continue
         print(f"| {name} | {corpus} | {titles} | {len(ids)} | {mean(l_own, ids):.1f} | {mean(l_dates, ids):.1f} | "
               f"{mean(c_final, ids):.1f} | {cell(c_final, l_own, ids)} | {cell(c_own, l_own, ids)} | "
