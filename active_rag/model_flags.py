@@ -113,7 +113,10 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
                         help="with --endpoint: the served context length prompts are fitted to (default: the --model "
                         "tokenizer's config, else 4096); match the server's (llama.cpp: --n_ctx / -c)")
     parser.add_argument("--endpoint-timeout", type=parse_number, default=60.0, metavar="S",
-                        help="with --endpoint: seconds to wait for the server before retrying (default 60; 2 retries)")
+                        help="with --endpoint: seconds to wait for the server before retrying (default 60; 2 retries); "
+                        "one request may take 10 x S in all")
+    parser.add_argument("--endpoint-max-reply-mb", type=parse_number, default=None, metavar="MB",
+                        help="with --endpoint: the cap on one reply from the server, in MiB (default 64)")
 
 
 def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -124,7 +127,7 @@ def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
     url = getattr(args, "endpoint", None)
     if url is None:
-        for flag in ("endpoint_model", "endpoint_api", "endpoint_timeout", "endpoint_context"):
+        for flag in ("endpoint_model", "endpoint_api", "endpoint_timeout", "endpoint_context", "endpoint_max_reply_mb"):
             value = getattr(args, flag, None)
             if value is not None and value != {"endpoint_api": "completions", "endpoint_timeout": 60.0}.get(flag):
                 raise InvalidOptionError(f"--{flag.replace('_', '-')} only applies with --endpoint URL: add --endpoint.")
@@ -141,8 +144,15 @@ def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
         from .validation import check_int
 
         check_int("--endpoint-context", context, minimum=16, hint="It is the served model's context length in tokens, e.g. 8192")
-    return {"base_url": resolve_base_url(url), "model": getattr(args, "endpoint_model", None),
-            "api": getattr(args, "endpoint_api", "completions"), "timeout": timeout, "max_context": context}
+    options = {"base_url": resolve_base_url(url), "model": getattr(args, "endpoint_model", None),
+               "api": getattr(args, "endpoint_api", "completions"), "timeout": timeout, "max_context": context}
+    cap = getattr(args, "endpoint_max_reply_mb", None)
+    if cap is not None:
+        if not 0 < cap < float("inf"):
+            raise InvalidOptionError(
+                f"--endpoint-max-reply-mb must be a finite number greater than 0, got {cap:g}: it is MiB, e.g. 64.")
+        options["max_reply_bytes"] = max(1, int(cap * 1024 * 1024))
+    return options
 
 
 def load_endpoint(tokenizer: str | None, **options: Any) -> Any:

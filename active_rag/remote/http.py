@@ -8,8 +8,10 @@ library is used (``urllib``), so the engine needs no HTTP package.
 
 Retried: a refused or reset connection, a timeout, HTTP 429 and 5xx (``retries`` more tries, waiting ``backoff``,
 ``2 * backoff``, ... seconds). Not retried: other 4xx (a wrong model name or key does not get better), a server that
-does not speak HTTP, a reply cut short, and a stream that has already delivered tokens. Every failure is an
-:class:`~active_rag.errors.EndpointError` with a one-line message.
+does not speak HTTP, a reply cut short, a stream that has already delivered tokens, a try past its deadline, a reply
+over the byte cap (:mod:`~active_rag.remote.transport`) and a redirect that is not followed. Redirects are followed
+within the base URL's origin only (a ``POST`` on a 307 or 308 only): the API key is never sent to another scheme,
+host or port. Every failure is an :class:`~active_rag.errors.EndpointError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -26,11 +28,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import EndpointError, EndpointHTTPError, EndpointTimeoutError, EndpointUnreachableError, InvalidOptionError
+from .transport import DEFAULT_MAX_REPLY_BYTES, Deadline, Reply, deadline_error, opener, origin, short_error
 
 __all__ = ["ENV_API_KEY", "ENV_BASE_URL", "EndpointClient", "resolve_base_url"]
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
+
+_MAX_REDIRECTS = 5
+_REDIRECTS = (301, 302, 303, 307, 308)
+_ERROR_BODY_BYTES = 64 * 1024  # of an HTTP error's body: enough for its message
 
 _FIX_URL = "pass the server's base URL, e.g. --endpoint http://127.0.0.1:8080/v1 (or set OPENAI_BASE_URL)"
 
@@ -81,15 +88,19 @@ class EndpointClient:
 
     Args:
         base_url: e.g. ``http://127.0.0.1:8080/v1`` (see :func:`resolve_base_url`).
-        api_key: sent as ``Authorization: Bearer ...``; ``None``: ``$OPENAI_API_KEY`` if set, else no header.
+        api_key: sent as ``Authorization: Bearer ...``; ``None``: ``$OPENAI_API_KEY`` if set, else no header. It is
+            sent to the base URL's origin only: a redirect to another scheme, host or port is refused.
         timeout: seconds to wait for the connection and for each read (a streamed reply's next token).
         retries: further tries after a failed one (connection, timeout, 429, 5xx).
         backoff: seconds before the first retry, doubled for each next one.
+        deadline: seconds one try may take in all (connecting, sending, reading the whole reply, streamed or not);
+            ``None``: 10 times ``timeout``. A try past it is not retried.
+        max_reply_bytes: the cap on one reply's bytes (default 64 MiB); reading stops as soon as it is passed.
     """
 
     def __init__(
         self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 2,
-        backoff: float = 0.5,
+        backoff: float = 0.5, deadline: float | None = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         from ..validation import check_int, check_number
 
@@ -100,32 +111,62 @@ class EndpointClient:
             raise InvalidOptionError("timeout must be greater than 0: it is the endpoint's timeout in seconds, e.g. 60.")
         self.retries = check_int("retries", retries, minimum=0, hint="It is the number of retries of a failed request, e.g. 2")
         self.backoff = check_number("backoff", backoff, minimum=0, hint="It is the wait before the first retry in seconds, e.g. 0.5")
+        if deadline is None:
+            self.deadline = 10 * self.timeout
+        else:
+            self.deadline = check_number("deadline", deadline, minimum=0,
+                                         hint="It is the seconds one request may take in all, e.g. 600")
+            if self.deadline <= 0:
+                raise InvalidOptionError(
+                    "deadline must be greater than 0: it is the seconds one request may take in all, e.g. 600.")
+        self.max_reply_bytes = check_int("max_reply_bytes", max_reply_bytes, minimum=1,
+                                         hint=f"It is the cap on one reply's bytes, e.g. {DEFAULT_MAX_REPLY_BYTES}")
 
     def __repr__(self) -> str:
-        return f"EndpointClient({self.base_url!r}, timeout={self.timeout:g}, retries={self.retries})"
+        return (f"EndpointClient({self.base_url!r}, timeout={self.timeout:g}, retries={self.retries}, "
+                f"deadline={self.deadline:g}, max_reply_bytes={self.max_reply_bytes})")
 
     # -- requests ------------------------------------------------------------------------------------
-    def _open(self, path: str, body: dict[str, Any] | None) -> Any:
-        """The open HTTP response of ``GET`` (``body is None``) or ``POST`` ``path``, after the retries."""
-        url = path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
+    def _url(self, path: str) -> str:
+        return path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
+
+    def _headers(self, url: str, post: bool) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode("utf-8")
+        if post:
             headers["Content-Type"] = "application/json"
-        if self.api_key:
+        if self.api_key and origin(url) == origin(self.base_url):
             headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _open(self, path: str, body: dict[str, Any] | None) -> Reply:
+        """The open reply of ``GET`` (``body is None``) or ``POST`` ``path``, after the retries and the redirects
+        within the base URL's origin; its ``Content-Length`` checked against the cap."""
+        url = self._url(path)
+        data = None if body is None else json.dumps(body).encode("utf-8")
         tries = self.retries + 1
         last: EndpointError | None = None
         for attempt in range(tries):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
-            request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
+            deadline = Deadline(self.deadline)
+            opened = False
             try:
-                return urllib.request.urlopen(request, timeout=self.timeout)  # noqa: S310 - http(s) only, checked
+                reply = Reply(self._send(url, data, deadline), deadline, self.max_reply_bytes, url)
+                opened = True
+                try:
+                    reply.check_length()
+                except EndpointError:
+                    reply.close()
+                    raise
+                return reply
             except urllib.error.HTTPError as exc:
-                detail = _detail(exc.read() or b"")
+                try:
+                    detail = _detail(exc.read(_ERROR_BODY_BYTES) or b"")
+                except (OSError, http.client.HTTPException):
+                    detail = ""
                 exc.close()
+                if deadline.expired:
+                    raise deadline_error(url, self.deadline) from None
                 if exc.code == 429 or exc.code >= 500:
                     last = EndpointHTTPError(
                         f"The endpoint {url} answered HTTP {exc.code} ({detail or exc.reason}) on {tries} tries: check the "
@@ -135,39 +176,89 @@ class EndpointClient:
                         else "check the API key (OPENAI_API_KEY)" if exc.code in (401, 403)
                         else "check the model name (--endpoint-model) and that the prompt fits the server's context")
                 raise EndpointHTTPError(f"The endpoint {url} answered HTTP {exc.code}: {detail or exc.reason}; {hint}.", exc.code) from None
+            except EndpointError:
+                raise
             except (TimeoutError, socket.timeout):
-                last = EndpointTimeoutError(
-                    f"The endpoint {url} did not answer within {self.timeout:g} s on {tries} tries: raise the timeout "
-                    "(timeout=..., --endpoint-timeout) or check that the server is running and not overloaded.")
+                if deadline.expired:
+                    raise deadline_error(url, self.deadline) from None
+                last = self._timeout_error(url, tries)
             except (urllib.error.URLError, ConnectionError, OSError) as exc:
+                if deadline.expired:
+                    raise deadline_error(url, self.deadline) from None
                 reason = getattr(exc, "reason", exc)
                 if isinstance(reason, (TimeoutError, socket.timeout)):
-                    last = EndpointTimeoutError(
-                        f"The endpoint {url} did not answer within {self.timeout:g} s on {tries} tries: raise the timeout "
-                        "(timeout=..., --endpoint-timeout) or check that the server is running and not overloaded.")
+                    last = self._timeout_error(url, tries)
                     continue
                 last = EndpointUnreachableError(
                     f"Cannot reach the endpoint {url} ({reason}) on {tries} tries: start the server (e.g. `python -m "
                     "llama_cpp.server --model FILE.gguf`) or fix the URL (--endpoint, OPENAI_BASE_URL).")
             except http.client.HTTPException as exc:  # not HTTP (BadStatusLine, LineTooLong): not retried
+                if deadline.expired:
+                    raise deadline_error(url, self.deadline) from None
                 raise self._read_error(url, exc) from None
+            finally:
+                if not opened:
+                    deadline.cancel()
         assert last is not None
         raise last
+
+    def _timeout_error(self, url: str, tries: int) -> EndpointTimeoutError:
+        return EndpointTimeoutError(
+            f"The endpoint {url} did not answer within {self.timeout:g} s on {tries} tries: raise the timeout "
+            "(timeout=..., --endpoint-timeout) or check that the server is running and not overloaded.")
+
+    def _send(self, url: str, data: bytes | None, deadline: Deadline) -> Any:
+        """One try: the open HTTP response of ``url``, following the redirects within its origin (a ``POST`` only
+        a 307 or 308, which re-send it). A redirect elsewhere is refused: the API key never leaves the origin."""
+        target = url
+        for _ in range(_MAX_REDIRECTS + 1):
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                raise deadline_error(url, self.deadline)
+            request = urllib.request.Request(target, data=data, headers=self._headers(target, data is not None),
+                                             method="GET" if data is None else "POST")
+            try:
+                return opener(deadline).open(request, timeout=min(self.timeout, remaining))
+            except urllib.error.HTTPError as exc:
+                if exc.code not in _REDIRECTS:
+                    raise
+                target = self._redirect(target, exc, post=data is not None)
+        raise EndpointError(
+            f"The endpoint {url} redirected more than {_MAX_REDIRECTS} times: use the URL it ends at as the endpoint "
+            "(--endpoint, OPENAI_BASE_URL).")
+
+    def _redirect(self, url: str, exc: urllib.error.HTTPError, *, post: bool) -> str:
+        """Where a redirect of ``url`` leads, when it is followed (same origin; a ``POST``: 307 or 308 only)."""
+        location = " ".join(str(exc.headers.get("Location") or "").split())
+        exc.close()
+        if not location:
+            raise EndpointError(
+                f"The endpoint {url} answered HTTP {exc.code} (a redirect) without a Location: check the URL "
+                "(--endpoint, OPENAI_BASE_URL).")
+        target = urllib.parse.urljoin(url, location)
+        shown = target if len(target) <= 200 else target[:197] + "..."
+        if origin(target) != origin(url):
+            raise EndpointError(
+                f"The endpoint {url} redirects (HTTP {exc.code}) to {shown}, another scheme, host or port: a redirect "
+                "there is not followed, so that the API key is not sent to another address; if you trust it, use that "
+                "address as the endpoint (--endpoint, OPENAI_BASE_URL).")
+        if post and exc.code not in (307, 308):
+            raise EndpointError(
+                f"The endpoint {url} redirects (HTTP {exc.code}) to {shown}, which would turn the POST request into a "
+                "GET: use the URL it redirects to as the endpoint (--endpoint, OPENAI_BASE_URL).")
+        return target
 
     def _read_error(self, path: str, exc: BaseException) -> EndpointError:
         """The one-line error of a reply that failed: a timeout, a broken connection, a reply that is not HTTP
         (:class:`http.client.BadStatusLine`), or one cut short (:class:`http.client.IncompleteRead`: fewer bytes than
         its Content-Length, a broken chunked stream)."""
-        url = path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
+        url = self._url(path)
         if isinstance(exc, (TimeoutError, socket.timeout)):
             return EndpointTimeoutError(
                 f"The endpoint {url} stopped answering for {self.timeout:g} s in the middle of a reply: raise the "
                 "timeout (timeout=..., --endpoint-timeout) or check the server.")
         if isinstance(exc, http.client.IncompleteRead):
-            return EndpointError(
-                f"The endpoint {url} cut its reply short ({len(exc.partial)} bytes read"
-                + (f", {exc.expected} more expected" if exc.expected is not None else "")
-                + "): check the server's log, or a proxy between it and you, and try again.")
+            return short_error(url, len(exc.partial), exc.expected)
         if isinstance(exc, http.client.HTTPException) and not isinstance(exc, ConnectionError):
             detail = " ".join(str(exc).split())[:120] or type(exc).__name__
             return EndpointError(
@@ -183,39 +274,37 @@ class EndpointClient:
         """``POST path`` with a JSON ``body``, the decoded JSON reply."""
         return self._json(path, body)
 
-    def _json(self, path: str, body: dict[str, Any] | None) -> Any:
-        response = self._open(path, body)
+    def _body(self, path: str, reply: Reply) -> bytes:
         try:
-            with response:
-                raw = response.read()
+            return reply.body()
         except (OSError, TimeoutError, http.client.HTTPException) as exc:
             raise self._read_error(path, exc) from None
+
+    def _decode(self, path: str, raw: bytes) -> Any:
         try:
             return json.loads(raw)
         except ValueError:
             raise EndpointError(
-                f"The endpoint {self.base_url}/{path.lstrip('/')} did not answer JSON ({_detail(raw)!r}): check that the "
-                "URL is an OpenAI-compatible server.") from None
+                f"The endpoint {self._url(path)} did not answer JSON ({_detail(raw)!r}): check that the URL is an "
+                "OpenAI-compatible server.") from None
+
+    def _json(self, path: str, body: dict[str, Any] | None) -> Any:
+        with self._open(path, body) as reply:
+            raw = self._body(path, reply)
+        return self._decode(path, raw)
 
     def post_stream(self, path: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """``POST path`` with ``"stream": true``: the JSON objects of the server-sent events, as they arrive.
 
         A server that answers with plain JSON instead yields that one object. Closing the iterator early closes the
-        connection, which stops the generation on llama.cpp's and vLLM's servers."""
-        response = self._open(path, {**body, "stream": True})
-        with response:
-            content_type = str(response.headers.get("Content-Type", ""))
+        connection, which stops the generation on llama.cpp's and vLLM's servers. The deadline and the byte cap hold
+        for the whole stream."""
+        with self._open(path, {**body, "stream": True}) as reply:
+            if "event-stream" not in str(reply.headers.get("Content-Type", "")):
+                yield self._decode(path, self._body(path, reply))
+                return
             try:
-                if "event-stream" not in content_type:
-                    raw = response.read()
-                    try:
-                        yield json.loads(raw)
-                    except ValueError:
-                        raise EndpointError(
-                            f"The endpoint {self.base_url}/{path.lstrip('/')} did not answer JSON ({_detail(raw)!r}): "
-                            "check that the URL is an OpenAI-compatible server.") from None
-                    return
-                for line in response:
+                for line in reply.lines():
                     line = line.strip()
                     if not line.startswith(b"data:"):
                         continue
@@ -225,10 +314,13 @@ class EndpointClient:
                     try:
                         event = json.loads(payload)
                     except ValueError:
-                        continue
+                        raise EndpointError(
+                            f"The endpoint {self._url(path)} sent a reply that does not follow the OpenAI API: a "
+                            f"streamed event should be JSON, got {_detail(payload)!r}; check that the server is "
+                            "OpenAI-compatible and that nothing between it and you rewrites its replies.") from None
                     if isinstance(event, dict) and "error" in event and not event.get("choices"):
                         raise EndpointHTTPError(
-                            f"The endpoint {self.base_url}/{path.lstrip('/')} reported an error in its reply: "
+                            f"The endpoint {self._url(path)} reported an error in its reply: "
                             f"{_detail(payload)}; check the server's log.", 500)
                     yield event
             except (OSError, TimeoutError, http.client.HTTPException) as exc:

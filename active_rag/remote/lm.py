@@ -35,7 +35,8 @@ from .._aio import check_cancelled
 from ..errors import EndpointError, EndpointHTTPError, NeedsLocalModelError
 from ..decoding.model import StopCondition, _USAGE
 from .http import EndpointClient
-from .parse import Piece, parse_choice, utf8_decoder
+from .parse import Piece, parse_choice, reply_choice, utf8_decoder
+from .transport import DEFAULT_MAX_REPLY_BYTES
 from .vocab import PieceVocab, TokenizerVocab
 from ..types import TokenStep
 
@@ -192,7 +193,9 @@ class RemoteLM:
             name, else ``model``).
         top_logprobs: alternatives per token the server returns (the entropy's ``k``; OpenAI allows 5 on
             completions, 20 on chat).
-        timeout, retries, backoff: see :class:`~active_rag.remote.http.EndpointClient`.
+        timeout, retries, backoff, deadline, max_reply_bytes: see :class:`~active_rag.remote.http.EndpointClient`
+            (``deadline``: seconds one request may take in all, default 10 x ``timeout``; ``max_reply_bytes``: the
+            cap on one reply, default 64 MiB).
         max_context: the context length prompts are fitted to (default: the tokenizer's model config, else 4096).
         stop: stop sequences sent with every request (the server ends the segment there, ``finished``).
         stream: stream tokens (default); ``False``: one JSON reply per request, the whole ``max_tokens``.
@@ -212,6 +215,8 @@ class RemoteLM:
         timeout: float = 60.0,
         retries: int = 2,
         backoff: float = 0.5,
+        deadline: float | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         max_context: int | None = None,
         system_prompt: str | None = None,
         stop: Sequence[str] | None = None,
@@ -224,7 +229,8 @@ class RemoteLM:
         if api not in ("completions", "chat"):
             raise InvalidOptionError(f"api must be 'completions' or 'chat', got {api!r}.")
         self.api = api
-        self.client = EndpointClient(base_url, api_key, timeout=timeout, retries=retries, backoff=backoff)
+        self.client = EndpointClient(base_url, api_key, timeout=timeout, retries=retries, backoff=backoff,
+                                     deadline=deadline, max_reply_bytes=max_reply_bytes)
         self.top_logprobs = check_int("top_logprobs", top_logprobs, minimum=1, maximum=20,
                                       hint="It is the number of alternatives per token the server returns, e.g. 5")
         context = None
@@ -384,10 +390,10 @@ class RemoteLM:
         decoder = utf8_decoder() if self.stream_replies else None  # one for the whole stream: no character cut
         try:
             for event in events:
-                choices = event.get("choices") if isinstance(event, dict) else None
-                if not choices:
+                choice = reply_choice(event, where, streamed=self.stream_replies)
+                if choice is None:  # an event without a choice (a usage report)
                     continue
-                pieces, finish = parse_choice(choices[0], where, decoder)
+                pieces, finish = parse_choice(choice, where, decoder)
                 yield from pieces
                 if finish:
                     yield _Finish(finish)
@@ -434,7 +440,8 @@ class RemoteLM:
 
     def _server_tokens(self, texts: Sequence[str]) -> list[int]:
         root = self.base_url.removesuffix("/v1")
-        probe = EndpointClient(self.base_url, self.client.api_key, timeout=self.client.timeout, retries=0)
+        probe = EndpointClient(self.base_url, self.client.api_key, timeout=self.client.timeout, retries=0,
+                               deadline=self.client.deadline, max_reply_bytes=self.client.max_reply_bytes)
         ids: set[int] = set()
         for text in texts:
             for path, body in ((f"{root}/extras/tokenize", {"input": text}), (f"{root}/tokenize", {"content": text}),

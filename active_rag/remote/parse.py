@@ -16,14 +16,15 @@ only raise it), exact when the top-k hold all the mass.
 from __future__ import annotations
 
 import codecs
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import NoLogprobsError
+from ..errors import EndpointError, NoLogprobsError
 
-__all__ = ["Piece", "parse_choice", "topk_entropy", "utf8_decoder"]
+__all__ = ["Piece", "parse_choice", "reply_choice", "topk_entropy", "utf8_decoder"]
 
 
 @dataclass
@@ -66,25 +67,96 @@ def _finite(value: Any) -> float:
     return number if not math.isnan(number) else -math.inf
 
 
-def _legacy(lp: Mapping[str, Any], text: str) -> list[Piece]:
-    tokens = [str(t) for t in lp.get("tokens") or []]
-    logprobs = list(lp.get("token_logprobs") or [])
-    tops = list(lp.get("top_logprobs") or [])
-    if not tokens or len(logprobs) < len(tokens):
+# -- the shape of a reply ------------------------------------------------------------------------------
+def _kind(value: Any) -> str:
+    """A JSON value's kind and a glimpse of it, for an error message: ``a string ("x")``."""
+    kind = ("null" if value is None else "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float))
+            else "a string" if isinstance(value, str) else "a list" if isinstance(value, list)
+            else "an object" if isinstance(value, Mapping) else f"a {type(value).__name__}")
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    text = " ".join(text.split())
+    return f"{kind} ({text if len(text) <= 60 else text[:57] + '...'})"
+
+
+class _Shape:
+    """Checks one reply of the endpoint ``where`` against the OpenAI API's shapes; a mismatch is an
+    :class:`~active_rag.errors.EndpointError` naming the field, what it should be and what came."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def error(self, field: str, expected: str, got: str) -> EndpointError:
+        return EndpointError(
+            f"The endpoint {self.where} sent a reply that does not follow the OpenAI API: {field} should be {expected}, "
+            f"got {got}; check that the server is OpenAI-compatible and that nothing between it and you rewrites its "
+            "replies.")
+
+    def expect(self, value: Any, field: str, kinds: tuple[type, ...], expected: str, *, null: bool = True) -> Any:
+        """``value`` when it is one of ``kinds`` (or ``None`` when ``null``); booleans are not numbers."""
+        if value is None and null:
+            return None
+        if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+            return value
+        raise self.error(field, expected + (" or null" if null else ""), _kind(value))
+
+    def items(self, value: Any, field: str, kinds: tuple[type, ...], expected: str, *, null_items: bool = False) -> list[Any]:
+        """A list (``None``: empty) whose items are each one of ``kinds`` (``expected``: one item, in words)."""
+        items = self.expect(value, field, (list,), f"a list ({expected} each)") or []
+        for k, item in enumerate(items):
+            self.expect(item, f"{field}[{k}]", kinds, expected, null=null_items)
+        return items
+
+    def number(self, value: Any, field: str) -> float:
+        """A log-probability: a number, or null (read as minus infinity)."""
+        return _finite(self.expect(value, field, (int, float), "a number"))
+
+
+def reply_choice(reply: Any, where: str, *, streamed: bool) -> Mapping[str, Any] | None:
+    """The first choice of a reply (``streamed=False``) or of one streamed event (``streamed=True``), checked:
+    the reply is an object and its ``choices`` a list of objects. An event without choices (a usage report at the
+    end of a stream) gives ``None``; a whole reply without one is an :class:`~active_rag.errors.EndpointError`."""
+    shape = _Shape(where)
+    what = "a streamed event" if streamed else "the reply"
+    shape.expect(reply, what, (Mapping,), "a JSON object", null=False)
+    if "choices" not in reply and streamed:
+        return None
+    if "choices" not in reply:
+        keys = ", ".join(map(str, list(reply)[:8])) or "none"
+        raise shape.error("the reply", "an object with a choices list", f"an object without one (keys: {keys})")
+    choices = shape.expect(reply["choices"], "choices", (list,), "a list of choices", null=False)
+    if not choices:
+        if streamed:
+            return None
+        raise shape.error("choices", "a list of at least one choice", "an empty list")
+    return shape.expect(choices[0], "choices[0]", (Mapping,), "an object (a choice)", null=False)
+
+
+def _legacy(lp: Mapping[str, Any], text: str, shape: _Shape) -> list[Piece]:
+    at = "choices[0].logprobs"
+    tokens = shape.items(lp.get("tokens"), f"{at}.tokens", (str,), "a string")
+    logprobs = shape.items(lp.get("token_logprobs"), f"{at}.token_logprobs", (int, float), "a number", null_items=True)
+    tops = shape.items(lp.get("top_logprobs"), f"{at}.top_logprobs", (Mapping,), "an object (token: logprob)", null_items=True)
+    offsets = shape.items(lp.get("text_offset"), f"{at}.text_offset", (int,), "an integer")
+    if not tokens or lp.get("token_logprobs") is None:
         return []
+    if len(logprobs) < len(tokens):
+        raise shape.error(f"{at}.token_logprobs", f"one number per token ({len(tokens)})", f"{len(logprobs)} of them")
     texts = tokens
     if "".join(tokens) != text:
-        offsets = lp.get("text_offset")
         if len(tokens) == 1:
             texts = [text]
-        elif isinstance(offsets, Sequence) and len(offsets) == len(tokens):
-            base = int(offsets[0])
-            cuts = [max(0, int(o) - base) for o in offsets] + [len(text)]
+        elif len(offsets) == len(tokens):
+            base = offsets[0]
+            cuts = [max(0, o - base) for o in offsets] + [len(text)]
             texts = [text[cuts[i] : cuts[i + 1]] for i in range(len(tokens))]
     pieces = []
     for i, token in enumerate(tokens):
-        top = tops[i] if i < len(tops) and isinstance(tops[i], Mapping) else {}
-        pieces.append(Piece(texts[i], _finite(logprobs[i]), {str(k): _finite(v) for k, v in top.items()}, token))
+        top = tops[i] if i < len(tops) and tops[i] is not None else {}
+        alternatives = {str(k): shape.number(v, f"{at}.top_logprobs[{i}][{json.dumps(str(k))}]") for k, v in top.items()}
+        pieces.append(Piece(texts[i], shape.number(logprobs[i], f"{at}.token_logprobs[{i}]"), alternatives, token))
     return pieces
 
 
@@ -94,26 +166,45 @@ def utf8_decoder() -> codecs.IncrementalDecoder:
     return codecs.getincrementaldecoder("utf-8")(errors="replace")
 
 
-def _chat(content: Sequence[Any], text: str, decoder: codecs.IncrementalDecoder | None, final: bool) -> list[Piece]:
-    items = [c for c in content if isinstance(c, Mapping) and "token" in c]
+def _chat(content: list[Any], text: str, decoder: codecs.IncrementalDecoder | None, final: bool, shape: _Shape) -> list[Piece]:
+    at = "choices[0].logprobs.content"
+    items = shape.items(content, at, (Mapping,), "an object (token, logprob, bytes, top_logprobs)")
     if not items:
         return []
+    for k, c in enumerate(items):
+        shape.expect(c.get("token"), f"{at}[{k}].token", (str,), "a string", null=False)
+        shape.items(c.get("bytes"), f"{at}[{k}].bytes", (int,), "an integer")
+        tops = shape.items(c.get("top_logprobs"), f"{at}[{k}].top_logprobs", (Mapping,), "an object (token, logprob)")
+        for j, t in enumerate(tops):
+            shape.expect(t.get("token"), f"{at}[{k}].top_logprobs[{j}].token", (str,), "a string", null=False)
     with_bytes = all(isinstance(c.get("bytes"), list) for c in items)
     if decoder is None:  # a whole reply: its own decoder, flushed at its last token
         decoder, final = utf8_decoder(), True
     pieces = []
     for k, c in enumerate(items):
-        token = str(c["token"])
+        token = c["token"]
         if with_bytes:
             piece = decoder.decode(bytes(int(b) & 0xFF for b in c["bytes"]), final=final and k == len(items) - 1)
         else:
             piece = token
-        top = {str(t.get("token")): _finite(t.get("logprob")) for t in c.get("top_logprobs") or [] if isinstance(t, Mapping)}
-        pieces.append(Piece(piece, _finite(c.get("logprob")), top, token))
+        top = {t["token"]: shape.number(t.get("logprob"), f"{at}[{k}].top_logprobs[{j}].logprob")
+               for j, t in enumerate(c.get("top_logprobs") or [])}
+        pieces.append(Piece(piece, shape.number(c.get("logprob"), f"{at}[{k}].logprob"), top, token))
     pending = with_bytes and bool(decoder.getstate()[0])  # the bytes of a character that the next event completes
     if "".join(p.text for p in pieces) != text and len(pieces) == 1 and text and not pending:
         pieces[0].text = text
     return pieces
+
+
+def _text(choice: Mapping[str, Any], shape: _Shape) -> str:
+    """The generated text of a choice: ``text`` (completions), else ``delta.content`` / ``message.content`` (chat)."""
+    if "text" in choice:
+        return shape.expect(choice["text"], "choices[0].text", (str,), "a string") or ""
+    for key in ("delta", "message"):
+        message = shape.expect(choice.get(key), f"choices[0].{key}", (Mapping,), "an object (role, content)")
+        if message:
+            return shape.expect(message.get("content"), f"choices[0].{key}.content", (str,), "a string") or ""
+    return ""
 
 
 def parse_choice(
@@ -124,23 +215,22 @@ def parse_choice(
     ``decoder``: for the events of one streamed reply, the same :func:`utf8_decoder` for all of them (a character
     split over two events' token bytes is decoded whole; it is flushed at the event with a finish reason); ``None``:
     the choice is a whole reply. Raises :class:`~active_rag.errors.NoLogprobsError` (one line naming ``where``, the
-    server's URL) when the choice holds text but no token log-probabilities."""
-    if "text" in choice:
-        text = str(choice.get("text") or "")
-    else:
-        message = choice.get("delta") or choice.get("message") or {}
-        text = str(message.get("content") or "") if isinstance(message, Mapping) else ""
-    finish = choice.get("finish_reason")
-    lp = choice.get("logprobs")
+    server's URL) when the choice holds text but no token log-probabilities, and an
+    :class:`~active_rag.errors.EndpointError` naming the field when the choice is not shaped as the OpenAI API's."""
+    shape = _Shape(where)
+    shape.expect(choice, "choices[0]", (Mapping,), "an object (a choice)", null=False)
+    text = _text(choice, shape)
+    finish = shape.expect(choice.get("finish_reason"), "choices[0].finish_reason", (str,), "a string")
+    lp = shape.expect(choice.get("logprobs"), "choices[0].logprobs", (Mapping,), "an object")
     pieces: list[Piece] = []
-    if isinstance(lp, Mapping):
-        if isinstance(lp.get("content"), Sequence):
-            pieces = _chat(lp["content"], text, decoder, final=bool(finish))
+    if lp is not None:
+        if lp.get("content") is not None:
+            pieces = _chat(lp["content"], text, decoder, bool(finish), shape)
         elif lp.get("tokens") is not None:
-            pieces = _legacy(lp, text)
+            pieces = _legacy(lp, text, shape)
     if text and not pieces:
         raise NoLogprobsError(
             f"The endpoint {where} returned text without token log-probabilities: every active-retrieval signal needs "
             "them. Use a server that returns `logprobs` / `top_logprobs` (llama.cpp's server, llama-cpp-python, vLLM, "
             "Ollama >= 0.12.11) and check that it does not strip them.")
-    return pieces, str(finish) if finish else None
+    return pieces, finish or None

@@ -1,12 +1,14 @@
 """A tiny OpenAI-compatible HTTP server in a thread (``http.server``) for the endpoint tests: scripted tokens with
-log-probabilities, and the failures a real server can show (no logprobs, HTTP 500, too slow)."""
+log-probabilities, and the failures a real server can show (no logprobs, HTTP 500, too slow); and a raw socket
+server (:func:`raw_endpoint`) whose replies a test writes byte by byte (trickled, oversized, redirects)."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -155,3 +157,88 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@dataclass
+class RawRequest:
+    """One request :func:`raw_endpoint` read: method, path, headers (names in lower case) and body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def _read_request(conn: socket.socket) -> RawRequest | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, path = (lines[0].split(" ") + ["", ""])[:2]
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length") or 0)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return RawRequest(method, path, headers, body)
+
+
+@contextmanager
+def raw_endpoint(respond: Callable[[socket.socket, RawRequest], None]) -> Iterator[tuple[str, list[RawRequest]]]:
+    """``(base URL ending in /v1, the requests it read)`` of a server on a local port that reads each request and
+    lets ``respond(connection, request)`` write the reply's bytes (each connection in its own thread; the
+    connection is closed after it; a client that hangs up is not an error)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.05)
+    stop = threading.Event()
+    requests: list[RawRequest] = []
+
+    def handle(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(10)
+                request = _read_request(conn)
+                if request is None:
+                    return
+                requests.append(request)
+                respond(conn, request)
+            except OSError:  # the client hung up (or the test ended)
+                pass
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1", requests
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        listener.close()
+
+
+def http_head(status: str = "200 OK", content_type: str = "application/json", length: int | None = None,
+              extra: Sequence[str] = ()) -> bytes:
+    """The status line and headers of a reply (``length``: a ``Content-Length``; ``None``: the body runs to the
+    connection's close)."""
+    lines = [f"HTTP/1.1 {status}", f"Content-Type: {content_type}", "Connection: close", *extra]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
