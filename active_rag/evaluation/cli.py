@@ -109,6 +109,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "python -m active_rag.evaluation.answer_check_sweep reads any lower theta off those rows)")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="skip questions already in the JSONL files (default: on)")
+    p.add_argument("--retry-failed", action=argparse.BooleanOptionalAction, default=True,
+                   help="on resume, answer again the questions whose last try failed (default: on; --no-retry-failed "
+                   "keeps their failure rows)")
     p.add_argument("--index-cache", type=Path, default=None,
                    help="folder for built BM25 indexes (default: $ACTIVE_RAG_CACHE/indexes or ~/.cache/active-rag/indexes)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -263,6 +266,7 @@ def _saved_rows(config: Any) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from active_rag.errors import ActiveRAGError
+    from active_rag.evaluation.outlock import check_output_root
     from active_rag.evaluation.runner import EvalConfig, run_eval
     from active_rag.validation import check_int
 
@@ -280,13 +284,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,
             profile=args.profile, prompt_mode=args.prompt_mode, ta_are_demos=args.ta_are_demos, baseline=args.baseline,
             **({"today": args.today} if args.today is not None else {}),
-            resume=args.resume, index_cache=args.index_cache, plots=not args.no_plots,
+            resume=args.resume, retry_failed=args.retry_failed, index_cache=args.index_cache, plots=not args.no_plots,
             batch_size=check_int("--batch-size", args.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8"),
             **_model_config(args),
         )
         if getattr(args, "num_workers", None) is not None and not args.ray:
             raise ValueError("--num-workers only applies to a Ray run: add --ray.")
         _check_methods(config)  # trigger settings (a swept theta) before the model loads
+        check_output_root(config.out_dir)  # an --out that cannot be written: refused before the model loads
         remote = _endpoint(args, config)
         if remote is not None:
             report = run_eval(config, lm=remote, progress=not args.no_progress)
@@ -305,6 +310,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 130
     print(report.markdown)
     print(f"Results in {report.out_dir}")
+    failures = getattr(report, "failures", None) or {}
+    if failures:
+        method, rows = next(iter(failures.items()))
+        total = sum(len(r) for r in failures.values())
+        print(f"active-rag eval: {total} question(s) failed and are not scored (first: {method} {rows[0]['id']}: "
+              f"{str(rows[0]['error']).splitlines()[0]}): fix the cause and rerun the same command to answer them.",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -37,6 +37,7 @@ depends on the day it ran (the committed RetrievalQA rows were made with it); re
 PRIMARY_METRICS: dict[str, tuple[str, ...]] = {
     "hotpotqa": ("em", "f1"),
     "2wikimultihopqa": ("em", "f1"),
+    "pydocs": ("em", "f1"),
     "strategyqa": ("accuracy",),
     "retrievalqa": ("match", "match_folded"),
 }
@@ -157,6 +158,7 @@ class EvalConfig:
     today: str = EVAL_TODAY  # TA-ARE's "Today is ...": pinned, so that rows never depend on the day they ran
     baseline: str | None = None  # paired comparison against this method; None: sr-rag when run; "none": no comparison
     resume: bool = True
+    retry_failed: bool = True  # on resume, answer again the questions whose rows record a failure (an ``error``)
     index_cache: Path | None = None
     plots: bool = True
     batch_size: int = 1

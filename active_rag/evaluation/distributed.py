@@ -38,16 +38,19 @@ from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example
 from active_rag.evaluation.config import EvalConfig, MethodSpec, _retrieves
 from active_rag.evaluation.method_engines import load_corpus_index
+from active_rag.evaluation.outlock import OutputLock, prepare_output_root
 from active_rag.evaluation.runner import (
     EvalReport,
     EvalWorker,
     _answer_all,
+    _log_failure,
     eval_output_dir,
     finish_eval,
     method_path,
     plan_eval,
 )
-from active_rag.evaluation.scoring import _read_rows
+from active_rag.evaluation.scoring import resume_rows
+from active_rag.evaluation.store import compact_rows_file, is_failed
 
 __all__ = ["DistributedEvalError", "RayStats", "connect_ray", "require_ray", "run_eval_ray"]
 
@@ -210,7 +213,9 @@ def run_eval_ray(
     owns = connect_ray(address)
     actors: dict[int, Any] = {}
     handles: dict[str, Any] = {}
+    lock: OutputLock | None = None
     try:
+        prepare_output_root(config.out_dir)  # once Ray is reached, before any actor loads the model
         if config.dataset != "retrievalqa" and any(_retrieves(s) for s in specs):
             load_corpus_index(config.dataset, data_dir, config.index_cache, config.hide_titles)  # built once here, loaded by every actor
         resources = ray.cluster_resources()
@@ -247,7 +252,7 @@ def run_eval_ray(
         model_name = str(first["model_name"])
         keys: dict[str, str] = dict(first["keys"])
         out = config.output_dir = eval_output_dir(config, model_name, str(first.get("weights", "float32")))
-        out.mkdir(parents=True, exist_ok=True)
+        lock = OutputLock(out, config.to_dict()).__enter__()  # released in finally
 
         done: dict[str, dict[str, dict[str, Any]]] = {}
         queue: deque[_Task] = deque()
@@ -255,7 +260,8 @@ def run_eval_ray(
             path = method_path(out, spec)
             if not config.resume and path.exists():
                 path.unlink()
-            done[spec.name] = _read_rows(path, keys[spec.name], first.get("unsettled_keys", {}).get(spec.name))
+            done[spec.name] = resume_rows(path, keys[spec.name], first.get("unsettled_keys", {}).get(spec.name),
+                                          retry_failed=config.retry_failed)
             todo = [ex for ex in examples if ex.id not in done[spec.name]]
             queue.extend(_chunks(spec.name, todo, max(1, config.batch_size)))
             handles[spec.name] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally
@@ -307,6 +313,8 @@ def run_eval_ray(
                         continue
                     fh.write(_dumps(row))
                     fh.flush()
+                    if is_failed(row):
+                        _log_failure(task.method, row)
                     done[task.method][qid] = row
                     stats.rows_written += 1
                 bar.update(len(rows))
@@ -316,12 +324,17 @@ def run_eval_ray(
         stats.seconds = time.perf_counter() - started
         stats.answer_s = stats.seconds - stats.startup_s
         info = {"out": out, "model_name": model_name, "weights": str(first.get("weights", "float32")), "index_info": first["index_info"], "data_dir": data_dir}
-        report = finish_eval(config, info, specs, examples, done)
+        for spec in specs:
+            handles[spec.name].flush()
+            compact_rows_file(method_path(out, spec))  # a failed row answered now: the file keeps the answer only
+        report = finish_eval(config, info, specs, examples, keys=keys)
         report.ray = stats  # type: ignore[attr-defined]
         return report
     finally:
         for fh in handles.values():
             fh.close()
+        if lock is not None:
+            lock.__exit__(None, None, None)
         for actor in actors.values():
             try:
                 ray.kill(actor)

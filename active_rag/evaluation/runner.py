@@ -20,7 +20,12 @@ routers); this module only wires a dataset to it, scores the outputs and writes 
   tokens, wall time, and the share of retrievals whose top-k holds a gold paragraph.
 
 Per-question rows are appended to ``OUT/<dataset>/<model>/<method>.jsonl`` as each question finishes, so a
-run can be resumed (finished question ids are skipped) and inspected while it runs.
+run can be resumed (finished question ids are skipped) and inspected while it runs. One run writes a folder at a
+time (:class:`~active_rag.evaluation.outlock.OutputLock`). A question that fails (an
+:class:`~active_rag.errors.ActiveRAGError`: the endpoint or the retriever down, out of memory) is written as a row
+with an ``error`` field, logged, counted in the report (``failures``, the ``errors`` column of ``results.md``) and
+answered again on resume (unless ``retry_failed`` is off); it never enters the scores. The summaries are computed
+from the rows read back from the files, one per question.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -70,9 +76,10 @@ from active_rag.evaluation.paired import (
     paired_differences,
     resolve_baseline,
 )
+from active_rag.evaluation.outlock import OutputLock, prepare_output_root
 from active_rag.evaluation.prompts import RETRIEVALQA_SYSTEM_PROMPT
-from active_rag.evaluation.scoring import (
-    _read_rows,
+from active_rag.evaluation.scoring import (  # _read_rows: imported from here by callers
+    _read_rows,  # noqa: F401
     _safe_name,
     format_results_table,
     format_thresholds,
@@ -80,6 +87,8 @@ from active_rag.evaluation.scoring import (
     summarize_rows,
     thresholds_used,
 )
+from active_rag.evaluation.scoring import resume_rows
+from active_rag.evaluation.store import compact_rows_file, format_failures, is_failed, rows_on_disk
 from active_rag.methods.answer_check import passages_text
 from active_rag.methods.context import FocusContext
 from active_rag.methods.prompt_layout import resolve_prompt_mode
@@ -105,15 +114,19 @@ __all__ = [
     "eval_output_dir",
     "eval_prompt_template",
     "finish_eval",
+    "format_failures",
     "format_results_table",
     "load_corpus_index",
     "method_path",
     "plan_eval",
     "resolve_data_dir",
+    "resume_rows",
     "run_eval",
     "score_example",
     "summarize_rows",
 ]
+
+logger = logging.getLogger("active_rag.evaluation")
 
 
 # ------------------------------------------------------------------------------------------------ run
@@ -137,6 +150,12 @@ class EvalReport:
     paired: list[PairedDifference] = field(default_factory=list)  # every method against the baseline (paired.py)
     by_type: list[TypeScore] = field(default_factory=list)  # every method on each question type (breakdown.py)
     thresholds: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # scoring.thresholds_used per method
+    failures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per method: {"id", "error"} of failed questions
+
+    @property
+    def failed(self) -> int:
+        """Questions (of all methods) whose last try failed: they have no score and are answered again on resume."""
+        return sum(len(rows) for rows in self.failures.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +170,7 @@ class EvalReport:
             "paired": [d.to_dict() for d in self.paired],
             "by_type": [t.to_dict() for t in self.by_type],
             "thresholds": self.thresholds,
+            "failures": self.failures,
         }
 
 
@@ -184,7 +204,7 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
     error = None
     try:
         result = rag.run(example.question)
-    except ActiveRAGError as exc:  # recorded and scored 0 so one bad question does not stop a long run
+    except ActiveRAGError as exc:  # recorded as a failure (never scored) so one bad question does not stop a long run
         error = f"{type(exc).__name__}: {exc}"
         result = ActiveRAGResult(question=example.question, answer="", method=rag.method)
     wall = time.perf_counter() - start
@@ -426,20 +446,32 @@ def finish_eval(
     worker_info: Mapping[str, Any],
     specs: Sequence[MethodSpec],
     examples: Sequence[Example],
-    done: Mapping[str, Mapping[str, dict[str, Any]]],
+    done: Mapping[str, Mapping[str, dict[str, Any]]] | None = None,
+    keys: Mapping[str, str] | None = None,
 ) -> EvalReport:
-    """Summaries, ``results.md``, plots and ``summary.json`` from the finished rows (``done[method][question id]``).
+    """Summaries, ``results.md``, plots and ``summary.json`` from the rows on disk: each method's JSONL file read
+    back, one row per question (:func:`~active_rag.evaluation.store.pick_rows`), only the questions of
+    ``examples``. Failed rows are counted (``errors``, ``report.failures``), never scored.
 
-    ``worker_info``: ``out`` (output folder), ``model_name``, ``index_info`` and ``data_dir`` of the run."""
+    ``worker_info``: ``out`` (output folder), ``model_name``, ``index_info`` and ``data_dir`` of the run. ``keys``:
+    each method's engine key (rows with another key are left out), else the key of its rows in ``done``."""
     out = Path(worker_info["out"])
     model_name = str(worker_info["model_name"])
     summary: dict[str, dict[str, float | None]] = {}
     all_rows: dict[str, list[dict[str, Any]]] = {}
+    failures: dict[str, list[dict[str, Any]]] = {}
     files: dict[str, Path] = {spec.name: method_path(out, spec) for spec in specs}
     for spec in specs:
-        rows = [done[spec.name][ex.id] for ex in examples if ex.id in done.get(spec.name, {})]
+        key = (keys or {}).get(spec.name)
+        if key is None and done and done.get(spec.name):
+            key = next(iter(done[spec.name].values())).get("engine_key")
+        on_disk = rows_on_disk(files[spec.name], key)
+        picked = [on_disk[ex.id] for ex in examples if ex.id in on_disk]
+        rows = [row for row in picked if not is_failed(row)]
+        failures[spec.name] = [{"id": row["id"], "error": row["error"]} for row in picked if is_failed(row)]
         all_rows[spec.name] = rows
         summary[spec.name] = summarize_rows(rows, config.dataset) if rows else {"n": 0.0}
+        summary[spec.name]["errors"] = float(len(failures[spec.name]))
 
     sweep = _sweep_rows(specs, summary)
     profile = config.profile_obj
@@ -462,12 +494,14 @@ def finish_eval(
     by_type = scores_by_type(all_rows, question_types(examples), TYPE_METRIC[config.dataset])
     if by_type:
         markdown += "\n## By question type\n\n" + format_type_table(by_type)
+    markdown += format_failures(failures)
     files["results"] = out / "results.md"
     files["results"].write_text(markdown, encoding="utf-8")
     report = EvalReport(config=config, out_dir=out, model=model_name, methods=list(specs), summary=summary,
                         rows=all_rows, sweep=sweep, markdown=markdown, files=files,
                         index=dict(worker_info.get("index_info") or {}), data_dir=Path(worker_info["data_dir"]),
-                        paired=paired, by_type=by_type, thresholds=thresholds)
+                        paired=paired, by_type=by_type, thresholds=thresholds,
+                        failures={name: rows for name, rows in failures.items() if rows})
     files["summary"] = out / "summary.json"
     if config.plots:
         from active_rag.evaluation.plots import plot_methods, plot_sweep
@@ -480,30 +514,38 @@ def finish_eval(
     return report
 
 
+def _log_failure(method: str, row: Mapping[str, Any]) -> None:
+    logger.warning("active-rag eval: %s question %s failed (not scored; a resumed run answers it again): %s",
+                   method, row["id"], str(row["error"]).splitlines()[0] if row["error"] else "")
+
+
 def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = True) -> EvalReport:
     """Run every method of ``config`` on the dataset; write per-question JSONL, ``results.md``, ``summary.json``
     and PNG plots under ``config.out_dir/<dataset>/<model>/``; return the :class:`EvalReport`.
 
     ``lm`` defaults to ``ActiveLM.load(config.model)``. With ``config.resume`` the questions already in a
-    method's JSONL (made with the same engine settings) are not rerun. (``active-rag eval --ray`` shards the
-    same work across Ray actors: :func:`active_rag.evaluation.distributed.run_eval_ray`.)
+    method's JSONL (made with the same engine settings) are not rerun, except failed ones when
+    ``config.retry_failed`` (the default). ``config.out_dir`` is created and checked before the model loads
+    (:class:`~active_rag.evaluation.outlock.EvalOutputError`); the output folder is held for the run
+    (:class:`~active_rag.evaluation.outlock.EvalLockedError` when another run holds it). A failed question is
+    logged on the ``active_rag.evaluation`` logger and listed in ``report.failures``. (``active-rag eval --ray``
+    shards the same work across Ray actors: :func:`active_rag.evaluation.distributed.run_eval_ray`.)
     """
     from tqdm.auto import tqdm
 
     specs, data_dir, examples = plan_eval(config)
+    prepare_output_root(config.out_dir)
     worker = EvalWorker(config, lm, specs=specs, data_dir=data_dir)
     out = config.output_dir = eval_output_dir(config, worker.model_name, worker.weights)
-    out.mkdir(parents=True, exist_ok=True)
-
-    done_by_method: dict[str, dict[str, dict[str, Any]]] = {}
-    with worker.system_prompt():
+    with OutputLock(out, config.to_dict()), worker.system_prompt():
+        keys: dict[str, str] = {}
         for spec in specs:
             path = method_path(out, spec)
-            key = worker.engine_key(spec.name)
+            key = keys[spec.name] = worker.engine_key(spec.name)
             if not config.resume and path.exists():
                 path.unlink()
             texts = worker.passage_texts if worker.shared is not None else None
-            done = _read_rows(path, key, worker.unsettled_key(spec.name), texts)
+            done = resume_rows(path, key, worker.unsettled_key(spec.name), texts, config.retry_failed)
             todo = [ex for ex in examples if ex.id not in done]
             bar = tqdm(total=len(todo), desc=spec.name, unit="q", disable=not progress, leave=True)
             with open(path, "a", encoding="utf-8") as fh:
@@ -515,11 +557,13 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
                     row["amortized_s"], row["batch_size"], last = now - last, config.batch_size, now
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     fh.flush()
-                    done[str(row["id"])] = row
+                    if is_failed(row):
+                        _log_failure(spec.name, row)
                     bar.update(1)
                     bar.set_postfix_str(_prompt_postfix(row), refresh=False)
             bar.close()
-            done_by_method[spec.name] = done
+            compact_rows_file(path)  # a failed row answered now: the file keeps the answer only
 
-    info = {"out": out, "model_name": worker.model_name, "weights": worker.weights, "index_info": worker.index_info, "data_dir": data_dir}
-    return finish_eval(config, info, specs, examples, done_by_method)
+        info = {"out": out, "model_name": worker.model_name, "weights": worker.weights, "index_info": worker.index_info,
+                "data_dir": data_dir}
+        return finish_eval(config, info, specs, examples, keys=keys)

@@ -22,6 +22,7 @@ from active_rag.evaluation.metrics import (
     qa_scores,
     strategyqa_accuracy,
 )
+from active_rag.evaluation.store import compact_rows_file, is_failed
 from active_rag.types import ActiveRAGResult
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -263,6 +264,19 @@ def _read_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | No
     return rows
 
 
+def resume_rows(path: Path, key: str, unsettled_key: str | Mapping[str, str] | None = None,
+                texts: Any = None, retry_failed: bool = True) -> dict[str, dict[str, Any]]:
+    """The rows of a method file a resumed run keeps (by question id), after putting the file in order: each
+    question once (:func:`~active_rag.evaluation.store.compact_rows_file`), a line cut off by a killed run dropped,
+    other settings' rows set aside (:func:`_read_rows`). With ``retry_failed``
+    (the default) failed rows are left out, so that their questions are answered again."""
+    compact_rows_file(path)
+    done = _read_rows(path, key, unsettled_key, texts)
+    if retry_failed:
+        done = {qid: row for qid, row in done.items() if not is_failed(row)}
+    return done
+
+
 def _fmt(value: Any, pct: bool = False, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -274,7 +288,7 @@ def format_results_table(summary: Mapping[str, Mapping[str, Any]], dataset: str)
     primary = PRIMARY_METRICS[dataset]
     cols: list[tuple[str, str, bool, int]] = [(k, {"em": "EM", "f1": "F1", "accuracy": "Acc", "match": "Match",
                                                   "match_folded": "Match (accent-folded)"}[k], True, 1) for k in primary]
-    if dataset in ("hotpotqa", "2wikimultihopqa"):
+    if dataset in ("hotpotqa", "2wikimultihopqa", "pydocs"):
         cols += [("precision", "P", True, 1), ("recall", "R", True, 1)]
     if dataset == "retrievalqa":
         cols += [("retrieval_accuracy", "Retrieval acc", True, 1), ("decision_precision", "Dec. P", True, 1),
@@ -288,7 +302,7 @@ def format_results_table(summary: Mapping[str, Mapping[str, Any]], dataset: str)
                  ("final_passages", "Passages@answer", False, 1), ("evidence_recall", "All gold@answer %", True, 1)]
     cols += [("trigger_fire_rate", "Fire %", True, 1), ("generated_tokens", "Tokens/q", False, 1),
              ("seconds_per_question", "s/q", False, 1), ("wall_time_per_question_s", "latency s", False, 1),
-             ("n", "n", False, 0)]
+             ("n", "n", False, 0), ("errors", "Errors", False, 0)]  # errors: failed questions, not in n or the scores
     head = "| Method | " + " | ".join(c[1] for c in cols) + " |"
     sep = "|---|" + "|".join("---:" for _ in cols) + "|"
     lines = [head, sep]

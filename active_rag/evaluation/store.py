@@ -9,22 +9,34 @@ Rows made with other engine settings (another threshold, e.g. a calibration cach
 generation length) are never deleted: :func:`set_aside_rows` moves them to ``other-settings/<file stem>.<engine
 key>.jsonl`` beside the method's file, and :func:`restore_rows` brings them back when a later run has those
 settings again, so switching back resumes instead of answering again.
+
+A question that failed (an :class:`~active_rag.errors.ActiveRAGError`: the endpoint or the retriever down, out
+of memory) is written as a row with an ``error`` field (:func:`is_failed`): a record of the failure, never a
+score. :func:`pick_rows` keeps one row per question (a finished row over a failed one, else the later one), and
+:func:`compact_rows_file` rewrites a file that holds a question more than once, so that a failed question
+answered on resume, or rows written twice, leave one line per question.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "OTHER_SETTINGS_DIR",
+    "compact_rows_file",
     "count_saved_rows",
     "forget_set_aside",
+    "format_failures",
+    "is_failed",
+    "pick_rows",
     "read_rows_file",
     "restore_rows",
+    "rows_on_disk",
     "set_aside_rows",
     "write_rows_file",
 ]
@@ -62,13 +74,77 @@ def write_rows_file(path: Path, rows: Iterable[Any]) -> None:
     tmp.replace(path)
 
 
+def is_failed(row: dict[str, Any]) -> bool:
+    """Whether ``row`` records a failed question (an ``error`` field) rather than an answer."""
+    return bool(row.get("error"))
+
+
+def pick_rows(values: Iterable[Any], key: str | None = None) -> dict[str, dict[str, Any]]:
+    """One row per question id, in the order the ids first appear: a finished row wins over a failed one, and
+    among rows of the same kind the later one wins. ``key``: only rows with this ``engine_key``; values that are
+    not rows (no ``id``) are left out."""
+    picked: dict[str, dict[str, Any]] = {}
+    for row in values:
+        if not isinstance(row, dict) or "id" not in row or (key is not None and row.get("engine_key") != key):
+            continue
+        qid = str(row["id"])
+        old = picked.get(qid)
+        if old is not None and is_failed(row) and not is_failed(old):
+            continue  # a failure never replaces an answer
+        picked[qid] = row
+    return picked
+
+
+def compact_rows_file(path: Path) -> int:
+    """Rewrite ``path`` so that it holds each question once per engine key (:func:`pick_rows`), when it holds one
+    more than once; lines that are not rows (a line cut off by a killed run) are dropped then, with a warning.
+    Returns the number of lines removed (0: the file is left as it is)."""
+    if not path.is_file():
+        return 0
+    values, bad, _ = read_rows_file(path)
+    by_key: dict[str, list[Any]] = {}
+    for row in values:
+        if isinstance(row, dict) and "id" in row:
+            by_key.setdefault(str(row.get("engine_key")), []).append(row)
+    kept = [row for rows in by_key.values() for row in pick_rows(rows).values()]
+    removed = len(values) - len(kept)
+    if removed == 0:
+        return 0
+    order = {id(row): n for n, row in enumerate(values)}
+    kept.sort(key=lambda row: order[id(row)])
+    if bad:
+        warnings.warn(f"{path}: dropped {len(bad)} row(s) that are malformed (malformed line(s) "
+                      f"{', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''}); they will be rerun.", stacklevel=2)
+    write_rows_file(path, kept)
+    return removed + len(bad)
+
+
+def rows_on_disk(path: Path, key: str | None) -> dict[str, dict[str, Any]]:
+    """The rows of ``path`` with engine key ``key`` (any when None), one per question (:func:`pick_rows`)."""
+    if not path.is_file():
+        return {}
+    values, _, _ = read_rows_file(path)
+    return pick_rows(values, key)
+
+
+def format_failures(failures: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """The failed questions as a markdown section (count and first error per method), or ``""`` when none failed."""
+    lines = [f"| {method} | {len(rows)} | {rows[0]['id']}: {str(rows[0]['error']).splitlines()[0][:200]} |"
+             for method, rows in failures.items() if rows]
+    if not lines:
+        return ""
+    return ("\n## Failed questions\n\nNot scored; a rerun of the same command (resume) answers them again.\n\n"
+            "| Method | Failed | First error |\n|---|---:|---|\n" + "\n".join(lines) + "\n")
+
+
 def count_saved_rows(paths: Iterable[Path]) -> int:
-    """How many complete rows (JSON objects with an ``id``) the existing files among ``paths`` hold."""
+    """How many questions the existing files among ``paths`` hold a finished row of (failed rows not counted,
+    each question once)."""
     total = 0
     for path in paths:
         if path.is_file():
             values, _, _ = read_rows_file(path)
-            total += sum(1 for v in values if isinstance(v, dict) and "id" in v)
+            total += sum(1 for row in pick_rows(values).values() if not is_failed(row))
     return total
 
 
