@@ -70,6 +70,16 @@ class QuestionTypeError(ActiveRAGError, TypeError, ValueError):
         )
 
 
+class QuestionsTypeError(ActiveRAGError, TypeError, ValueError):
+    """``run_batch``/``stream_batch`` got one string where a list of questions belongs (it would be answered one
+    character at a time)."""
+
+    def __init__(self, given: object) -> None:
+        shown = given if len(given) <= 40 else given[:37] + "..."  # type: ignore[arg-type,index]
+        super().__init__(f"run_batch takes a list of questions, got one {type(given).__name__} {shown!r}: "
+                         f"wrap it as [question], or call run(question).")
+
+
 class IndexPathError(ActiveRAGError, ValueError):
     """An index cannot be written where asked: the path is a file, an existing index (without
     ``overwrite``/``--force``), a folder holding other files, or not writable."""

@@ -33,7 +33,7 @@ from .methods.answer_stage import AnswerStage
 from .methods.date_compare import settle_dates
 from .methods.context import ContextPolicy, make_context
 from .decoding.context_window import fit_passages
-from .errors import ContextOverflowError
+from .errors import ContextOverflowError, QuestionsTypeError
 from .decoding.model import ActiveLM, DecodingSession, PromptUsage, count_prompt_tokens
 from .methods.profiles import get_profile
 from .methods.prompt_layout import Layout as _Layout
@@ -245,9 +245,11 @@ class ActiveRAG(RetrievalSteps):
         self, questions: Sequence[str], *, batch_size: int = 8, return_exceptions: bool = False
     ) -> list[ActiveRAGResult | BaseException]:
         """Answer many questions with up to ``batch_size`` decoding together (one batched forward per
-        step, continuous batching); results in input order. See :mod:`active_rag.decoding.many_questions`."""
+        step, continuous batching); results in input order. See :mod:`active_rag.decoding.many_questions`.
+        One string (not a list of them) raises :class:`~active_rag.errors.QuestionsTypeError`."""
         from .decoding.many_questions import run_batch
 
+        _check_questions(questions)
         return run_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
 
     def stream_batch(
@@ -256,6 +258,7 @@ class ActiveRAG(RetrievalSteps):
         """Yield ``(question index, event)`` while many questions advance together. See :mod:`active_rag.decoding.many_questions`."""
         from .decoding.many_questions import stream_batch
 
+        _check_questions(questions)
         return stream_batch(self, questions, batch_size=batch_size, return_exceptions=return_exceptions)
 
     def stream(self, question: str) -> Iterator[StreamEvent]:
@@ -548,3 +551,8 @@ class ActiveRAG(RetrievalSteps):
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
 
+
+def _check_questions(questions: object) -> None:
+    """Refuse one string (or bytes) where a list of questions belongs: it would be answered a character at a time."""
+    if isinstance(questions, (str, bytes, bytearray)):
+        raise QuestionsTypeError(questions)

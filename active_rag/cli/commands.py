@@ -21,14 +21,14 @@ if TYPE_CHECKING:  # pragma: no cover
 def _chunking(args: argparse.Namespace) -> dict[str, int]:
     """``--chunk-tokens`` / ``--chunk-overlap`` (their defaults where not given), checked before anything slow; they
     cut a folder of text files into passages, so naming one for another corpus is an error."""
-    from ..retrieval.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_TOKENS, check_chunking
+    from ..retrieval.chunking import DEFAULT_CHUNK_TOKENS, check_chunking, default_overlap
     from ..errors import InvalidOptionError
     from ..retrieval.bm25 import _CONFIG_NAME
 
     size, overlap = getattr(args, "chunk_tokens", None), getattr(args, "chunk_overlap", None)
     named = [flag for flag, value in (("--chunk-tokens", size), ("--chunk-overlap", overlap)) if value is not None]
-    options = {"chunk_tokens": DEFAULT_CHUNK_TOKENS if size is None else size,
-               "chunk_overlap": DEFAULT_CHUNK_OVERLAP if overlap is None else overlap}
+    size = DEFAULT_CHUNK_TOKENS if size is None else size
+    options = {"chunk_tokens": size, "chunk_overlap": default_overlap(size) if overlap is None else overlap}
     check_chunking(options["chunk_tokens"], options["chunk_overlap"], names=("--chunk-tokens", "--chunk-overlap"))
     corpus = args.corpus
     path = Path(corpus) if corpus not in (None, "demo") else None
@@ -47,7 +47,36 @@ def _load_retriever(corpus: str | None, chunking: dict[str, int]) -> Any:
 
     if corpus in (None, "demo"):
         return BM25Index.demo()
-    return BM25Index.from_path(corpus, **chunking)
+    return _open_corpus(corpus, chunking)
+
+
+def _open_corpus(corpus: str, chunking: dict[str, int]) -> Any:
+    """``BM25Index.from_path``; what a folder corpus skipped is said on stderr in one ``warning:`` line."""
+    import warnings
+
+    from ..retrieval.bm25 import BM25Index
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        index = BM25Index.from_path(corpus, **chunking)
+    for w in caught:
+        print(f"warning: {' '.join(str(w.message).split())}", file=sys.stderr)
+    return index
+
+
+def _warn_without_names(engine: Any, retriever: Any) -> None:
+    """One ``warning:`` line on stderr when the method follows names but the corpus gives its name index none (no
+    titles, file names or names its passages open with): every linked look then reads the question's next passages."""
+    from ..retrieval.name_index import name_index_of
+
+    check = getattr(engine, "answer_check", None)
+    if not (getattr(engine, "follow_links", False) or getattr(check, "query", None) in ("linked", "choose")):
+        return
+    names = name_index_of(retriever)
+    if names is not None and names.stats()["names"] == 0:
+        print("warning: this corpus gives linked retrieval no names to follow (no titles, file names or names its "
+              "passages open with), so its looks read the question's next passages: give the passages titles "
+              "(JSONL \"title\", or one file per document in a folder).", file=sys.stderr)
 
 
 def _default_model(args: argparse.Namespace) -> None:
@@ -265,6 +294,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     retriever = _load_retriever(args.corpus, chunking)
     lm = load_endpoint(args.model, **remote) if remote is not None else load_model(args.model, **options)
     engine = _build_engine(args, lm, retriever, kwargs)
+    _warn_without_names(engine, retriever)
     result: ActiveRAGResult | None = None
     out = sys.stdout
     last: TokenEvent | None = None  # the last answer token printed (--stream)
@@ -378,13 +408,18 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from ..retrieval.bm25 import BM25Index, _check_index_target
+    from ..retrieval.bm25 import _check_index_target
 
     chunking = _chunking(args)
     _check_index_target(Path(args.out), args.force)  # before the (possibly long) indexing
-    index = BM25Index.from_path(args.corpus, **chunking)
+    index = _open_corpus(args.corpus, chunking)
     index.save(args.out, overwrite=args.force)
-    print(f"Indexed {len(index)} passages from {args.corpus} into {args.out}")
+    if getattr(args, "json", False):
+        print(json.dumps({"corpus": args.corpus, "out": args.out, "passages": len(index),
+                          "skipped": [s.to_dict() for s in index.skipped]}, ensure_ascii=False, indent=2))
+        return 0
+    print(f"Indexed {len(index)} passages from {args.corpus} into {args.out}"
+          + (f" ({len(index.skipped)} skipped: see the warning)" if index.skipped else ""))
     return 0
 
 
@@ -437,7 +472,8 @@ def _add_chunking_options(parser: argparse.ArgumentParser) -> None:
                         "file one passage")
     parser.add_argument("--chunk-overlap", type=int, default=None, metavar="N",
                         help=f"folder corpus: tokens of whole sentences two consecutive passages of a file share "
-                        f"(default {DEFAULT_CHUNK_OVERLAP}; less than --chunk-tokens)")
+                        f"(default: a quarter of --chunk-tokens, {DEFAULT_CHUNK_OVERLAP} of {DEFAULT_CHUNK_TOKENS}; less than "
+                        "--chunk-tokens)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -472,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "the model's calibrated value (`active-rag calibrate`), else the profile's or paper's")
     ask.add_argument("--router", default="none", help="ta-are, vanilla or none (default none)")
     ask.add_argument("--today", help="the date TA-ARE tells the model (YYYY-MM-DD; default today)")
-    ask.add_argument("--corpus", default="demo", help="JSONL file (a passage a line), folder of .txt/.md files (cut "
+    ask.add_argument("--corpus", default="demo", help="JSONL file (a passage a line), folder of text files (cut "
                      "into passages: --chunk-tokens), saved index (`active-rag index`), or 'demo' (default)")
     _add_chunking_options(ask)
     ask.add_argument("--model", default=None, help="registry name, .gguf file or HF folder (default: the strongest "
@@ -503,9 +539,12 @@ def build_parser() -> argparse.ArgumentParser:
     methods.set_defaults(func=cmd_methods)
 
     index = sub.add_parser("index", help="build and save a BM25 index")
-    index.add_argument("corpus", help="JSONL file (id, title, text) or folder of text files")
+    index.add_argument("corpus", help="JSONL file (id, title, text) or folder of text files (.txt, .md, .rst, "
+                       "suffix-less text)")
     index.add_argument("out", help="output folder: new or empty (an index is never written beside other files)")
     index.add_argument("--force", action="store_true", help="replace the index already saved in the output folder")
+    index.add_argument("--json", action="store_true", help="print one JSON object: corpus, out, passages, skipped "
+                       "(the files of a folder corpus that were not indexed, with the reason)")
     _add_chunking_options(index)
     index.set_defaults(func=cmd_index)
 

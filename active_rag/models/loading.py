@@ -144,7 +144,32 @@ def load_pretrained(
         )
     if "/" not in text:
         raise UnknownNameError("model", text, MODELS)
+    missing = _missing_folder(text, path)
+    if missing:
+        raise ModelNotInstalledError(
+            f"No model folder at {text!r}: {missing}. Pass an existing model folder, a .gguf file, or a registry "
+            f"name ({', '.join(MODELS)})."
+        )
     return _load_hub(text, torch_dtype, device, packed)
+
+
+def _missing_folder(text: str, path: Path) -> str:
+    """Why ``text`` (a name with ``/`` that is nothing on disk) is a local folder that is missing rather than a hub id
+    (``""`` when it may be a hub id): its parent folder exists here (``models/nothere``) and no model of that id is
+    in the local Hugging Face cache. (Offline, a hub id that is not cached is refused by :func:`_load_hub`.)"""
+    if path.parent == Path(".") or not path.parent.is_dir() or _in_hub_cache(text):
+        return ""
+    return f"the folder {str(path.parent)!r} exists but holds no {path.name!r}"
+
+
+def _in_hub_cache(hub_id: str) -> bool:
+    """Whether the local Hugging Face cache holds a model ``hub_id`` (its ``config.json``)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(hub_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an id the hub would refuse (HFValidationError): not a cached model
+        return False
 
 
 def _ensure_converted_registry(spec: ModelSpec) -> Path:
@@ -310,7 +335,8 @@ def _load_hub(
         hint = f" The registry model {same[0]!r} is a GGUF of it: pass {same[0]!r}." if same else ""
         where = "HF_HUB_OFFLINE is set" if offline else "the download failed"
         raise ModelNotInstalledError(
-            f"Cannot load {hub_id!r}: it is not in the local Hugging Face cache and {where} (the hub "
+            f"Cannot load {hub_id!r}: no folder of that name is here, and it is not in the local Hugging Face cache "
+            f"and {where} (the hub "
             f"cannot be reached from here).{hint} Pass a local model folder, a .gguf file, or a "
             f"registry name ({', '.join(MODELS)})."
         ) from error

@@ -2,7 +2,8 @@
 
 :class:`BM25Index` implements the :class:`~active_rag.types.Retriever` protocol. Build one from
 :class:`~active_rag.types.Passage` objects, a JSONL corpus (one ``{"id", "title", "text"}`` object per
-line), a directory of ``.txt``/``.md`` files, or a directory written by :meth:`BM25Index.save`;
+line), a folder of text files (:mod:`active_rag.retrieval.folder`), or a directory written by :meth:`BM25Index.save`
+(its files are checked against the checksums saved with it, :mod:`active_rag.retrieval.index_files`);
 :meth:`BM25Index.demo` loads the bundled HotpotQA demo corpus.
 
 Each passage is indexed as ``"<title> <text>"``. Text is lowercased, split into words, stripped of
@@ -19,6 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -27,8 +29,24 @@ from typing import Any
 import bm25s
 import numpy as np
 
-from active_rag.retrieval.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_TOKENS, check_chunking, chunk_passages
+from active_rag.retrieval.chunking import (
+    DEFAULT_CHUNK_TOKENS, check_chunking, chunk_passages, default_overlap, identity_line,
+)
 from active_rag.errors import CorpusError, IndexPathError
+from active_rag.retrieval.folder import TEXT_SUFFIXES, Skipped, read_folder, skipped_summary
+from active_rag.retrieval.index_files import (
+    CONFIG_NAME as _CONFIG_NAME,
+    FORMAT_VERSION as _FORMAT_VERSION,
+    NAMES_NAME as _NAMES_NAME,
+    PASSAGES_NAME as _PASSAGES_NAME,
+    REBUILD as _REBUILD,
+    check_index_target as _check_index_target,
+    file_checksums,
+    is_index_file as _is_index_file,  # noqa: F401 - importable here as before
+    one_line,
+    read_manifest,
+    verify_files,
+)
 from active_rag.retrieval.name_index import NameIndex
 from active_rag.types import Passage
 
@@ -50,13 +68,6 @@ if logging.getLogger("bm25s").level == logging.DEBUG:
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 DEMO_CORPUS_FILE = "demo_corpus.jsonl"
 DEMO_QUESTIONS_FILE = "demo_questions.jsonl"
-
-#: Files that :meth:`BM25Index.save` writes next to bm25s's own index files.
-_CONFIG_NAME = "active_rag_index.json"
-_PASSAGES_NAME = "passages.jsonl"
-_NAMES_NAME = "names.json"
-_FORMAT_VERSION = 1
-_TEXT_SUFFIXES = (".txt", ".md")
 
 Stopwords = str | Sequence[str] | None
 
@@ -118,6 +129,9 @@ class BM25Index:
         self._stemmer = _make_stemmer(stemmer)
         self._name_index: NameIndex | None = None
         self._name_lock = threading.Lock()
+        #: What a folder corpus skipped (:class:`~active_rag.retrieval.folder.Skipped`: path and reason), kept in
+        #: the saved index; empty for other corpora.
+        self.skipped: list[Skipped] = []
 
     # ------------------------------------------------------------------ construction
 
@@ -179,60 +193,49 @@ class BM25Index:
     @classmethod
     def from_directory(
         cls, path: str | os.PathLike[str], *, stemmer: str | None = "english", stopwords: Stopwords = "en",
-        chunk_tokens: int = DEFAULT_CHUNK_TOKENS, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+        chunk_tokens: int = DEFAULT_CHUNK_TOKENS, chunk_overlap: int | None = None,
     ) -> BM25Index:
-        """Index every ``*.txt`` and ``*.md`` file under ``path`` (recursively), cut into passages of at most
-        ``chunk_tokens`` tokens, consecutive ones sharing up to ``chunk_overlap`` (:mod:`active_rag.retrieval.chunking`;
-        ``chunk_tokens=0``: a file is one passage).
+        """Index the text files under ``path`` (recursively: ``.txt``, ``.md``, ``.rst``, ..., and suffix-less text
+        files, in UTF-8, UTF-16 or UTF-32; :func:`~active_rag.retrieval.folder.read_folder`), cut into passages of at
+        most ``chunk_tokens`` tokens, consecutive ones sharing up to ``chunk_overlap``
+        (:mod:`active_rag.retrieval.chunking`; ``chunk_tokens=0``: a file is one passage).
 
         A file's passage id is its path relative to ``path`` (with ``/`` separators), its title the file name
         without its suffix, and ``metadata["path"]`` the absolute path; the chunks of a longer file are
-        ``"<id>#<k>"`` titled ``"<title> (<k>/<n>)"``, with ``metadata["source"]``, ``["chunk"]`` and ``["chunks"]``.
+        ``"<id>#<k>"`` titled ``"<title> (<k>/<n>)"``, with ``metadata["source"]``, ``["chunk"]`` and ``["chunks"]``,
+        and every chunk after the first starts with a line naming its file and its header's Title/Name
+        (:func:`~active_rag.retrieval.chunking.identity_line`, also in ``metadata["prefix"]``). Files that are
+        skipped (binary, unreadable, other suffixes, hidden) are listed in :attr:`skipped` and named in one warning.
+        ``chunk_overlap=None``: a quarter of ``chunk_tokens`` (64 of the default 256).
         """
+        chunk_overlap = default_overlap(chunk_tokens) if chunk_overlap is None else chunk_overlap
         check_chunking(chunk_tokens, chunk_overlap, names=("chunk_tokens", "chunk_overlap"))
-        root = Path(path)
-        if not root.is_dir():
-            raise CorpusError(f"Corpus directory {str(root)!r} does not exist: pass an existing directory.")
-        files = sorted(
-            f for f in root.rglob("*") if f.is_file() and f.suffix.lower() in _TEXT_SUFFIXES
-        )
-        passages: list[Passage] = []
-        for f in files:
-            try:
-                text = f.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                raise CorpusError(
-                    f"{str(f)!r} is not UTF-8 text ({exc}): convert it to UTF-8 or remove it."
-                ) from exc
-            if not text.strip():
-                continue
-            passages.append(
-                Passage(
-                    id=f.relative_to(root).as_posix(),
-                    title=f.stem,
-                    text=text.strip(),
-                    metadata={"path": str(f.resolve())},
-                )
-            )
-        if not passages:
+        found = read_folder(path)
+        if not found.passages:
             raise CorpusError(
-                f"Corpus directory {str(root)!r} holds no non-empty .txt or .md files: add some, "
-                "or pass a JSONL corpus file instead."
+                f"Corpus directory {str(path)!r} holds no non-empty .txt or .md files (nor other text files: "
+                f"{', '.join(TEXT_SUFFIXES[2:])}, suffix-less; {len(found.skipped)} skipped): add some, or pass a "
+                "JSONL corpus file instead."
             )
-        passages = chunk_passages(passages, chunk_tokens=chunk_tokens, overlap=chunk_overlap)
-        return cls.from_passages(passages, stemmer=stemmer, stopwords=stopwords)
+        if found.skipped:
+            warnings.warn(skipped_summary(path, found.skipped), stacklevel=2)
+        passages = chunk_passages(found.passages, chunk_tokens=chunk_tokens, overlap=chunk_overlap,
+                                  identity=lambda p: identity_line(p.id, p.text))
+        index = cls.from_passages(passages, stemmer=stemmer, stopwords=stopwords)
+        index.skipped = list(found.skipped)
+        return index
 
     @classmethod
     def from_path(
         cls, path: str | os.PathLike[str], *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-        chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+        chunk_overlap: int | None = None,
     ) -> BM25Index:
         """Open a corpus by path: a saved index directory, a JSONL file, or a directory of text files (cut into
         passages by ``chunk_tokens`` / ``chunk_overlap``, see :meth:`from_directory`)."""
         p = Path(path)
         if not p.exists():
             raise CorpusError(
-                f"Corpus path {str(p)!r} does not exist: pass a JSONL file, a directory of .txt/.md files, "
+                f"Corpus path {str(p)!r} does not exist: pass a JSONL file, a directory of text files, "
                 "or a directory written by BM25Index.save()."
             )
         if p.is_dir():
@@ -293,42 +296,42 @@ class BM25Index:
             "stopwords": self._stopwords,
             "num_passages": len(self._passages),
             "bm25s_version": bm25s.__version__,
+            "skipped": [s.to_dict() for s in self.skipped],
+            "files": file_checksums(out),  # checked by load(): a changed file is refused, not read
         }
         (out / _CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> BM25Index:
-        """Load an index written by :meth:`save`."""
+        """Load an index written by :meth:`save`.
+
+        Every file is first checked against the size and sha256 the manifest records
+        (:func:`~active_rag.retrieval.index_files.verify_files`); a file that is missing, unreadable, truncated or
+        changed raises :class:`~active_rag.errors.CorpusError` in one line naming it and the fix (rebuild the
+        index); a ``names.json`` that does not match is built again from the passages instead. An index saved before
+        checksums were written is loaded without that check."""
         src = Path(path)
-        config_file = src / _CONFIG_NAME
-        if not config_file.is_file():
-            raise CorpusError(
-                f"{str(src)!r} is not a saved BM25 index ({_CONFIG_NAME} is missing): "
-                "pass a directory written by BM25Index.save(), or build one with BM25Index.from_path()."
-            )
-        try:
-            config = json.loads(config_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{str(config_file)!r} is not valid JSON ({exc}): save the index again.") from exc
-        if config.get("format_version") != _FORMAT_VERSION:
-            raise CorpusError(
-                f"{str(config_file)!r} has index format version {config.get('format_version')!r}, "
-                f"this version of active-rag reads {_FORMAT_VERSION}: rebuild the index and save it again."
-            )
+        config = read_manifest(src)
+        stale = verify_files(src, config)  # names.json when it does not match: built again from the passages
         passages = read_jsonl_passages(src / _PASSAGES_NAME)
         try:
             model = bm25s.BM25.load(str(src), load_corpus=False, show_progress=False)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - numpy/pickle/JSON errors of a damaged file: one line, not a traceback
             raise CorpusError(
-                f"Cannot read the bm25s index files in {str(src)!r} ({exc}): save the index again."
+                f"Cannot read the bm25s index files in {str(src)!r} ({type(exc).__name__}: {one_line(exc)}): "
+                f"{_REBUILD}."
             ) from exc
-        if len(passages) != config.get("num_passages") or model.scores["num_docs"] != len(passages):
+        scores = getattr(model, "scores", None)
+        num_docs = scores.get("num_docs") if isinstance(scores, dict) else None
+        if len(passages) != config.get("num_passages") or num_docs != len(passages):
             raise CorpusError(
                 f"The saved index in {str(src)!r} is inconsistent: {_PASSAGES_NAME} holds {len(passages)} passages, "
-                f"the BM25 index {model.scores['num_docs']}. Save the index again."
+                f"the BM25 index {num_docs}: {_REBUILD}."
             )
         index = cls(passages, model, stemmer=config.get("stemmer"), stopwords=config.get("stopwords"))
-        index._name_index = _read_name_index(src / _NAMES_NAME, index._passages)  # None: built again on first use
+        if _NAMES_NAME not in stale:  # else (or None from an unreadable file) built again on first use
+            index._name_index = _read_name_index(src / _NAMES_NAME, index._passages)
+        index.skipped = _read_skipped(config.get("skipped"))
         return index
 
     # ------------------------------------------------------------------ retrieval
@@ -470,45 +473,11 @@ def _read_name_index(path: Path, passages: Sequence[Passage]) -> NameIndex | Non
         return None
 
 
-def _is_index_file(name: str) -> bool:
-    """A file that :meth:`BM25Index.save` writes (ours, or bm25s's ``*.index.json``/``*.index.npy``)."""
-    return (
-        name in (_CONFIG_NAME, _PASSAGES_NAME, _NAMES_NAME)
-        or name.endswith((".index.json", ".index.npy"))
-        or name.startswith(".active-rag-index-")  # the temporary folder of an interrupted save
-    )
-
-
-def _check_index_target(out: Path, overwrite: bool) -> None:
-    """Refuse to save where an index would overwrite or sit beside files it does not own."""
-    if out.exists() and not out.is_dir():
-        raise IndexPathError(f"{str(out)!r} is a file, not a folder: pass a new folder for the index.")
-    if not out.is_dir():
-        return
-    try:
-        names = sorted(f.name for f in out.iterdir())
-    except OSError as exc:
-        raise IndexPathError(
-            f"Cannot read the folder {str(out)!r} ({exc.strerror}): pick another output folder."
-        ) from exc
-    if not names:
-        return
-    if _CONFIG_NAME not in names:
-        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-        raise IndexPathError(
-            f"{str(out)!r} is not empty ({shown}) and holds no index: pick a new or empty folder "
-            "(an index is never written beside other files)."
-        )
-    others = [n for n in names if not _is_index_file(n)]
-    if others:
-        raise IndexPathError(
-            f"{str(out)!r} holds an index and other files ({', '.join(others[:3])}): an index is never written "
-            "beside other files; pick a new folder."
-        )
-    if not overwrite:
-        raise IndexPathError(
-            f"{str(out)!r} already holds an index: pass --force (overwrite=True) to replace it, or pick a new folder."
-        )
+def _read_skipped(rows: Any) -> list[Skipped]:
+    """The ``skipped`` list of a manifest (absent in an index saved before it was written)."""
+    if not isinstance(rows, list):
+        return []
+    return [Skipped(str(r.get("path", "")), str(r.get("reason", ""))) for r in rows if isinstance(r, dict)]
 
 
 def _clean_metadata(p: Passage) -> dict[str, Any]:
