@@ -3,7 +3,9 @@
 Stop rules, plain text functions of the output so far (:class:`~active_rag.loop.ActiveRAG` applies them):
 
 - :func:`has_completed_answer` (:data:`COMPLETED_ANSWER_RE`): the answer sentence is finished ("So the answer
-  is X." followed by a sentence end or a line break, the DRAGIN exemplars' format), so generation may stop.
+  is X." followed by a new sentence or a line break, the DRAGIN exemplars' format), so generation may stop; it
+  waits one token past a final "." ("3." may become "3.10"), and :func:`completed_answer_end` says where the
+  answer ended, so that the caller cuts that token off again.
   DRAGIN's released code stops as soon as "the answer is" appears (``AttnWeightRAG.inference``).
 - :func:`repeated_sentence_start`: a sentence repeats an earlier one. Small models loop ("The father of Kasper
   Schmeichel is Peter Schmeichel." four times until the token cap); the papers' models rarely do.
@@ -21,12 +23,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..answer_end import COMPLETED_ANSWER_PATTERN, completed_answer_end
 from ..text import sentence_spans
 from ..types import TokenStep
 
 __all__ = [
     "COMPLETED_ANSWER_RE",
     "StopFilter",
+    "completed_answer_end",
     "has_completed_answer",
     "last_complete_sentence_end",
     "may_repeat_start",
@@ -35,21 +39,12 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------- stop rules
 
-# Abbreviations whose period does not end the answer sentence: single capitals (initials "F.W.", "L.",
-# "D.C.") and a few titles common in the exemplars and data ("Mr. T", "Dr. Caligari"). "No." is left out on
-# purpose: "So the answer is No." must end the sentence.
-_NOT_A_SENTENCE_END = "".join(
-    rf"(?<!\b{abbr})" for abbr in ("[A-Z]", "Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Vol", "vs", "Mt", "Ft")
-)
-
-#: A completed answer sentence: the answer phrase, some answer text, then a sentence end (".", "!" or "?"
-#: followed by whitespace or the end of the text, not after an initial or a listed abbreviation) or a newline.
-#: The phrase ("the answer is", also "the final answer is") matches in any case; the abbreviation guard is
-#: case-sensitive.
-COMPLETED_ANSWER_RE = re.compile(
-    r"(?i:\bthe\s+(?:final\s+)?answer\s+is\b)[ \t:]*[^\s.!?].*?(?:" + _NOT_A_SENTENCE_END + r"[.!?](?=\s|$)|\n)",
-    re.DOTALL,
-)
+#: A completed answer sentence: the answer phrase ("the answer is", also "the final answer is", any case), the
+#: answer, then its end (:mod:`active_rag.answer_end`): a line break, or a sentence-end mark followed by spaces and
+#: the start of a new sentence. A "." after an initial ("J."), an abbreviation ("U.S.", "Inc.", "Mr."), inside a
+#: decimal or version ("3.10", "v2.1"), an ellipsis or an open quote does not end it, and a mark at the very end of
+#: the text waits for the next token. The match ends just after the end mark, or after the line break.
+COMPLETED_ANSWER_RE = COMPLETED_ANSWER_PATTERN
 
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 
@@ -57,9 +52,11 @@ _SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
 def has_completed_answer(text: str) -> bool:
     """True when ``text`` holds a finished answer sentence (see :data:`COMPLETED_ANSWER_RE`), so generation may stop.
 
-    Check only the generated text, not a prompt whose exemplars contain answer sentences. An answer made of a
-    single capital letter ("So the answer is B.") counts as finished only at a newline, because "B." could be an
-    initial; end-of-text without a period does not count either (the answer may still be growing).
+    Check only the generated text, not a prompt whose exemplars contain answer sentences. The text after the end
+    mark decides: "So the answer is Python 3." is not finished (the next token may be "10"), "... 3.10. It" and
+    "... 3.10.\n" are; the caller cuts the extra token off again (:func:`completed_answer_end` says where). An
+    answer made of a single capital letter ("So the answer is B.") counts as finished only at a newline, because
+    "B." could be an initial; end-of-text without a period does not count either (the answer may still be growing).
     """
     return COMPLETED_ANSWER_RE.search(text) is not None
 

@@ -33,8 +33,8 @@ from .both_names import both_question, settle_both, yes_or_no
 from ..decoding.constrained import chain
 from .linked import Links, follow_links, question_articles
 from .read_choice import choose_reading
-from ..decoding.stopping import last_complete_sentence_end
-from ..text import first_sentence_end
+from ..answer_end import answer_body_end
+from ..decoding.stopping import completed_answer_end, has_completed_answer, last_complete_sentence_end
 from ..types import Passage, StreamEvent, TokenEvent, TokenStep, TriggerDecision
 
 __all__ = ["ANSWER_PHRASE", "AnswerSteps", "resolve_answer_phrase"]
@@ -53,9 +53,29 @@ FORCED_ANSWER_TOKENS = 32
 #: a mark that may end a sentence: a segment cut after its first sentence streams no token past one live
 _SENTENCE_MARK = re.compile(r"[.!?\n]")
 
+#: text that ends with a sentence-end mark and spaces: what follows decides whether the answer ended there
+_AFTER_MARK = re.compile(r"[.!?][\"'”’)\]]*\s*$")
+
 
 def _text(steps: Sequence[TokenStep]) -> str:
     return "".join(s.text for s in steps)
+
+
+def _tokens_before(steps: Sequence[TokenStep], chars: int) -> int:
+    """How many leading tokens of ``steps`` begin within their first ``chars`` characters (a token that holds the
+    answer's end is kept whole)."""
+    keep, total = 0, 0
+    while keep < len(steps) and total < chars:
+        total += len(steps[keep].text)
+        keep += 1
+    return keep
+
+
+def _forced_end(text: str) -> int | None:
+    """Where the answer written after a forced answer phrase ends in ``text`` (:mod:`active_rag.answer_end`), once
+    the answer itself has begun: "So the answer is:\n\nX" does not stop at the first newline."""
+    start = len(text) - len(text.lstrip(" :\n"))
+    return answer_body_end(text, start)
 
 
 def resolve_answer_phrase(phrase: str | None, answer_check: bool, answer_options: bool) -> str | None:
@@ -128,29 +148,63 @@ class AnswerSteps:
 
     def _generate(
         self, run: Any, limit: int, *, stop: Callable[[list[TokenStep]], bool] | None, processor: Any,
-        live: bool = True, by_sentence: bool = False,
+        live: bool = True, by_sentence: bool = False, answer_end: Callable[[str], int | None] | None = None,
     ) -> Generator[TokenEvent, None, list[TokenStep]]:
         """Generate up to ``limit`` tokens in the open session and return them. ``live``: no check will see them (the
         caller accepts them as they are), so each token streams as soon as it is generated, a :class:`TokenEvent`
         at the position it takes in the answer; with ``by_sentence`` (a segment cut after its first sentence) only
         until a sentence-end mark, the rest when accepted, after the cut. ``run.streamed`` counts those streamed
-        (:meth:`_accept` streams the others)."""
+        (:meth:`_accept` streams the others).
+
+        When ``stop`` ends the generation on a finished answer sentence, the stop rule has seen a token past its
+        full stop (it waits for it: "3." may become "3.10"); the tokens after the answer's end are cut off again (they
+        count in ``run.generated``, the others are the caller's to count) and the session is marked finished, so
+        that the engine stops there. ``answer_end`` says where the answer ends in
+        the generated text (default: the answer-complete stop rule on the output, :meth:`_answer_end`). A live token
+        that stops the generation, or only whitespace after a sentence-end mark, streams only once the next token
+        shows that it stays, so a token that is cut off never streams."""
         assert run.session is not None
         run.answer_passages = list(run.session_passages)
         ids = list(run.answer_passages)
         steps: list[TokenStep] = []
         run.streamed = 0
         text = ""
-        for step in run.session.generate(limit, stop=stop, logits_processor=processor):
+        halted = False
+        session = run.session
+        for step in session.generate(limit, stop=None if stop is None else (lambda _steps: halted),
+                                     logits_processor=processor):
             steps.append(step)
             text += step.text
+            halted = stop is not None and stop(steps)
             if not live or (by_sentence and _SENTENCE_MARK.search(text)):
                 live = False
                 continue
-            run.streamed += 1
-            yield TokenEvent(text=step.text, token_id=step.id, logprob=step.logprob, entropy=step.entropy,
-                             position=len(run.output) + len(steps) - 1, passage_ids=ids, attempt=run.attempt)
+            if halted or (not step.text.strip() and _AFTER_MARK.search(text)):
+                continue  # may be cut off: streams with the next token, or when accepted
+            for n in range(run.streamed, len(steps)):
+                s = steps[n]
+                yield TokenEvent(text=s.text, token_id=s.id, logprob=s.logprob, entropy=s.entropy,
+                                 position=len(run.output) + n, passage_ids=ids, attempt=run.attempt)
+            run.streamed = len(steps)
+        if halted and steps:
+            end = answer_end(text) if answer_end is not None else self._answer_end(run, text)
+            keep = _tokens_before(steps, end) if end is not None else len(steps)
+            if keep < len(steps):
+                session.crop(steps[keep].position)
+                session.finished = True  # the answer is complete: nothing more is generated after it
+                run.generated += len(steps) - keep  # the look-ahead was generated: it counts in the run's cost
+                del steps[keep:]
+                run.streamed = min(run.streamed, keep)
         return steps
+
+    def _answer_end(self, run: Any, text: str) -> int | None:
+        """Where the completed answer sentence ends in ``text``, generated after the output so far, when the engine
+        stops on it (``stop_when_answered``, or :func:`has_completed_answer` as its ``stop``); else ``None``."""
+        if not (getattr(self, "stop_when_answered", False) or getattr(self, "stop", None) is has_completed_answer):
+            return None
+        prefix = run.output_text
+        end = completed_answer_end(prefix + text)
+        return None if end is None or end < len(prefix) else end - len(prefix)
 
     def _extend(self, run: Any, text: str) -> Iterator[TokenEvent]:
         """Append ``text`` to the answer as if the model wrote it (logprob 0): a forced answer phrase or seed."""
@@ -170,7 +224,8 @@ class AnswerSteps:
 
         An unfinished last sentence (the model stopped, or the budget ran out, before its full stop) is kept and
         closed with a full stop before the phrase: nothing the model wrote is cut, so its tokens stream as they
-        are written (:class:`~active_rag.answer_stream.AnswerStream`)."""
+        are written (:class:`~active_rag.answer_stream.AnswerStream`). The model's answer after the phrase runs to
+        its full stop (:mod:`active_rag.answer_end`: "J. Nick Koston", "3.10" and "U.S." are not cut)."""
         assert self.answer_phrase is not None
         if self.answer_phrase.lower() in run.output_text.lower():
             return
@@ -186,14 +241,9 @@ class AnswerSteps:
             sep = " "
         yield from self._extend(run, sep + self.answer_phrase)
 
-        def stop(steps: list[TokenStep]) -> bool:
-            # only once the answer itself has begun: "So the answer is:\n\nX" must not stop at the first newline
-            body = _text(steps).lstrip(" :\n")
-            if not body.strip():
-                return False
-            return "\n" in body or first_sentence_end(body) is not None or body.rstrip().endswith(".")
-
-        steps = yield from self._generate(run, self.forced_answer_tokens, stop=stop, processor=self._processor(run))  # nothing cuts it
+        steps = yield from self._generate(run, self.forced_answer_tokens,
+                                          stop=lambda s: _forced_end(_text(s)) is not None,
+                                          processor=self._processor(run), answer_end=_forced_end)
         run.generated += len(steps)
         yield from self._accept(run, steps)
 
@@ -327,6 +377,8 @@ class AnswerSteps:
             links = follow_links(self.retriever, read, run.question, self.top_k, held, fill=context.fill_links)
             details.update(names=links.names, articles=links.articles)  # articles: the rest are the question's
             details["linked_from"] = dict(links.linked_from)
+            if links.unrelated:  # names mentioned whose passage does not bear on the question: not read
+                details["unrelated"] = list(links.unrelated)
             found.append(links)
             return links.passages
 
