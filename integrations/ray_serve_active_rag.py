@@ -13,7 +13,7 @@ Endpoints (under the route prefix, default ``/active-rag``):
   output; documents as ``{"id", "page_content", "metadata"}``). 400 with ``{"error"}`` for a bad request.
 * ``POST /stream``: server-sent events as the engine produces them (from the runnable's ``astream``):
   ``event: route`` (with a router), ``event: token`` (``{"token": text}``, the texts join to the answer),
-  ``event: retrieval`` (trigger, position, token, score, query, passage ids and the Documents it added), then
+  ``event: retrieval`` (trigger, position, token, score, query, passage ids and titles), then
   ``event: result`` (the ``/answer`` body) or ``event: error``, and ``event: done``.
 * ``GET /health``: the model and method being served, the replica's process id and memory figures (model and
   prefix-cache MiB, KV bytes per token) and its request limits.
@@ -168,8 +168,8 @@ class ActiveRAGServer:
                 total = chunk if total is None else total + chunk
                 if "route" in chunk:
                     yield _sse("route", chunk["route"])
-                for item in chunk.get("trace") or []:  # one per retrieval, with the Documents it added
-                    yield _sse("retrieval", {**item, "new_documents": _documents(chunk.get("documents") or [])})
+                for item in chunk.get("trace") or []:  # one per retrieval
+                    yield _sse("retrieval", item)
                 if chunk.get("answer"):
                     yield _sse("token", {"token": chunk["answer"]})
             yield _sse("result", _jsonable({k: total[k] for k in ("answer", "documents", "trace", "route") if k in total}))

@@ -10,9 +10,11 @@ Everything delegates to the framework-neutral engine :mod:`active_rag`:
 - :class:`ChatActiveHF`: a chat model over :class:`active_rag.ActiveLM` (logprobs, token streaming).
 - :class:`BM25sRetriever`: the engine's bm25s index as a retriever.
 - :class:`MiniLMEmbeddings`: offline all-MiniLM-L6-v2 embeddings (for Chroma and other vector stores).
+- :func:`attach_name_index`: the name index of a retriever's Documents, for one whose documents the adapter cannot
+  list (Chroma, in-memory stores and BM25 retrievers get theirs without it).
 """
 
-from .adapter import RetrieverAdapter
+from .adapter import RetrieverAdapter, attach_name_index
 from .chain import ActiveRAG, ActiveRAGInput, ActiveRAGOutput, paired_query
 from .chat_models import ChatActiveHF
 from .components import QueryRunnable, TriggerRunnable
@@ -36,5 +38,6 @@ __all__ = [
     "RetrieverAdapter",
     "TaAreRouter",
     "TriggerRunnable",
+    "attach_name_index",
     "paired_query",
 ]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import itertools
+import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.documents import Document
@@ -11,7 +14,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 
 from active_rag import Passage
-from active_rag.retrieval.name_index import NameIndex, name_index_for
+from active_rag.retrieval.held_index import MAX_HELD_PASSAGES, attach_held, held_name_index, held_original
+from active_rag.retrieval.name_index import NameIndex
 
 from ._convert import document_id, document_to_passage
 
@@ -55,16 +59,19 @@ class RetrieverAdapter:
 
     @property
     def name_index(self) -> NameIndex | None:
-        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): the engine
-        index's (``BM25sRetriever``), else one built once from the Documents the retriever holds (``docs``, an
-        ``InMemoryVectorStore``'s), with the ids and titles this adapter gives them; ``None`` for one that lists
-        none."""
-        return name_index_for(self.retriever, lambda: [document_to_passage(d) for d in _held_documents(self.retriever)])
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): one
+        attached to the retriever (:func:`attach_name_index`) or the engine index's (``BM25sRetriever``), else one built
+        once per retriever, the first time it is needed, from the Documents it holds (:func:`held_documents`), with the
+        ids and titles this adapter gives them; ``None`` for one that lists none (said once, in one logged line)."""
+        return held_name_index(self.retriever, lambda limit: _pairs(held_documents(self.retriever, limit)),
+                               kind=type(self.retriever).__name__, attach=ATTACH_HINT)
 
     def document(self, passage_id: str) -> Document | None:
-        """The original Document behind a passage id, if this adapter returned it."""
+        """The original Document behind a passage id: the one this adapter returned under it, else the retriever's
+        own that its name index was built from (a linked look reads those without asking the retriever)."""
         with self._lock:
-            return self._docs.get(passage_id)
+            doc = self._docs.get(passage_id)
+        return doc if doc is not None else held_original(self.retriever, passage_id)
 
     def documents(self, passages: list[Passage]) -> list[Document]:
         """The original Documents of ``passages``, in order (passages this adapter never returned are rebuilt)."""
@@ -77,17 +84,46 @@ class RetrieverAdapter:
         return out
 
 
-def _held_documents(retriever: BaseRetriever) -> list[Document]:
-    """The Documents a retriever searches, where it lists them: ``docs`` (langchain-community's BM25, TF-IDF and
-    kNN retrievers) or the ``store`` of an ``InMemoryVectorStore``."""
+#: The one line said when a retriever lists no documents: how to give it a name index.
+ATTACH_HINT = "langchain_active_rag.attach_name_index(retriever, documents) with the Documents it searches"
+
+
+def held_documents(retriever: BaseRetriever, limit: int = MAX_HELD_PASSAGES + 1) -> list[Document] | None:
+    """The Documents a retriever searches, where it lists them (at most ``limit``): ``docs`` (langchain-community's
+    BM25, TF-IDF and kNN retrievers), the ``store`` of an ``InMemoryVectorStore`` and a langchain-chroma ``Chroma``
+    collection's documents (``vectorstore.get``, read once, ``limit`` at most) behind a ``VectorStoreRetriever``;
+    ``None`` for a retriever that does not list them."""
     docs = getattr(retriever, "docs", None)
     if isinstance(docs, list) and all(isinstance(d, Document) for d in docs):
-        return docs
-    store = getattr(getattr(retriever, "vectorstore", None), "store", None)
-    if isinstance(store, dict):
+        return docs[:limit]
+    store = getattr(retriever, "vectorstore", None)
+    rows = getattr(store, "store", None)
+    if isinstance(rows, dict):
         return [Document(id=key, page_content=row["text"], metadata=row.get("metadata") or {})
-                for key, row in store.items() if isinstance(row, dict) and isinstance(row.get("text"), str)]
-    return []
+                for key, row in itertools.islice(rows.items(), limit)
+                if isinstance(row, dict) and isinstance(row.get("text"), str)]
+    chroma = sys.modules.get("langchain_chroma")  # a Chroma store means the module is loaded; never import it here
+    if chroma is not None and isinstance(store, chroma.Chroma):
+        got = store.get(include=["documents", "metadatas"], limit=limit)
+        return [Document(id=i, page_content=text, metadata=meta or {})
+                for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"] or [None] * len(got["ids"]))
+                if isinstance(text, str)]
+    return None
+
+
+def _pairs(docs: list[Document] | None) -> list[tuple[Passage, Document]] | None:
+    return None if docs is None else [(document_to_passage(d), d) for d in docs]
+
+
+def attach_name_index(retriever: BaseRetriever, documents: Iterable[Document | Passage] | NameIndex) -> NameIndex:
+    """Give ``retriever`` the name index of the ``documents`` it searches (LangChain Documents, or engine passages),
+    so that linked retrieval (``sr-rag-linked``, ``sr-rag-choose``) looks the names its passages mention up there
+    instead of asking the retriever once per name. Needed only for a retriever whose documents the adapter cannot
+    list (:func:`held_documents`); call it again after adding documents. Returns the index."""
+    if isinstance(documents, NameIndex):
+        return attach_held(retriever, [], documents)
+    pairs = [(d, None) if isinstance(d, Passage) else (document_to_passage(d), d) for d in documents]
+    return attach_held(retriever, pairs)
 
 
 @functools.lru_cache(maxsize=256)
@@ -101,4 +137,4 @@ def adapt(retriever: BaseRetriever, config: RunnableConfig | None = None, *, pas
     return _named_adapter(type(retriever).__name__)(retriever, config, pass_k=pass_k)
 
 
-__all__ = ["RetrieverAdapter", "adapt", "document_id"]
+__all__ = ["RetrieverAdapter", "adapt", "attach_name_index", "document_id", "held_documents"]

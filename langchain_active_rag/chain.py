@@ -5,14 +5,16 @@ Input: a question string or ``{"question": "..."}`` (:class:`ActiveRAGInput`). O
 
     {"answer": str,                  # the full text the model wrote
      "short_answer": str,            # the answer span ("So the answer is X." -> "X"; ActiveRAGResult.short_answer)
-     "documents": [Document, ...],   # the retriever's own Documents the engine put in context
+     "documents": [Document, ...],   # the retriever's own Documents of the final prompt, in its order
      "trace": [Retrieval.to_dict(), ...],
      "route": {...}}                 # only with router=
 
 ``stream``/``astream`` yield :class:`~langchain_core.runnables.AddableDict` chunks that add up to that
 output (``sum`` them with ``+``, as LCEL does): ``{"route": {...}}`` (with a router), then, as they
-happen, ``{"documents": [new Documents], "trace": [Retrieval.to_dict()]}`` per retrieval and
-``{"answer": text}`` per accepted token, and last ``{"short_answer": ...}``. So ``rag.pick("answer").stream(q)``
+happen, ``{"trace": [Retrieval.to_dict()]}`` per retrieval (its query, passage ids and titles) and
+``{"answer": text}`` per accepted token, and last ``{"documents": [...], "short_answer": ...}``: the Documents of
+the passages the model read for its final answer (the prompt of its last segment,
+``ActiveRAGResult.final_passage_ids``), once the answer is known. So ``rag.pick("answer").stream(q)``
 streams plain text. Tokens come as the engine accepts them: at once where no check reads them (wo-RAG, SR-RAG,
 ``sr-rag-linked``), else once the trigger's check of their segment lets them through, so a retrieval that fires
 after a segment (e.g. FL-RAG's every 16 tokens; its ``position`` says where) is streamed before the segment's
@@ -54,6 +56,7 @@ from active_rag import (
     PRESETS,
     ActiveRAGResult,
     ContextPolicy,
+    Passage,
     PromptTemplate,
     QueryFormulator,
     Retrieval,
@@ -89,8 +92,8 @@ class ActiveRAGOutput(BaseModel):
     answer: str = Field(description="The full text the model wrote (ActiveRAGResult.answer).")
     short_answer: str = Field(description='The answer span: what follows "the answer is" (ActiveRAGResult.short_answer), '
                                           "else the whole answer.")
-    documents: list[Document] = Field(description="The retriever's own Documents of the passages the engine put in the "
-                                                  "prompt, first retrieval first.")
+    documents: list[Document] = Field(description="The retriever's own Documents of the passages the model read for its "
+                                                  "final answer (the prompt of its last segment), in the prompt's order.")
     trace: list[dict[str, Any]] = Field(description="One active_rag.Retrieval.to_dict() per retrieval: where, why "
                                                     "(trigger, token, score, threshold), the query, the passages.")
     route: dict[str, Any] | None = Field(default=None, description="The router's verdict (only with router=).")
@@ -322,7 +325,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
             max_new_tokens=engine.max_new_tokens, prompt_mode=getattr(engine, "prompt_mode", "single"),
         )
         answer = AnswerStream.for_engine(engine)  # the chunks join to the engine's answer (see its docstring)
-        seen: set[str] = set()
+        read: dict[str, Passage] = {}  # every passage retrieved, by id: the final prompt's are among them
         keys: set[str] = set()
         try:
             for event in engine.stream(question):
@@ -336,10 +339,8 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                     tracer.retrieval(event)
                     data = event.to_dict()
                     dispatch(RETRIEVAL_EVENT, data, config)
-                    new = [p for p in event.passages if p.id not in seen]
-                    seen.update(p.id for p in new)
-                    assert adapter is not None  # the engine retrieves only with a retriever
-                    chunk = AddableDict(documents=adapter.documents(new), trace=[data])
+                    read.update((p.id, p) for p in event.passages if p.id not in read)
+                    chunk = AddableDict(trace=[data])
                 elif isinstance(event, TriggerDecision):
                     dispatch(DECISION_EVENT, event.to_dict(), config)
                 elif isinstance(event, RouteDecision):
@@ -355,9 +356,11 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                     if rest:
                         keys.add("answer")
                         yield AddableDict(answer=rest)
-                    empty = {"answer": "", "documents": [], "trace": []}
+                    empty = {"answer": "", "trace": []}
+                    final_passages = [read[i] for i in event.final_passage_ids if i in read]
+                    documents = adapter.documents(final_passages) if adapter is not None else []
                     chunk = AddableDict({**{k: v for k, v in empty.items() if k not in keys},
-                                         "short_answer": event.short_answer})
+                                         "documents": documents, "short_answer": event.short_answer})
                 if chunk is not None:
                     keys.update(chunk)
                     yield chunk

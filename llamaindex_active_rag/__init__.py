@@ -8,7 +8,9 @@ formulators, prompts and routers live there):
 - :class:`ActiveRAGWorkflow`: route -> generate -> retrieve -> answer, streaming an event per decision.
 - :class:`ActiveHFLLM`: the local model as a LlamaIndex LLM with per-token logprobs.
 - :class:`MiniLMEmbedding`: all-MiniLM-L6-v2 (offline) as a LlamaIndex embedding.
-- :class:`LlamaIndexRetrieverAdapter`: a LlamaIndex retriever as an engine retriever.
+- :class:`LlamaIndexRetrieverAdapter`: a LlamaIndex retriever as an engine retriever; :func:`attach_name_index` gives
+  one whose nodes it cannot list (a vector index's docstore, a BM25 retriever's corpus) the name index linked
+  retrieval reads; :func:`node_title` names a source node (its title, file name or id).
 - :class:`ActiveRetrievalEvent`, :class:`ActiveRouteEvent`: instrumentation events.
 """
 
@@ -16,7 +18,15 @@ from .embeddings import MiniLMEmbedding
 from .events import ActiveRetrievalEvent, ActiveRouteEvent
 from .llm import ActiveHFLLM
 from .query_engine import ActiveRAGQueryEngine
-from .retriever import LlamaIndexRetrieverAdapter, demo_nodes, node_from_passage, nodes_from_passages, passage_from_node
+from .retriever import (
+    LlamaIndexRetrieverAdapter,
+    attach_name_index,
+    demo_nodes,
+    node_from_passage,
+    node_title,
+    nodes_from_passages,
+    passage_from_node,
+)
 from .selector import TaAreSelector
 from .workflow import (
     ActiveRAGWorkflow,
@@ -45,8 +55,10 @@ __all__ = [
     "RouteEvent",
     "TaAreSelector",
     "TokenEvent",
+    "attach_name_index",
     "demo_nodes",
     "node_from_passage",
+    "node_title",
     "nodes_from_passages",
     "passage_from_node",
 ]

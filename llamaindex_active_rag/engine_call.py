@@ -49,7 +49,7 @@ so they are in no event; ``ActiveRAGResult.generated_tokens`` counts them.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,6 +211,7 @@ class EngineCall:
     route: RouteDecision | None = None
     result: ActiveRAGResult | None = None
     accepted: int = 0  # output tokens accepted so far (the position of a non-firing decision)
+    prompt_ids: list[str] | None = None  # the passages in the prompt of the latest token (None: no token yet)
     trace: GenerationTrace | None = None  # LLM instrumentation events (None: not reported)
     nodes: list[NodeWithScore] = field(default_factory=list)  # a streaming response's source_nodes, kept current
     meta: dict[str, Any] = field(default_factory=dict)  # a streaming response's metadata, kept current
@@ -283,6 +284,8 @@ class EngineCall:
             trace = self.trace
             if isinstance(event, TokenEvent):
                 self.accepted += 1
+                if event.passage_ids is not None:
+                    self.prompt_ids = list(event.passage_ids)
                 if trace is not None:
                     trace.token(event)
             elif isinstance(event, Retrieval):
@@ -321,19 +324,30 @@ class EngineCall:
         if self._answer is None:
             self._answer = AnswerStream.for_engine(self.rag)
         if isinstance(event, TokenEvent):
+            if event.passage_ids is not None and [n.node.node_id for n in self.nodes] != list(event.passage_ids):
+                self.nodes[:] = self.source_nodes()  # a retrieval changed the prompt this token was written with
             return self._answer.push(event)
         self.nodes[:] = self.source_nodes()
         self.meta.update(self.metadata())
         return self._answer.finish(event.answer) if isinstance(event, ActiveRAGResult) else ""
 
     def source_nodes(self) -> list[NodeWithScore]:
-        """The nodes behind every passage the engine retrieved so far (deduplicated, first retrieval first)."""
+        """The nodes of the prompt the model read, in its order: once the answer is known, that of its last segment
+        (``ActiveRAGResult.final_passage_ids``: the passages the model read for its final answer); while it is
+        written, that of the latest token (``TokenEvent.passage_ids``); before the first token, every passage
+        retrieved so far. The user's own nodes (:meth:`LlamaIndexRetrieverAdapter.source_nodes`), each with its score."""
         if self.adapter is None:
             return []
-        ids: list[str] = []
+        read: dict[str, Passage] = {}
         for r in self.retrievals:
-            ids.extend(i for i in r.passage_ids if i not in ids)
-        return self.adapter.source_nodes(ids)
+            read.update((p.id, p) for p in r.passages if p.id not in read)
+        if self.result is not None:
+            ids: Sequence[str] = self.result.final_passage_ids
+        elif self.prompt_ids is not None:
+            ids = self.prompt_ids
+        else:
+            ids = list(read)
+        return self.adapter.source_nodes([read[i] for i in ids if i in read])
 
     def metadata(self) -> dict[str, Any]:
         """The retrieval trace: method, ``Retrieval.to_dict()`` per retrieval, route, and (when done) the rest."""

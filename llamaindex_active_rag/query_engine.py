@@ -99,19 +99,20 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
             ``initial_retrieval``, ``max_retrievals``, ``stop``, ``answer_phrase``, ``method``...;
             ``active_rag.settings.FLAT_NAMES``).
 
-    Responses: ``str(response)`` is the full text the model wrote; ``response.source_nodes`` are the original
-    ``NodeWithScore`` s of the passages the engine retrieved (ids equal the trace's ``passage_ids``; first
-    retrieval first, no duplicates) and ``response.metadata`` holds ``method``, ``retrievals``
+    Responses: ``str(response)`` is the full text the model wrote; ``response.source_nodes`` are the
+    ``NodeWithScore`` s of every passage the model read for its final answer, in the prompt's order (the prompt of
+    its last segment, ``ActiveRAGResult.final_passage_ids``; a linked look's passages included): the retriever's own
+    nodes, with their scores; the trace (``metadata["retrievals"]``) says what each retrieval brought. ``response.metadata`` holds ``method``, ``retrievals``
     (``Retrieval.to_dict()`` each), ``route``, ``warnings``, ``generated_tokens``, ``decisions`` (count),
     ``short_answer`` (the answer span, ``ActiveRAGResult.short_answer``) and ``complete``.
 
     Streaming: ``query`` runs the engine up to its first answer token, so ``source_nodes`` already hold the
-    passages retrieved before it (SR-RAG's, FLARE's first retrieval) when the response comes back; then
+    nodes of the prompt it was written with (SR-RAG's, FLARE's first retrieval) when the response comes back; then
     ``response_gen`` yields each answer token as the engine accepts it: at once where no check reads it, else
     once its segment's check let it through; only what the engine may still cut is held back
     (:class:`~active_rag.answer_stream.AnswerStream`; a method that may write the answer again, ``reanswer`` or an
     answer check such as ``look-again``, yields the kept answer once, when known). ``source_nodes`` and
-    ``metadata`` are the same list/dict objects throughout; they grow as retrievals happen and are final once
+    ``metadata`` are the same list/dict objects throughout; they follow the prompt as retrievals change it and are final once
     ``response_gen`` is exhausted (``metadata["complete"]`` is then ``True``). The generation after the first
     token runs while ``response_gen`` is consumed, so its retriever spans open under whatever instrumentation
     span is active then, not under the (already closed) ``query`` span.

@@ -19,22 +19,26 @@ The adapter also accepts a plain engine retriever (``active_rag.BM25Index``, any
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path, PurePath
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from active_rag.retrieval.name_index import NameIndex, name_index_for, name_index_of
+from active_rag.retrieval.held_index import MAX_HELD_PASSAGES, attach_held, held_name_index, held_original
+from active_rag.retrieval.name_index import NameIndex, name_index_of
 from active_rag.types import Passage, Retriever
 
 __all__ = [
     "LlamaIndexRetrieverAdapter",
+    "attach_name_index",
     "demo_nodes",
     "node_from_passage",
+    "node_title",
     "nodes_from_passages",
     "passage_from_node",
 ]
@@ -46,14 +50,36 @@ TITLE_KEY = "title"
 RetrieverFactory = Callable[[int], BaseRetriever]
 
 
+def _metadata_title(metadata: Mapping[str, Any]) -> str:
+    """A node's title from its metadata: ``title``, else the file it was read from (``file_name``, else the last part
+    of ``file_path``, as ``SimpleDirectoryReader`` writes them); ``""`` without any."""
+    title = metadata.get(TITLE_KEY)
+    if title is not None and str(title):
+        return str(title)
+    name, path = metadata.get("file_name"), metadata.get("file_path")
+    if isinstance(name, str) and name.strip():
+        return name
+    return PurePath(path).name if isinstance(path, str) and path.strip() else ""
+
+
+def node_title(node: BaseNode | NodeWithScore) -> str:
+    """What to call a node when showing it: its ``title`` metadata, else its file's name (``file_name``, else the last
+    part of ``file_path``), else its id: ``[node_title(n) for n in response.source_nodes]``."""
+    inner = node.node if isinstance(node, NodeWithScore) else node
+    return _metadata_title(inner.metadata or {}) or inner.node_id
+
+
 def passage_from_node(node: NodeWithScore) -> Passage:
-    """The engine's view of a retrieved node: its id, its text (no metadata), ``title`` metadata, score."""
+    """The engine's view of a retrieved node: its id, its text (no metadata), its title (``title`` metadata, else the
+    name of the file it was read from: ``file_name``, else the last part of ``file_path``; ``""`` without them), its
+    score, and its other metadata."""
     metadata = dict(node.node.metadata or {})
-    title = metadata.pop(TITLE_KEY, "")
+    title = _metadata_title(metadata)
+    metadata.pop(TITLE_KEY, None)
     return Passage(
         id=node.node.node_id,
         text=node.node.get_content(metadata_mode=MetadataMode.NONE),
-        title="" if title is None else str(title),
+        title=title,
         score=node.score,
         metadata=metadata,
     )
@@ -179,43 +205,103 @@ class LlamaIndexRetrieverAdapter:
             return nodes  # type: ignore[return-value]  # a malformed engine retriever: the engine reports it
         return [passage_from_node(n) for n in nodes]
 
-    def source_nodes(self, passage_ids: Sequence[str]) -> list[NodeWithScore]:
-        """The remembered nodes for ``passage_ids``, in that order (ids never retrieved are skipped)."""
-        return [self.nodes[i] for i in passage_ids if i in self.nodes]
+    def source_nodes(self, passages: Sequence[Passage]) -> list[NodeWithScore]:
+        """The nodes of ``passages``, in that order: the node this adapter returned under each id, else the
+        retriever's own node its name index was built from (a linked look reads those without asking the
+        retriever), else one rebuilt from the passage (:func:`node_from_passage`); each with the passage's score
+        where the node came without one."""
+        out: list[NodeWithScore] = []
+        for p in passages:
+            found = self.nodes.get(p.id)
+            if found is None:
+                held = held_original(self.retriever, p.id)
+                found = NodeWithScore(node=held, score=p.score) if held is not None else node_from_passage(p)
+            out.append(found)
+        return out
 
     @property
     def name_index(self) -> NameIndex | None:
-        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): an engine
-        retriever's own, else one built once from the nodes the LlamaIndex retriever holds (a ``BM25Retriever``'s
-        corpus, a vector index retriever's docstore), as :func:`passage_from_node` sees them (a factory ``k ->
-        retriever``: those of the retriever it builds, once); ``None`` for one that lists none."""
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): one
+        attached to the retriever (:func:`attach_name_index`) or an engine retriever's own, else one built once per
+        retriever, the first time it is needed, from the nodes the LlamaIndex retriever holds (:func:`held_nodes`), as
+        :func:`passage_from_node` sees them (a factory ``k -> retriever``: those of the retriever it builds, once);
+        ``None`` for one that lists none (said once, in one logged line)."""
         if not self.is_llamaindex:
             return name_index_of(self.retriever)
         factory = self.retriever if self.is_factory else None
 
-        def held() -> list[Passage]:
+        def held(limit: int) -> list[tuple[Passage, BaseNode]] | None:
             retriever = factory(1) if factory is not None else self.retriever  # type: ignore[operator]
-            return [passage_from_node(NodeWithScore(node=n)) for n in _held_nodes(retriever)]
+            nodes = held_nodes(retriever, limit)
+            return None if nodes is None else [(passage_from_node(NodeWithScore(node=n)), n) for n in nodes]
 
-        return name_index_for(self.retriever, held)
+        return held_name_index(self.retriever, held, kind=type(self.retriever).__name__, attach=ATTACH_HINT)
 
     def __repr__(self) -> str:
         return f"LlamaIndexRetrieverAdapter({type(self.retriever).__name__})"
 
 
-def _held_nodes(retriever: BaseRetriever) -> list[Any]:
-    """The nodes a LlamaIndex retriever searches, where it lists them: a ``BM25Retriever``'s ``corpus`` (node
-    metadata dicts) or the docstore of a vector index retriever's index."""
-    from llama_index.core.schema import BaseNode
+#: The one line said when a retriever lists no nodes: how to give it a name index.
+ATTACH_HINT = "llamaindex_active_rag.attach_name_index(retriever, nodes) with the nodes it searches"
+
+
+def held_nodes(retriever: BaseRetriever, limit: int = MAX_HELD_PASSAGES + 1) -> list[BaseNode] | None:
+    """The nodes a LlamaIndex retriever searches, where it lists them (at most ``limit``): a ``BM25Retriever``'s
+    ``corpus`` (node metadata dicts), the docstore of a vector index retriever's index, or, where that index keeps
+    its nodes in its vector store (``ChromaVectorStore``), the store's (``get_nodes``); ``None`` for a retriever
+    that does not list them."""
     from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
     corpus = getattr(retriever, "corpus", None)
     if isinstance(corpus, list) and corpus and all(isinstance(row, dict) and "_node_content" in row for row in corpus):
-        return [metadata_dict_to_node(row) for row in corpus]
-    docs = getattr(getattr(getattr(retriever, "_index", None), "docstore", None), "docs", None)
-    if isinstance(docs, dict):
-        return [n for n in docs.values() if isinstance(n, BaseNode)]
-    return []
+        return [metadata_dict_to_node(row) for row in corpus[:limit]]
+    index = getattr(retriever, "_index", None)
+    docs = getattr(getattr(index, "docstore", None), "docs", None)
+    if isinstance(docs, dict) and docs:
+        return [n for n in itertools.islice(docs.values(), limit) if isinstance(n, BaseNode)]
+    store = getattr(index, "vector_store", None)
+    if getattr(store, "stores_text", False) and callable(getattr(store, "get_nodes", None)):
+        return _store_nodes(store, limit)
+    return [] if isinstance(docs, dict) else None
+
+
+def _store_nodes(store: Any, limit: int) -> list[BaseNode] | None:
+    """The nodes of a vector store that keeps their text (at most ``limit``): a ``ChromaVectorStore``'s collection
+    read once (``limit`` rows at most), any other store's ``get_nodes()``; ``None`` when it cannot list them."""
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+    collection = getattr(store, "client", None)  # ChromaVectorStore.client: its Chroma collection
+    if type(store).__name__ == "ChromaVectorStore" and callable(getattr(collection, "get", None)):
+        got = collection.get(limit=limit, include=["documents", "metadatas"])
+        nodes: list[BaseNode] = []
+        for text, meta in zip(got["documents"], got["metadatas"]):
+            node = metadata_dict_to_node(meta)
+            node.set_content(text or "")
+            nodes.append(node)
+        return nodes
+    try:
+        listed = store.get_nodes()
+    except NotImplementedError:
+        return None
+    return [n for n in listed[:limit] if isinstance(n, BaseNode)]
+
+
+def attach_name_index(retriever: BaseRetriever | RetrieverFactory, nodes: Iterable[BaseNode | NodeWithScore | Passage] | NameIndex) -> NameIndex:
+    """Give ``retriever`` (the one given to ``ActiveRAGQueryEngine``, or its factory) the name index of the ``nodes``
+    it searches (LlamaIndex nodes, or engine passages), so that linked retrieval (``sr-rag-linked``,
+    ``sr-rag-choose``) looks the names its passages mention up there instead of asking the retriever once per name.
+    Needed only for a retriever whose nodes the adapter cannot list (:func:`held_nodes`); call it again after adding
+    nodes. Returns the index."""
+    if isinstance(nodes, NameIndex):
+        return attach_held(retriever, [], nodes)
+    pairs: list[tuple[Passage, Any]] = []
+    for n in nodes:
+        if isinstance(n, Passage):
+            pairs.append((n, None))
+        else:
+            inner = n.node if isinstance(n, NodeWithScore) else n
+            pairs.append((passage_from_node(NodeWithScore(node=inner)), inner))
+    return attach_held(retriever, pairs)
 
 
 def _with_top_k(retriever: BaseRetriever, k: int) -> BaseRetriever:

@@ -38,6 +38,7 @@ from active_rag._aio import run_in_thread
 from active_rag.errors import EmptyQuestionError
 from active_rag.loop import ActiveRAG, Router
 from active_rag.methods.routing import make_router
+from active_rag.retrieval.name_index import NameIndex
 from active_rag.types import Passage, Retrieval, RouteDecision, TriggerDecision
 from active_rag.types import TokenEvent as EngineTokenEvent
 
@@ -152,6 +153,12 @@ class WorkflowRetrieveStep:
         finally:
             self._workflow._requests.pop(request_id, None)
             self._mine.discard(request_id)
+
+    @property
+    def name_index(self) -> NameIndex | None:
+        """The retriever's name index (:attr:`LlamaIndexRetrieverAdapter.name_index`), so that a linked look reads
+        names there, as the query engine does, instead of sending one retrieve event per name."""
+        return self.adapter.name_index if self.adapter is not None else None
 
     def cancel_pending(self) -> None:
         """Fail every request still waiting (the generate step stopped), so the worker thread ends."""

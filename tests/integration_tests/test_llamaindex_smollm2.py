@@ -56,10 +56,9 @@ def quiet(*args: Any, **kwargs: Any) -> None:
 
 
 def trace_ids(response: Any) -> list[str]:
-    ids: list[str] = []
-    for r in response.metadata["retrievals"]:
-        ids.extend(i for i in r["passage_ids"] if i not in ids)
-    return ids
+    """The final prompt's passage ids: what the last retrieval left in the prompt."""
+    retrievals = response.metadata["retrievals"]
+    return list(retrievals[-1]["held_ids"]) if retrievals else []
 
 
 @pytest.fixture(scope="module")

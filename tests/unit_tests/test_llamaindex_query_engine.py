@@ -79,11 +79,9 @@ def collector() -> Iterator[Collector]:
 
 
 def trace_ids(response: Response | StreamingResponse | AsyncStreamingResponse) -> list[str]:
-    """Passage ids of the retrieval trace, deduplicated, first retrieval first."""
-    ids: list[str] = []
-    for r in (response.metadata or {})["retrievals"]:
-        ids.extend(i for i in r["passage_ids"] if i not in ids)
-    return ids
+    """Passage ids of the final prompt, as the trace says: what the last retrieval left in the prompt."""
+    retrievals = (response.metadata or {})["retrievals"]
+    return list(retrievals[-1]["held_ids"]) if retrievals else []
 
 
 def node_ids(response: Any) -> list[str]:
@@ -104,8 +102,8 @@ def test_query_source_nodes_are_the_retrieved_nodes(tiny_lm: ActiveLM) -> None:
     assert meta["retrievals"][0]["query"] == QUESTION
     assert set(meta["retrievals"][0]) >= {"position", "token", "score", "threshold", "query", "passage_ids", "trigger", "reason", "titles"}
     assert meta["generated_tokens"] == 40
-    # source nodes: the nodes the engine retrieved, mapped back by id, in trace order, originals (same objects)
-    assert node_ids(response) == trace_ids(response) == ["r1-0", "r1-1", "r1-2", "r2-0", "r2-1", "r2-2", "r3-0", "r3-1", "r3-2"]
+    # source nodes: the final prompt's nodes (FL-RAG's: the last retrieval's), mapped back by id, originals (same objects)
+    assert node_ids(response) == trace_ids(response) == ["r3-0", "r3-1", "r3-2"]
     assert all(n is retriever.returned[n.node.node_id] for n in response.source_nodes)
     assert meta["retrievals"][0]["titles"] == ["T1.0", "T1.1", "T1.2"]
     # every retrieval went through the retriever, used as it was built
@@ -170,8 +168,8 @@ def test_a_retriever_factory_is_built_once_per_k(tiny_lm: ActiveLM) -> None:
     engine = ActiveRAGQueryEngine(tiny_lm, factory, preset="fl-rag", top_k=3, max_new_tokens=20)
     first, second = engine.query(QUESTION), engine.query("Who is Peter Schmeichel?")
     assert len(built) == 1 and built[0].seen_top_k == [3, 3, 3, 3]  # two questions, two retrievals each
-    assert node_ids(first) == ["r1-0", "r1-1", "r1-2", "r2-0", "r2-1", "r2-2"]
-    assert node_ids(second) == ["r3-0", "r3-1", "r3-2", "r4-0", "r4-1", "r4-2"]
+    assert node_ids(first) == ["r2-0", "r2-1", "r2-2"]
+    assert node_ids(second) == ["r4-0", "r4-1", "r4-2"]
     assert engine.retriever is factory
     with pytest.raises(RetrieverError, match="factory returned str"):
         ActiveRAGQueryEngine(tiny_lm, lambda k: "nope", preset="sr-rag", max_new_tokens=4).query(QUESTION)
@@ -237,7 +235,7 @@ def test_streaming_yields_tokens_and_fills_sources_when_done(tiny_lm: ActiveLM) 
     assert isinstance(streaming, StreamingResponse)
     # the engine ran up to its first token: FL-RAG retrieved with the question, and its first window, checked
     # before it is streamed, retrieved at 16
-    assert node_ids(streaming) == ["r1-0", "r1-1", "r2-0", "r2-1"] and streaming.metadata["complete"] is False
+    assert node_ids(streaming) == ["r1-0", "r1-1"] and streaming.metadata["complete"] is False  # the first token's prompt
     assert [r["position"] for r in streaming.metadata["retrievals"]] == [0, 16]
     tokens = list(streaming.response_gen)
     # one piece per token that adds text (AnswerStream): they join to the engine's answer exactly
@@ -247,17 +245,17 @@ def test_streaming_yields_tokens_and_fills_sources_when_done(tiny_lm: ActiveLM) 
     assert node_ids(streaming) == node_ids(full) == trace_ids(streaming)
 
 
-def test_streaming_sources_grow_as_retrievals_happen(tiny_lm: ActiveLM) -> None:
+def test_streaming_sources_follow_the_prompt(tiny_lm: ActiveLM) -> None:
     engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), preset="fl-rag", top_k=1, max_new_tokens=40, streaming=True)
     streaming = engine.query(QUESTION)
     gen = streaming.response_gen
     next(gen)
     # fl-rag retrieves with the question first, then (action "continue") retrieves for the next window
     # right after checking the first 16 tokens, before they are streamed
-    assert node_ids(streaming) == ["r1-0", "r2-0"] and streaming.metadata["complete"] is False
+    assert node_ids(streaming) == ["r1-0"] and streaming.metadata["complete"] is False  # the first window's prompt
     assert [r["position"] for r in streaming.metadata["retrievals"]] == [0, 16]
     list(gen)
-    assert node_ids(streaming) == ["r1-0", "r2-0", "r3-0"]
+    assert node_ids(streaming) == ["r3-0"]
 
 
 def test_async_streaming(tiny_lm: ActiveLM) -> None:

@@ -29,13 +29,6 @@ QUESTION = "Who is the father of Kasper Schmeichel?"
 FL = {"preset": "fl-rag", "max_new_tokens": 20}  # retrieves before generating and after 16 tokens
 
 
-def _dedup_ids(trace: list[dict[str, Any]]) -> list[str]:
-    seen: list[str] = []
-    for r in trace:
-        seen += [i for i in r["passage_ids"] if i not in seen]
-    return seen
-
-
 def test_invoke_output_maps_passages_back_to_the_original_documents(tiny_lm, lc_retriever, lc_documents):
     out = ActiveRAG(tiny_lm, lc_retriever, **FL).invoke(QUESTION)
     assert set(out) == {"answer", "short_answer", "documents", "trace"}
@@ -44,8 +37,8 @@ def test_invoke_output_maps_passages_back_to_the_original_documents(tiny_lm, lc_
     assert len(trace) == 2 and trace[0]["position"] == 0 and trace[0]["query"] == QUESTION
     assert trace[1]["position"] == 16 and trace[1]["trigger"] == "fixed-length"
     assert {"token", "score", "threshold", "query", "passage_ids", "position", "titles"} <= set(trace[0])
-    # the very Document objects the retriever returned, deduplicated, first retrieval first
-    assert [document_id(d) for d in out["documents"]] == _dedup_ids(trace)
+    # the very Document objects the retriever returned, of the final prompt (FL-RAG's: the last retrieval's)
+    assert [document_id(d) for d in out["documents"]] == trace[-1]["held_ids"]
     assert all(any(d is orig for orig in lc_documents) for d in out["documents"])
     # ids: Document.id, then metadata["id"], then a content hash
     assert trace[0]["passage_ids"][:3] == ["doc-0", "meta-1", document_id(lc_documents[2])]
@@ -63,7 +56,7 @@ def test_string_and_mapping_inputs_agree_and_match_the_engine(tiny_lm, bm25_retr
     engine = active_rag.ActiveRAG.from_preset("fl-rag", tiny_lm, bm25_retriever.index, max_new_tokens=20).run(QUESTION)
     assert a["answer"] == b["answer"] == engine.answer
     assert a["trace"] == b["trace"] == [r.to_dict() for r in engine.retrievals]
-    assert [d.id for d in a["documents"]] == [p.id for p in engine.passages]
+    assert [d.id for d in a["documents"]] == engine.final_passage_ids
     assert all(isinstance(d, Document) and d.metadata["title"] for d in a["documents"])
 
 
@@ -95,14 +88,14 @@ def _check_stream(chunks: list[dict[str, Any]], tokens_expected: int) -> dict[st
     assert 0 < len(pieces) <= tokens_expected  # whitespace-only tokens travel with the next piece
     retrievals = [c for c in chunks if "trace" in c]
     assert [r for c in retrievals for r in c["trace"]] == total["trace"]
-    assert all(len(c["trace"]) == 1 and set(c) == {"documents", "trace"} for c in retrievals)
-    # each retrieval chunk carries only the Documents not seen before, so the lists add up to the output's
-    assert [document_id(d) for c in retrievals for d in c["documents"]] == _dedup_ids(total["trace"])
+    assert all(len(c["trace"]) == 1 and set(c) == {"trace"} for c in retrievals)
+    # the final prompt's Documents come once, with the short answer
+    assert [document_id(d) for d in total["documents"]] == total["trace"][-1]["held_ids"]
     # the engine streams a segment's tokens once it accepts them: FL-RAG retrieves with the input, generates
     # a 16-token window, retrieves after it (position 16), then accepts the window and goes on
     kinds = ["t" if "answer" in c else "r" if "trace" in c else "s" for c in chunks]
     assert kinds == ["r", "r"] + ["t"] * len(pieces) + ["s"]  # the short answer last, once the answer is known
-    assert chunks[-1] == {"short_answer": total["short_answer"]}
+    assert chunks[-1] == {"documents": total["documents"], "short_answer": total["short_answer"]}
     assert [r["position"] for r in total["trace"]] == [0, 16]
     return total
 
@@ -294,7 +287,7 @@ def test_model_as_chat_model_and_retriever_as_engine_index(tiny_lm):
     assert isinstance(rag.retriever, BM25sRetriever)
     out = rag.invoke("alpha?")
     engine = active_rag.ActiveRAG.from_preset("sr-rag", tiny_lm, index, max_new_tokens=6).run("alpha?")
-    assert [d.id for d in out["documents"]] == [p.id for p in engine.passages] and out["documents"][0].id == "p0"
+    assert [d.id for d in out["documents"]] == engine.final_passage_ids and out["documents"][0].id == "p0"
 
 
 def test_engine_router_adds_route_to_output_stream_and_events(tiny_lm, lc_retriever):
