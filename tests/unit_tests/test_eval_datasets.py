@@ -263,7 +263,8 @@ def test_paths(data_dir: Path) -> None:
     assert corpus_path("strategyqa", data_dir) == data_dir / "strategyqa/corpus_facts.jsonl"
     assert corpus_path("retrievalqa", data_dir) == data_dir / "retrievalqa/corpus.jsonl"
     assert questions_path("strategyqa", data_dir) == data_dir / "strategyqa/strategyqa_dev_229.json"
-    assert DATASETS == ("hotpotqa", "2wikimultihopqa", "strategyqa", "retrievalqa")
+    assert corpus_path("pydocs", data_dir) == data_dir / "pydocs/docs"
+    assert DATASETS == ("hotpotqa", "2wikimultihopqa", "strategyqa", "retrievalqa", "pydocs")
 
 
 def test_default_data_dir_env_then_cwd(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

