@@ -416,10 +416,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.save(args.out, overwrite=args.force)
     if getattr(args, "json", False):
         print(json.dumps({"corpus": args.corpus, "out": args.out, "passages": len(index),
-                          "skipped": [s.to_dict() for s in index.skipped]}, ensure_ascii=False, indent=2))
+                          "skipped": [s.to_dict() for s in index.skipped], "names": index.name_index.stats()},
+                         ensure_ascii=False, indent=2))
         return 0
+    names = index.name_index.stats()
     print(f"Indexed {len(index)} passages from {args.corpus} into {args.out}"
-          + (f" ({len(index.skipped)} skipped: see the warning)" if index.skipped else ""))
+          + (f" ({len(index.skipped)} skipped: see the warning)" if index.skipped else "")
+          + f"; names for linked retrieval: {names['names']} ({names['titles']} from titles, {names['file_names']} "
+          f"from file names, {names['text']} from the text)")
     return 0
 
 

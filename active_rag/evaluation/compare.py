@@ -61,15 +61,18 @@ def with_evidence(row: dict[str, Any]) -> dict[str, Any]:
 
 
 #: ``--by``: how to group questions, from a row's question text
-GROUPINGS = ("choice", "form")
+GROUPINGS = ("choice", "form", "type")
 
 
-def group_of(row: Mapping[str, Any], by: str) -> str:
+def group_of(row: Mapping[str, Any], by: str, types: Mapping[str, str] | None = None) -> str:
     """The group of ``row`` by its question: ``"choice"``: what ``sr-rag-choose`` reads
     (:func:`active_rag.methods.read_choice.choose_reading`: ``compare`` or ``links``); ``"form"``: choice, yes-no or open
-    (:func:`active_rag.methods.read_choice.question_form`)."""
+    (:func:`active_rag.methods.read_choice.question_form`); ``"type"``: the type the dataset labels it with (the
+    row's ``type``, else ``types[id]``: :func:`active_rag.evaluation.breakdown.question_types`)."""
     from active_rag.methods.read_choice import choose_reading, question_form
 
+    if by == "type":
+        return str(row.get("type") or (types or {}).get(str(row.get("id")), "-"))
     question = str(row.get("question") or "")
     return choose_reading(question).way if by == "choice" else question_form(question)
 
@@ -143,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", action="append", default=[], help="a LABEL to compare every row against (repeatable)")
     parser.add_argument("--by", choices=GROUPINGS, default=None,
                         help="also one table per group of questions: choice (what sr-rag-choose reads: compare or "
-                             "links) or form (choice, yes-no, open)")
+                             "links), form (choice, yes-no, open) or type (as the dataset labels its questions)")
+    parser.add_argument("--data-dir", type=Path, default=None, help="--by type: the data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
+    parser.add_argument("--split", default="dev", help="--by type: the question file (default dev)")
     args = parser.parse_args(argv)
     files = dict(args.files)
     missing = [b for b in args.baseline if b not in files]
@@ -155,10 +160,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"error: {exc}\n")
     sys.stdout.write(format_comparison(summary, diffs, args.baseline, args.dataset))
     if args.by:
-        groups = sorted({group_of(r, args.by) for path in files.values() for r in read_rows(path)})
+        types: dict[str, str] = {}
+        if args.by == "type":
+            from active_rag.evaluation.breakdown import question_types
+            from active_rag.evaluation.datasets import load_dataset
+
+            try:
+                types = question_types(load_dataset(args.dataset, args.data_dir, resolve_gold_ids=False, split=args.split))
+            except Exception as exc:  # noqa: BLE001 - rows without a type then group as "-"
+                print(f"warning: no question types from the {args.dataset} files ({exc}); rows without one group as '-'",
+                      file=sys.stderr)
+        groups = sorted({group_of(r, args.by, types) for path in files.values() for r in read_rows(path)})
         for group in groups:
             summary, diffs = compare_rows(files, args.baseline, args.dataset,
-                                          keep=lambda r, g=group: group_of(r, args.by) == g)
+                                          keep=lambda r, g=group: group_of(r, args.by, types) == g)
             sys.stdout.write(f"\n{args.by} = {group}\n\n" + format_comparison(summary, diffs, args.baseline, args.dataset))
     return 0
 

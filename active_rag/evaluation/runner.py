@@ -47,6 +47,7 @@ from active_rag.evaluation.breakdown import (
     TYPE_METRIC,
     TypeScore,
     format_type_table,
+    question_type,
     question_types,
     scores_by_type,
 )
@@ -213,6 +214,7 @@ def _run_one(rag: ActiveRAG, retriever: _TimedRetriever | None, example: Example
     row: dict[str, Any] = {
         "id": example.id,
         "question": example.question,
+        **({"type": question_type(example)} if question_type(example) is not None else {}),
         "gold": example.answers,
         "prediction": result.answer,
         "answer": answer,

@@ -104,3 +104,21 @@ def test_compare_by_choice_adds_a_table_per_group_of_questions(tmp_path: Path, c
     out = capsys.readouterr().out
     compare, links = out.split("choice = compare")[1].split("choice = links")
     assert "| mine | 1 | 100.0 | +100.0" in compare and "| mine | 1 | 0.0 | +0.0" in links
+
+
+def test_compare_by_type_groups_rows_by_the_datasets_question_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--by type``: the row's ``type``, else the type the dataset's question file gives its id."""
+    data = tmp_path / "data"
+    (data / "pydocs" / "docs").mkdir(parents=True)
+    (data / "pydocs" / "questions_dev.jsonl").write_text(
+        json.dumps({"question_id": "b", "type": "python", "question_text": "Minimum Python of x?", "answers": ["3.10"],
+                    "supporting_files": ["x.md"]}) + "\n", encoding="utf-8")
+    base = _write(tmp_path / "b.jsonl", [{**_row("a", 0.0, passages=[], gold=[]), "type": "author"},
+                                         _row("b", 0.0, passages=[], gold=[])])
+    mine = _write(tmp_path / "m.jsonl", [{**_row("a", 1.0, passages=[], gold=[]), "type": "author"},
+                                         _row("b", 0.0, passages=[], gold=[])])
+    assert main(["--dataset", "pydocs", f"base={base}", f"mine={mine}", "--baseline", "base", "--by", "type",
+                 "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    author, python = out.split("type = author")[1].split("type = python")
+    assert "| mine | 1 | 100.0 | +100.0" in author and "| mine | 1 | 0.0 | +0.0" in python

@@ -1,0 +1,75 @@
+"""pydocs: a documentation folder as an evaluation set, read as `--corpus DIR` reads it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from active_rag.errors import CorpusError, InvalidOptionError
+from active_rag.evaluation.breakdown import question_types
+from active_rag.evaluation.datasets import load_dataset
+from active_rag.evaluation.method_engines import load_corpus_index
+from active_rag.evaluation.prompts import build_eval_prompt
+from active_rag.retrieval.bm25 import BM25Index
+
+LONG = " ".join(f"Sentence number {i} of the long description says little." for i in range(120))
+
+
+def _data(tmp_path: Path) -> Path:
+    root = tmp_path / "data" / "pydocs"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "alpha.md").write_text(
+        "# alpha 1.0\n\nName: alpha\nSummary: Fast alpha things\nAuthor: Ann Lee\nRequires-Python: >=3.10\n"
+        "Requires-Dist: beta>=2\n\n" + LONG + "\n", encoding="utf-8")
+    (root / "docs" / "beta.md").write_text(
+        "# beta 2.0\n\nName: beta\nSummary: Beta helpers for alpha\nAuthor-email: Bo Chen <bo@example.org>\n"
+        "License-Expression: MIT\nRequires-Python: >=3.8\n", encoding="utf-8")
+    rows = [
+        {"question_id": "q1", "type": "python", "question_text": "What is the minimum Python version required by alpha?",
+         "answers": ["3.10", ">=3.10"], "supporting_files": ["alpha.md"], "subject": "alpha"},
+        {"question_id": "q2", "type": "dep-author", "question_text": "alpha depends on a package described as "
+         "\"Beta helpers for alpha\". Who is the author of that package?", "answers": ["Bo Chen"],
+         "supporting_files": ["alpha.md", "beta.md"], "subject": "alpha"},
+        {"question_id": "q3", "type": "license", "question_text": "What license is the beta package released under?",
+         "answers": ["MIT"], "supporting_files": ["beta.md"], "subject": "beta"},
+    ]
+    (root / "questions_dev.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return tmp_path / "data"
+
+
+def test_gold_chunks_are_those_holding_the_field_asked_about(tmp_path: Path) -> None:
+    data = _data(tmp_path)
+    examples = load_dataset("pydocs", data)
+    assert [e.kind for e in examples] == ["qa"] * 3
+    passages = {p.id: p for p in BM25Index.from_path(data / "pydocs" / "docs").passages}
+    assert any(pid.startswith("alpha.md#") for pid in passages)  # the long file is cut into chunks
+    q1, q2, q3 = examples
+    assert len(q1.gold_passage_ids) == 1 and "Requires-Python" in passages[q1.gold_passage_ids[0]].text
+    first, second = q2.gold_passage_ids
+    assert "Requires-Dist: beta" in passages[first].text and second == "beta.md"
+    assert q3.gold_passage_ids == ["beta.md"] and q3.answers == ["MIT"]
+    assert question_types(examples) == {"q1": "python", "q2": "dep-author", "q3": "license"}
+
+
+def test_the_eval_reads_the_folder_as_the_cli_does_and_refuses_hidden_titles(tmp_path: Path) -> None:
+    data = _data(tmp_path)
+    index, folder, loaded = load_corpus_index("pydocs", data)
+    assert folder == data / "pydocs" / "docs" and not loaded
+    assert [p.id for p in index.passages] == [p.id for p in BM25Index.from_path(folder).passages]
+    with pytest.raises(InvalidOptionError, match="--hide-titles"):
+        load_corpus_index("pydocs", data, hide_titles=True)
+
+
+def test_a_malformed_pydocs_record_names_the_file_and_line(tmp_path: Path) -> None:
+    data = _data(tmp_path)
+    path = data / "pydocs" / "questions_dev.jsonl"
+    path.write_text(path.read_text(encoding="utf-8") + json.dumps({"question_id": "q4", "question_text": "x?",
+                                                                   "answers": [], "supporting_files": []}) + "\n")
+    with pytest.raises(CorpusError, match="line 4.*answers"):
+        load_dataset("pydocs", data)
+
+
+def test_the_prompt_is_hotpotqas() -> None:
+    assert build_eval_prompt("pydocs", "Q?") == build_eval_prompt("hotpotqa", "Q?")
