@@ -362,6 +362,7 @@ class EngineCall:
             meta["generated_tokens"] = self.result.generated_tokens
             meta["decisions"] = len(self.result.decisions)
             meta["short_answer"] = self.result.short_answer
+            meta["final_passage_ids"] = list(self.result.final_passage_ids)  # what source_nodes lists
         return meta
 
     def drain(self) -> None:

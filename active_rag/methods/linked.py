@@ -119,9 +119,11 @@ def mentioned_names(passages: Sequence[Passage], question: str,
     found: list[str] = []
     keys: set[str] = set()
     for p in passages:
-        text = prose(p.text)
+        prefix = p.metadata.get("prefix")  # a chunk's line naming its document (retrieval.chunking): not its text's
+        body = p.text[len(prefix):] if isinstance(prefix, str) and prefix and p.text.startswith(prefix) else p.text
+        text = prose(body)
         if known is not None:
-            for name in identifiers(p.text):
+            for name in identifiers(body):
                 key = name_key(name)
                 if key not in keys and not all(w in asked for w in content_words(name)) and known(name):
                     keys.add(key)

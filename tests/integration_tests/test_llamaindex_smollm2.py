@@ -81,7 +81,10 @@ def test_bm25_recipe_dragin_streams(smollm2: ActiveLM) -> None:
     streaming = engine.query(QUESTION)
     tokens = list(streaming.response_gen)
     assert tokens and streaming.metadata["complete"] is True and streaming.metadata["method"] == "dragin"
-    assert [n.node.node_id for n in streaming.source_nodes] == trace_ids(streaming)
+    # the nodes the model read for its final answer: none when a retrieval came after the last token it wrote
+    final = streaming.metadata["final_passage_ids"]
+    assert [n.node.node_id for n in streaming.source_nodes] == final
+    assert set(final) <= {i for r in streaming.metadata["retrievals"] for i in r["passage_ids"]}
 
 
 def test_router_recipe(smollm2: ActiveLM) -> None:

@@ -141,3 +141,9 @@ def test_ask_warns_once_when_the_corpus_gives_no_names(capsys) -> None:  # type:
     attach_name_index(titled, _docs())
     _warn_without_names(Engine(), titled)
     assert capsys.readouterr().err == ""
+
+
+def test_a_chunks_line_naming_its_document_is_not_a_mention() -> None:
+    chunk = Passage(id="t.md#2", title="tenacity (2/3)", text="tenacity.md — Name: Tenacity Core\nIt retries code.",
+                    metadata={"prefix": "tenacity.md — Name: Tenacity Core"})
+    assert mentioned_names([chunk], "Who wrote it?") == []
