@@ -264,6 +264,16 @@ class ActiveRAGResult:
         return self.cached_prompt_tokens + self.prefilled_prompt_tokens
 
     @property
+    def source_passage_ids(self) -> list[str]:
+        """The passages the answer was read from, for a user: :attr:`final_passage_ids`, or, when the answer's last
+        segment was written without passages (FLARE's and DRAGIN's look-ahead is generated without documents and kept
+        when sure), the passages the last retrieval left in the prompt; none without a retrieval."""
+        if self.final_passage_ids or not self.retrievals:
+            return list(self.final_passage_ids)
+        last = self.retrievals[-1]
+        return list(last.passage_ids if last.held_ids is None else last.held_ids)
+
+    @property
     def passages(self) -> list[Passage]:
         """Every passage that was put in the prompt, first retrieval first, without duplicates (passages
         dropped to fit the context window are in each retrieval's ``dropped``, not here)."""

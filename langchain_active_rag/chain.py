@@ -14,7 +14,7 @@ output (``sum`` them with ``+``, as LCEL does): ``{"route": {...}}`` (with a rou
 happen, ``{"trace": [Retrieval.to_dict()]}`` per retrieval (its query, passage ids and titles) and
 ``{"answer": text}`` per accepted token, and last ``{"documents": [...], "short_answer": ...}``: the Documents of
 the passages the model read for its final answer (the prompt of its last segment,
-``ActiveRAGResult.final_passage_ids``), once the answer is known. So ``rag.pick("answer").stream(q)``
+``ActiveRAGResult.source_passage_ids``), once the answer is known. So ``rag.pick("answer").stream(q)``
 streams plain text. Tokens come as the engine accepts them: at once where no check reads them (wo-RAG, SR-RAG,
 ``sr-rag-linked``), else once the trigger's check of their segment lets them through, so a retrieval that fires
 after a segment (e.g. FL-RAG's every 16 tokens; its ``position`` says where) is streamed before the segment's
@@ -357,7 +357,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
                         keys.add("answer")
                         yield AddableDict(answer=rest)
                     empty = {"answer": "", "trace": []}
-                    final_passages = [read[i] for i in event.final_passage_ids if i in read]
+                    final_passages = [read[i] for i in event.source_passage_ids if i in read]
                     documents = adapter.documents(final_passages) if adapter is not None else []
                     chunk = AddableDict({**{k: v for k, v in empty.items() if k not in keys},
                                          "documents": documents, "short_answer": event.short_answer})

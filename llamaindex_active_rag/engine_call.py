@@ -333,7 +333,7 @@ class EngineCall:
 
     def source_nodes(self) -> list[NodeWithScore]:
         """The nodes of the prompt the model read, in its order: once the answer is known, that of its last segment
-        (``ActiveRAGResult.final_passage_ids``: the passages the model read for its final answer); while it is
+        (``ActiveRAGResult.source_passage_ids``: the passages the model read for its final answer); while it is
         written, that of the latest token (``TokenEvent.passage_ids``); before the first token, every passage
         retrieved so far. The user's own nodes (:meth:`LlamaIndexRetrieverAdapter.source_nodes`), each with its score."""
         if self.adapter is None:
@@ -342,7 +342,7 @@ class EngineCall:
         for r in self.retrievals:
             read.update((p.id, p) for p in r.passages if p.id not in read)
         if self.result is not None:
-            ids: Sequence[str] = self.result.final_passage_ids
+            ids: Sequence[str] = self.result.source_passage_ids
         elif self.prompt_ids is not None:
             ids = self.prompt_ids
         else:
@@ -362,7 +362,7 @@ class EngineCall:
             meta["generated_tokens"] = self.result.generated_tokens
             meta["decisions"] = len(self.result.decisions)
             meta["short_answer"] = self.result.short_answer
-            meta["final_passage_ids"] = list(self.result.final_passage_ids)  # what source_nodes lists
+            meta["source_passage_ids"] = self.result.source_passage_ids  # what source_nodes lists
         return meta
 
     def drain(self) -> None:

@@ -101,7 +101,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
 
     Responses: ``str(response)`` is the full text the model wrote; ``response.source_nodes`` are the
     ``NodeWithScore`` s of every passage the model read for its final answer, in the prompt's order (the prompt of
-    its last segment, ``ActiveRAGResult.final_passage_ids``; a linked look's passages included): the retriever's own
+    its last segment, ``ActiveRAGResult.source_passage_ids``; a linked look's passages included): the retriever's own
     nodes, with their scores; the trace (``metadata["retrievals"]``) says what each retrieval brought. ``response.metadata`` holds ``method``, ``retrievals``
     (``Retrieval.to_dict()`` each), ``route``, ``warnings``, ``generated_tokens``, ``decisions`` (count),
     ``short_answer`` (the answer span, ``ActiveRAGResult.short_answer``) and ``complete``.

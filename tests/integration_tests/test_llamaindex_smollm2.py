@@ -81,10 +81,10 @@ def test_bm25_recipe_dragin_streams(smollm2: ActiveLM) -> None:
     streaming = engine.query(QUESTION)
     tokens = list(streaming.response_gen)
     assert tokens and streaming.metadata["complete"] is True and streaming.metadata["method"] == "dragin"
-    # the nodes the model read for its final answer: none when a retrieval came after the last token it wrote
-    final = streaming.metadata["final_passage_ids"]
-    assert [n.node.node_id for n in streaming.source_nodes] == final
-    assert set(final) <= {i for r in streaming.metadata["retrievals"] for i in r["passage_ids"]}
+    # the nodes the answer was read from: its last prompt's, or what the last retrieval left in the prompt
+    assert [n.node.node_id for n in streaming.source_nodes] == streaming.metadata["source_passage_ids"]
+    assert streaming.source_nodes and set(streaming.metadata["source_passage_ids"]) <= set(trace_ids(streaming)) | {
+        i for r in streaming.metadata["retrievals"] for i in r["passage_ids"]}
 
 
 def test_router_recipe(smollm2: ActiveLM) -> None:

@@ -147,3 +147,13 @@ def test_a_chunks_line_naming_its_document_is_not_a_mention() -> None:
     chunk = Passage(id="t.md#2", title="tenacity (2/3)", text="tenacity.md — Name: Tenacity Core\nIt retries code.",
                     metadata={"prefix": "tenacity.md — Name: Tenacity Core"})
     assert mentioned_names([chunk], "Who wrote it?") == []
+
+
+def test_source_passages_fall_back_to_the_last_retrieval_when_the_last_segment_read_none() -> None:
+    from active_rag.types import ActiveRAGResult, Retrieval
+
+    r = Retrieval(position=3, query="q", passages=[Passage(id="a", text="x"), Passage(id="b", text="y")], trigger="rind")
+    assert ActiveRAGResult(question="q", answer="x", method="dragin", retrievals=[r]).source_passage_ids == ["a", "b"]
+    read = ActiveRAGResult(question="q", answer="x", method="dragin", retrievals=[r], final_passage_ids=["b"])
+    assert read.source_passage_ids == ["b"]
+    assert ActiveRAGResult(question="q", answer="x", method="dragin").source_passage_ids == []
