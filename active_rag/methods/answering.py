@@ -379,6 +379,8 @@ class AnswerSteps:
             details["linked_from"] = dict(links.linked_from)
             if links.unrelated:  # names mentioned whose passage does not bear on the question: not read
                 details["unrelated"] = list(links.unrelated)
+            if links.outranked:  # names whose passage bears on the question less than the next chunk read instead
+                details["outranked"] = list(links.outranked)
             found.append(links)
             return links.passages
 

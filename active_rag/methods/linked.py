@@ -43,9 +43,10 @@ from typing import Any
 
 from ..entities import capitalised_phrases, content_words, is_article_of
 from ..errors import InvalidOptionError
-from ..retrieval.name_index import NameIndex, is_file_name, name_index_of, name_key, opens_sentence, text_subjects
+from ..retrieval.name_index import (NameIndex, is_file_name, name_index_of, name_key, opens_sentence, source_of,
+                                    text_subjects)
 from ..retrieval.rankings import fetch_rankings
-from ..retrieval.relevance import MIN_SHARE, relevance_of
+from ..retrieval.relevance import MIN_SHARE, relevance_of, terms
 from ..markup import identifiers, prose
 from ..text import split_sentences, stop_words
 from ..types import Passage
@@ -84,9 +85,12 @@ class Links:
     sources: list[tuple[Passage, str | None]] = field(default_factory=list)
     retriever_calls: int = 0
     linked_from: dict[str, str | None] = field(default_factory=dict)
+    """Article id -> the id of the read passage that first mentions its name (``None``: the question names it)."""
     unrelated: list[str] = field(default_factory=list)
     """Names the passages mention whose own passage does not bear on the question: not followed."""
-    """Article id -> the id of the read passage that first mentions its name (``None``: the question names it)."""
+    outranked: list[str] = field(default_factory=list)
+    """Names the passages mention whose own passage bears on the question less than the next chunk of a document
+    the question already reads (:func:`follow_links`' ``continuation``): that chunk is read instead."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -187,15 +191,28 @@ def _warn_no_index(retriever: Any) -> None:
 
 def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
                  held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True,
-                 fill: bool = True, min_share: float = MIN_SHARE) -> Links:
+                 fill: bool = True, min_share: float = MIN_SHARE, continuation: bool = True) -> Links:
     """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
     that ``passages`` mention (and, with a name index and ``with_question_names``, that the question mentions),
     then the question's next-ranked ones (see the module's docstring). ``fill=False``: the question's next passages
-    only when no name's article was found (then no retriever call when one was)."""
+    only when no name's article was found (then no retriever call when one was).
+
+    ``continuation`` (with a name index): when ``passages`` are chunks of documents (``metadata["source"]``, as a
+    folder's or a text splitter's chunks are) and the question's next-ranked passages continue one of them, a name
+    the passages mention is followed only when its passage bears on the question (:class:`~active_rag.retrieval.
+    relevance.Relevance`) at least as much as the least relevant of those continuing chunks: a link displaces the
+    next chunk of the document the question reads only when it earns that place. The next-ranked passages are
+    asked for once, and the same ranking fills what the links leave. A corpus of one passage per article
+    (Wikipedia) has no chunks to continue and is followed as before."""
     links = Links()
     if k < 1:
         return links
-    for name, best in _followed(retriever, passages, question, held, with_question_names, links, min_share):
+    ahead: list[Passage] | None = None
+    index = name_index_of(retriever) if continuation else None
+    if index is not None and _chunk_sources(index, passages):
+        links.retriever_calls += 1
+        ahead = fetch_rankings(retriever, [question], k, held)[0]
+    for name, best in _followed(retriever, passages, question, held, with_question_names, links, min_share, ahead):
         links.names.append(name)
         if all(best.id != f.id for f, _ in links.sources):
             links.sources.append((best, name))
@@ -203,12 +220,33 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     links.sources = links.sources[:k]
     links.linked_from = {p.id: links.linked_from[p.id] for p, _ in links.sources}
     if len(links.sources) < k and (fill or not links.sources):
-        links.retriever_calls += 1
-        for p in fetch_rankings(retriever, [question], k, held)[0]:
+        if ahead is None:
+            links.retriever_calls += 1
+            ahead = fetch_rankings(retriever, [question], k, held)[0]
+        for p in ahead:
             if all(p.id != f.id for f, _ in links.sources):
                 links.sources.append((p, None))
     links.sources = links.sources[:k]
     return links
+
+
+def _chunk_sources(index: NameIndex, passages: Sequence[Passage]) -> set[str]:
+    """The documents ``passages`` were cut from (``metadata["source"]`` and the like,
+    :func:`~active_rag.retrieval.name_index.source_of`) that the name index holds more than one chunk of."""
+    chunked = index.chunked_sources()
+    return {s for p in passages if (s := source_of(p)) is not None and s in chunked}
+
+
+def _continuation_floor(index: NameIndex, question: str, passages: Sequence[Passage],
+                        ahead: Sequence[Passage] | None) -> float | None:
+    """The relevance to ``question`` of the least relevant of the ``ahead`` passages that continue a document
+    ``passages`` were cut from (``None``: none does)."""
+    reading = _chunk_sources(index, passages)
+    continuing = [p for p in ahead or () if source_of(p) in reading]
+    if not continuing:
+        return None
+    relevance, asked = relevance_of(index), terms(question)
+    return min(relevance.score(asked, p) for p in continuing)
 
 
 def _source_of(name: str, passages: Sequence[Passage]) -> str | None:
@@ -217,12 +255,14 @@ def _source_of(name: str, passages: Sequence[Passage]) -> str | None:
 
 
 def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: set[str] | frozenset[str],
-              with_question_names: bool, links: Links, min_share: float = MIN_SHARE) -> list[tuple[str, Passage]]:
+              with_question_names: bool, links: Links, min_share: float = MIN_SHARE,
+              ahead: Sequence[Passage] | None = None) -> list[tuple[str, Passage]]:
     """The names worth following, best first (at most :data:`MAX_NAMES`), each with its best passage; the calls a
     retriever without a name index gets are counted in ``links``. With a name index, a name the passages mention is
     followed only when its passage bears on the question (:class:`~active_rag.retrieval.relevance.Relevance`: at
     least ``min_share`` of the score of the least relevant of ``passages``; 0 follows every one); the others are
-    listed in ``links.unrelated``."""
+    listed in ``links.unrelated``; with ``ahead`` (the question's next-ranked passages), one whose passage bears on
+    the question less than the next chunk of a document the question reads is listed in ``links.outranked``."""
     asked = set(content_words(question))
     index = name_index_of(retriever)
     held_ids = set(held) | {p.id for p in passages}
@@ -242,6 +282,8 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
         candidates = asked_names + [n for n in candidates if n not in asked_names]
         found = {n: index.articles(n) for n in candidates}
     relevance = relevance_of(index) if index is not None and min_share > 0 else None
+    floor = _continuation_floor(index, question, passages, ahead) if index is not None else None
+    asked_terms = terms(question) if floor is not None else set()
     ranked: list[tuple[int, int, str, Passage]] = []
     for order, name in enumerate(candidates):
         articles = found[name]
@@ -250,6 +292,9 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
         best = max(articles, key=lambda a: _overlap(asked, a))  # max keeps the first of equals: corpus order
         if relevance is not None and name not in asked_names and not relevance.bears_on(question, best, passages, min_share):
             links.unrelated.append(name)  # a name the passages mention whose passage does not bear on the question
+            continue
+        if floor is not None and name not in asked_names and relevance_of(index).score(asked_terms, best) < floor:
+            links.outranked.append(name)  # the next chunk of a document the question reads bears on it more
             continue
         ranked.append((-_overlap(asked, best), order, name, best))
     ranked.sort(key=lambda r: r[:2])

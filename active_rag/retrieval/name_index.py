@@ -328,6 +328,7 @@ class NameIndex:
         self._entries = entries  # key -> [(tier, passage position)], tier then corpus order
         self._sources = list(sources) if sources is not None else [source_of(p) for p in self.passages]
         self._identifiers: frozenset[str] | None = None
+        self._chunked: frozenset[str] | None = None
 
     @classmethod
     def from_passages(cls, passages: Iterable[Passage]) -> NameIndex:
@@ -374,6 +375,16 @@ class NameIndex:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def chunked_sources(self) -> frozenset[str]:
+        """The documents cut into more than one of the index's passages (by :func:`source_of`), built once."""
+        if self._chunked is None:
+            seen: dict[str, int] = {}
+            for source in self._sources:
+                if source is not None:
+                    seen[source] = seen.get(source, 0) + 1
+            self._chunked = frozenset(s for s, n in seen.items() if n > 1)
+        return self._chunked
 
     def names_document(self, name: str) -> bool:
         """Whether a passage of the corpus is titled ``name``, or a file is named so (its stem): ``tenacity``,

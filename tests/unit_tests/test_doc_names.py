@@ -157,3 +157,59 @@ def test_source_passages_fall_back_to_the_last_retrieval_when_the_last_segment_r
     read = ActiveRAGResult(question="q", answer="x", method="dragin", retrievals=[r], final_passage_ids=["b"])
     assert read.source_passage_ids == ["b"]
     assert ActiveRAGResult(question="q", answer="x", method="dragin").source_passage_ids == []
+
+
+def _chunked_corpus() -> list[Passage]:
+    """Three chunks of joblib's page, numpy's page (which joblib's first chunk mentions), and packages that make
+    "author" and "package" common words."""
+    def chunk(k: int, text: str) -> Passage:
+        return Passage(id=f"joblib.md#{k}", title=f"joblib ({k}/3)", text=text,
+                       metadata={"source": "joblib.md", "chunk": k, "chunks": 3})
+
+    fillers = [Passage(id=f"p{i}.md", title=f"p{i}", text=f"Name: p{i}\nAuthor: Someone {i}\nA package for task {i}.")
+               for i in range(8)]
+    return [
+        chunk(1, "Name: joblib\nAuthor: Gael Varoquaux\nSummary: Lightweight pipelining.\njoblib works with NumPy arrays."),
+        chunk(2, "joblib caches the results of functions on disk."),
+        chunk(3, "joblib runs jobs in parallel."),
+        Passage(id="numpy.md", title="NumPy", text="Name: NumPy\nAuthor: Travis E. Oliphant et al.\nThe array package."),
+        Passage(id="yaml.md", title="PyYAML", text="Name: PyYAML\nAuthor: Kirill Simonov\nSummary: YAML parser and emitter."),
+        *fillers,
+    ]
+
+
+class _Ranked:
+    """A retriever that ranks by shared lowercase words (ties in corpus order), as BM25 would here."""
+
+    def __init__(self, docs: list[Passage]) -> None:
+        self.docs, self.queries = docs, []  # type: ignore[var-annotated]
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        self.queries.append(query)
+        words = set(query.lower().replace("?", "").split())
+        return sorted(self.docs, key=lambda p: -len(words & set(p.text.lower().split())))[:k]
+
+
+def test_the_next_chunk_of_the_document_read_outranks_a_link_that_bears_on_the_question_less() -> None:
+    docs = _chunked_corpus()
+    retriever = _Ranked(docs)
+    attach_name_index(retriever, docs)
+    question = "Who is the author of the joblib package?"
+    every = follow_links(retriever, [docs[0]], question, 2, {docs[0].id}, continuation=False)
+    assert "numpy.md" in [p.id for p in every.passages]  # a link the page mentions, about another package
+    gated = follow_links(retriever, [docs[0]], question, 2, {docs[0].id})
+    assert [p.id for p in gated.passages] == ["joblib.md#2", "joblib.md#3"]  # the page goes on instead
+    assert gated.outranked == ["NumPy"] and gated.articles == {}
+    assert gated.retriever_calls == 1  # one ranking decides and fills
+
+
+def test_a_link_that_bears_on_the_question_more_than_the_next_chunk_is_still_read() -> None:
+    docs = _chunked_corpus()
+    docs[0] = Passage(id="joblib.md#1", title="joblib (1/3)", metadata={"source": "joblib.md", "chunk": 1, "chunks": 3},
+                      text="Name: joblib\nAuthor: Gael Varoquaux\njoblib reads its settings with PyYAML.")
+    retriever = _Ranked([p for p in docs if p.id != "yaml.md"])  # the question's words do not rank it (a vector
+    attach_name_index(retriever, docs)                              # store may miss it): only the link finds it
+    question = "joblib uses a YAML parser and emitter. Who is the author of that parser?"
+    links = follow_links(retriever, [docs[0]], question, 1, {docs[0].id})
+    assert [p.id for p in links.passages] == ["yaml.md"] and links.outranked == []
+    assert links.retriever_calls == 1  # the ranking the gate compared with
