@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from .methods.answer_stage import AnswerStage
 from .methods.date_compare import settle_dates
+from .methods.version_compare import settle_versions
 from .methods.context import ContextPolicy, make_context
 from .decoding.context_window import fit_passages
 from .errors import ContextOverflowError, QuestionsTypeError
@@ -171,6 +172,7 @@ class ActiveRAG(RetrievalSteps):
         self.answer_phrase = stage.phrase
         self.follow_links = stage.links
         self.settle_dates = stage.dates
+        self.settle_versions = stage.versions
         self.ask_each_name = stage.each_name
         self.method = settings.method or f"{self.trigger.name}+{self.query.name}"
         if self.retriever is None and (self.trigger.action != "never" or initial_retrieval):
@@ -218,6 +220,7 @@ class ActiveRAG(RetrievalSteps):
             **({"answer_options": True} if self.answer_options else {}),
             **({"follow_links": self.follow_links} if self.follow_links else {}),
             **({"settle_dates": True} if self.settle_dates else {}),
+            **({"settle_versions": True} if self.settle_versions else {}),
             **({"ask_each_name": True} if self.ask_each_name else {}),
         }
 
@@ -389,7 +392,9 @@ class ActiveRAG(RetrievalSteps):
             if look["second"] is not None:
                 draft = first
         answer = run.output_text.strip()
-        settled = settle_dates(run.question, answer) if self.settle_dates else None
+        settled = settle_versions(run.question, answer) if self.settle_versions else None
+        if settled is None and self.settle_dates:
+            settled = settle_dates(run.question, answer)
         each_name = self._ask_each_name(run) if self.ask_each_name else None
         yield ActiveRAGResult(
             question=run.question,

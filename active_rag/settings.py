@@ -61,6 +61,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "answer_options": ("answer", "options"),
     "follow_links": ("answer", "links"),
     "settle_dates": ("answer", "dates"),
+    "settle_versions": ("answer", "versions"),
     "ask_each_name": ("answer", "each_name"),
     **{f.name: ("settings", f.name) for f in dataclasses.fields(RunSettings)},
 }

@@ -376,7 +376,8 @@ def _print_checks_and_cost(result: Any, out: Any) -> None:
     if result.date_comparison is not None:
         from ..methods.date_compare import describe_comparison
 
-        print(f"Dates compared: {describe_comparison(result.date_comparison)}", file=out)
+        label = "Versions compared" if result.date_comparison.get("event") == "version" else "Dates compared"
+        print(f"{label}: {describe_comparison(result.date_comparison)}", file=out)
     if result.each_name is not None:
         asked = "; ".join(f"{a['question']!r}: {a['verdict'] or 'neither yes nor no'}" for a in result.each_name["asked"])
         settled = result.each_name["answer"] or "the reader's answer stands"

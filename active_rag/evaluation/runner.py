@@ -352,14 +352,14 @@ class EvalWorker:
 
     def unsettled_key(self, name: str) -> dict[str, str]:
         """The keys of method ``name``'s engine without the answer rules it has that a resume can carry over
-        (``settle_dates``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
+        (``settle_dates``, ``settle_versions``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
         ``focus`` reading comparison looks in full against ``compare=0``; :mod:`active_rag.evaluation.settled`),
         each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...); empty when it has
         none."""
         probe, _ = self._engine(name)
         check = probe.answer_check
         context = probe.context
-        switches = {"dates": "settle_dates", "each-name": "ask_each_name"}
+        switches = {"dates": "settle_dates", "versions": "settle_versions", "each-name": "ask_each_name"}
         has = [rule for rule, attr in switches.items() if getattr(probe, attr)]
         if check is not None and check.select == "new-evidence":
             has.append("new-evidence")

@@ -23,7 +23,9 @@ a look the question's form sent to compare what it names: a row written with ``c
 a comparison (the trace's ``choice``) is the row it writes; :func:`looked_to_compare` tells which rows are answered
 again.
 
-:func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"each-name"``,
+``AnswerStage(versions=True)`` (:mod:`active_rag.methods.version_compare`) is such a rule too, read before the dates.
+
+:func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"versions"``, ``"each-name"``,
 ``"new-evidence"``, ``"compare-look"``, joined by ``+``).
 """
 
@@ -36,6 +38,7 @@ from active_rag.evaluation.metrics import qa_scores
 from active_rag.methods.both_names import both_question, yes_or_no
 from active_rag.methods.answer_check import grounded_in, unsupported_change
 from active_rag.methods.date_compare import settle_dates
+from active_rag.methods.version_compare import settle_versions
 from active_rag.text import normalize_answer
 
 __all__ = ["carry_row", "convert_row", "keeps_second", "look_passage_ids", "settle_row"]
@@ -44,15 +47,21 @@ __all__ = ["carry_row", "convert_row", "keeps_second", "look_passage_ids", "sett
 PassageTexts = Callable[[Sequence[str]], str]
 
 
-def settle_row(row: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """``row`` as the engine with key ``key`` (the same engine, settling dates) writes it: ``date_comparison`` when
-    the question compares two things in time, the settled ``answer`` and its EM/F1 (short-answer datasets; a
-    dataset scored on the whole response keeps its scores, as :func:`~active_rag.evaluation.scoring.score_example`
-    does), ``engine_key`` ``key`` and ``settled_from`` the key the row was written with."""
+def settle_row(row: Mapping[str, Any], key: str, rules: str = "dates") -> dict[str, Any]:
+    """``row`` as the engine with key ``key`` (the same engine, settling dates and, with ``"versions"`` in ``rules``,
+    versions first, as the engine does) writes it: ``date_comparison`` when the question compares two things in time
+    or by version, the settled ``answer`` and its EM/F1 (short-answer datasets; a dataset scored on the whole
+    response keeps its scores, as :func:`~active_rag.evaluation.scoring.score_example` does), ``engine_key`` ``key``
+    and ``settled_from`` the key the row was written with."""
     out = dict(row)
     out["engine_key"] = key
     out["settled_from"] = row.get("engine_key")
-    settled = settle_dates(str(row.get("question", "")), str(row.get("prediction") or ""))
+    question, prediction = str(row.get("question", "")), str(row.get("prediction") or "")
+    missing = set(rules.split("+"))
+    settled = settle_versions(question, prediction) if "versions" in missing else None
+    written = row.get("date_comparison") or {}
+    if settled is None and "dates" in missing and written.get("event") != "version":
+        settled = settle_dates(question, prediction)
     if settled is None:
         return out
     out["date_comparison"] = settled.to_dict()
@@ -108,7 +117,7 @@ def looked_to_compare(row: Mapping[str, Any]) -> bool:
 
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
-    """``row``, written without ``rules`` (``"dates"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
+    """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
     joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be answered again
     (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``, :func:`looked_to_compare`)."""
     missing = set(rules.split("+"))
@@ -118,6 +127,9 @@ def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageText
         return None
     if "new-evidence" in missing and not keeps_second(row, texts):
         return None
-    if "dates" in missing:
-        return settle_row(row, key)
+    if "versions" in missing and (row.get("date_comparison") or {}).get("answer") and \
+            settle_versions(str(row.get("question", "")), str(row.get("prediction") or "")) is not None:
+        return None  # the dates settled it, where the versions go first: the reader's own answer is not in the row
+    if "dates" in missing or "versions" in missing:
+        return settle_row(row, key, rules)
     return {**row, "engine_key": key, "settled_from": row.get("engine_key")}

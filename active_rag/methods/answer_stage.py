@@ -16,6 +16,9 @@ this stage, which says what happens around the answer itself:
   (:mod:`active_rag.methods.linked`); ``"choose"`` decides per question (:mod:`active_rag.methods.read_choice`);
 - ``dates``: a choice question that compares two things in time ("Which film came out first, A or B?") is answered
   by the dates the reader wrote in its reasoning, compared without the model (:mod:`active_rag.methods.date_compare`);
+- ``versions``: a choice question that asks which of two things has the newer (or older) version ("Which requires a
+  newer minimum Python version, typer or Pygments?") is answered by the versions the reader wrote, compared as
+  numbers (:mod:`active_rag.methods.version_compare`);
 - ``each_name``: a "yes" to "Are both A and B P?" stands only when the reader says "yes" to "Is A P?" and to "Is B
   P?", asked with the same passages (:mod:`active_rag.methods.both_names`).
 
@@ -39,8 +42,8 @@ from .linked import check_follow_links
 class AnswerStage:
     """What a method does around its answer (see the module docstring); the defaults are the papers'.
 
-    >>> AnswerStage(options=True, links="choose", dates=True, each_name=True)  # the ``sr-rag-choose`` preset's
-    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=True, each_name=True)
+    >>> AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True)  # ``sr-rag-choose``'s
+    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=True, versions=True, each_name=True)
     """
 
     phrase: str | None = "auto"
@@ -54,6 +57,11 @@ class AnswerStage:
     dates: bool = False
     """Settle a comparison of dates with the dates the reader wrote (:func:`~active_rag.methods.date_compare.settle_dates`):
     the result's ``short_answer`` is the option they choose, and ``date_comparison`` records them."""
+
+    versions: bool = False
+    """Settle a comparison of versions with the versions the reader wrote
+    (:func:`~active_rag.methods.version_compare.settle_versions`): the result's ``short_answer`` is the option they
+    choose, and ``date_comparison`` records them (``event`` ``"version"``)."""
 
     each_name: bool = False
     """Ask a "both" question's names one by one when the answer is "yes" (:mod:`~active_rag.methods.both_names`):
@@ -76,6 +84,7 @@ class AnswerStage:
             options=options,
             links=check_follow_links(self.links, context, retrieves_first),
             dates=bool(self.dates),
+            versions=bool(self.versions),
             each_name=bool(self.each_name),
         )
 
@@ -90,4 +99,5 @@ class ResolvedAnswerStage:
     options: bool
     links: bool | str
     dates: bool = False
+    versions: bool = False
     each_name: bool = False

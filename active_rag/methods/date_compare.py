@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
 
 from .answer_options import question_options
 from .answer_span import answer_span
 
-__all__ = ["DateComparison", "comparison_direction", "dates_by_option", "describe_comparison", "settle_dates"]
+__all__ = ["DateComparison", "comparison_direction", "dates_by_option", "describe_comparison", "settle_dates",
+           "values_by_option"]
 
 Direction = Literal["earlier", "later"]
-Event = Literal["born", "died", "any"]
+Event = Literal["born", "died", "any", "version"]
+Key = TypeVar("Key")
 
 _EARLIER = ("earlier", "earliest", "first", "older", "oldest", "sooner", "before")
 _LATER = ("later", "latest", "more recently", "most recently", "more recent", "most recent", "younger", "youngest",
@@ -54,12 +56,14 @@ _NOT_NAMES = frozenset("the thus so since therefore hence however while and but 
 @dataclass(frozen=True)
 class DateComparison:
     """What :func:`settle_dates` read: the question's ``direction`` and ``event``, the date found for each option
-    (``(year, month, day)``, 0 where the reasoning gives none), and the option it settles on (``None``: none)."""
+    (``(year, month, day)``, 0 where the reasoning gives none), and the option it settles on (``None``: none).
+    :func:`~active_rag.methods.version_compare.settle_versions` writes the same record with ``event`` ``"version"``
+    and each option's version as its numbers (``(3, 10)`` for "3.10")."""
 
     direction: Direction
     event: Event
     options: tuple[str, str]
-    dates: tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]
+    dates: tuple[tuple[int, ...] | None, tuple[int, ...] | None]
     answer: str | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,10 +121,27 @@ def dates_by_option(reasoning: str, options: tuple[str, str], event: Event = "an
     it, mentioned last before it in its sentence (a sentence that names one option and other names makes them that
     option's: "The director of A is P."). With ``event`` ``"born"`` or ``"died"`` only a date whose clause says so
     counts ("born", "birth"; "died", "death", "passed away")."""
-    found: list[tuple[int, int, int] | None] = [None, None]
+
+    def dates(low: str) -> list[tuple[int, tuple[int, int, int]]]:
+        found = []
+        for date in _DATE.finditer(low):
+            key = _date_key(date)
+            clause = low[max(0, date.start() - 40):date.start()]
+            if key is not None and (event == "any" or _has(clause, _EVENT_WORDS[event])):
+                found.append((date.start(), key))
+        return found
+
+    return values_by_option(reasoning, options, dates)
+
+
+def values_by_option(reasoning: str, options: tuple[str, str],
+                     values: Callable[[str], list[tuple[int, Key]]]) -> tuple[Key | None, Key | None]:
+    """The first value ``reasoning`` gives each option, by the rule of :func:`dates_by_option`; ``values`` finds
+    them in a sentence (lower-cased, spaces folded): ``(position, value)`` pairs."""
+    found: list[Key | None] = [None, None]
     folded = [_fold(o) for o in options]
     aliases: dict[str, int] = {}
-    last: int | None = None  # the option mentioned last: a date before any mention in its sentence is its ("He")
+    last: int | None = None  # the option mentioned last: a value before any mention in its sentence is its ("He")
     for sentence in _SENTENCE_END.split(reasoning):
         low = _fold(sentence)
         mentions: list[tuple[int, int]] = []  # (position, option index)
@@ -138,15 +159,11 @@ def dates_by_option(reasoning: str, options: tuple[str, str], event: Event = "an
         for alias, owner in aliases.items():
             mentions += [(m.start(), owner) for m in re.finditer(rf"\b{re.escape(alias)}\b", low)]
         mentions.sort()
-        for date in _DATE.finditer(low):  # positions in the folded sentence, as the mentions'
-            before = [k for pos, k in mentions if pos < date.start()]
+        for start, value in values(low):  # positions in the folded sentence, as the mentions'
+            before = [k for pos, k in mentions if pos < start]
             owner = before[-1] if before else last
-            key = _date_key(date)
-            clause = low[max(0, date.start() - 40):date.start()]
-            if owner is None or key is None or event != "any" and not _has(clause, _EVENT_WORDS[event]):
-                continue
-            if found[owner] is None:
-                found[owner] = key
+            if owner is not None and found[owner] is None:
+                found[owner] = value
         if mentions:
             last = mentions[-1][1]
     return found[0], found[1]
@@ -188,7 +205,9 @@ def settle_dates(question: str, text: str) -> DateComparison | None:
                           dates=(first, second), answer=answer)
 
 
-def _date_text(date: Any) -> str:
+def _date_text(date: Any, event: str = "any") -> str:
+    if event == "version":
+        return ".".join(str(v) for v in date) if date else "no version"
     if not date:
         return "no date"
     year, month, day = date
@@ -199,7 +218,7 @@ def describe_comparison(record: Mapping[str, Any]) -> str:
     """One line for a :class:`DateComparison` record (``to_dict()``), as ``active-rag ask`` prints it: "later by
     dates: 'Brudebuketten' 1953, 'Clownery' 1989 -> 'Clownery'"."""
     options, dates = record["options"], record["dates"]
-    pairs = ", ".join(f"{o!r} {_date_text(d)}" for o, d in zip(options, dates))
+    pairs = ", ".join(f"{o!r} {_date_text(d, record['event'])}" for o, d in zip(options, dates))
     verdict = f"-> {record['answer']!r}" if record.get("answer") else "-> nothing settled; the reader's answer stands"
-    by = {"born": "dates of birth", "died": "dates of death"}.get(record["event"], "dates")
+    by = {"born": "dates of birth", "died": "dates of death", "version": "versions"}.get(record["event"], "dates")
     return f"{record['direction']} by {by}: {pairs} {verdict}"

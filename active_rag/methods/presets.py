@@ -132,21 +132,22 @@ PRESETS: dict[str, Preset] = {
                use_for="bridge questions only (sr-rag-choose without the per-question choice)"),
         Preset("sr-rag-choose", "sr-rag-linked that chooses per question what to add to the question's passages: a "
                "comparison of things the question names reads their own articles, any other question the articles "
-               "its passages link to (active_rag.methods.read_choice); a comparison of dates is settled by the dates the "
-               "reader wrote (active_rag.methods.date_compare), and a 'yes' to whether two names both have a property by asking each name "
+               "its passages link to (active_rag.methods.read_choice); a comparison of dates or versions is settled by the "
+               "dates or versions the reader wrote (active_rag.methods.date_compare, version_compare), and a 'yes' to whether two names both have a property by asking each name "
                "(active_rag.methods.both_names)", "once", "input", context="accumulate",
-               answer=AnswerStage(options=True, links="choose", dates=True, each_name=True), source=_BEYOND,
+               answer=AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True), source=_BEYOND,
                use_for="recommended (the ask default with a model of 1B parameters or more): questions about things "
                "they only describe, over documents that name what they mention; +8.7 F1 over retrieving once on "
                "HotpotQA, +9.9 on 2WikiMultihopQA (1.5B)"),
         Preset("look-again-choose", "answer from the question's passages; when an answer token has p < 0.95 or the "
                "answer is not found in those passages, read what sr-rag-choose reads (active_rag.methods.read_choice) "
                "and answer again, keeping the second answer unless it only repeats the draft's passages (the draft and it both "
-               "found there, it in none of the added ones); otherwise read nothing more; a comparison of dates is settled "
-               "by the dates the reader wrote, and a 'yes' to whether two names both have a property by asking each name", "once", "input",
+               "found there, it in none of the added ones); otherwise read nothing more; a comparison of dates or "
+               "versions is settled by those the reader wrote, and a 'yes' to whether two names both have a property by asking each name", "once", "input",
                context="accumulate",
                answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="new-evidence", query="choose",
-                                                    ground_draft=True), options=True, dates=True, each_name=True),
+                                                    ground_draft=True), options=True, dates=True, versions=True,
+                                   each_name=True),
                source=_BEYOND, use_for="a mix of questions the first passages often answer and bridge questions, over titled "
                "documents: sr-rag-choose's gain at fewer retriever calls (1.0-1.5), reading nothing more for 43-90% of "
                "questions; StrategyQA +3.1 over six passages (1.5B); with hidden titles -3.2 against sr-rag-choose on HotpotQA dev"),

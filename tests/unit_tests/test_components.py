@@ -35,6 +35,8 @@ AFTER_THE_COMPONENTS = {"look-again-choose"}
 SETTLE_DATES = {"sr-rag-choose", "look-again-choose"}
 #: ... and that ask a "both" question's names one by one (``AnswerStage(each_name=True)``), likewise
 ASK_EACH_NAME = SETTLE_DATES
+#: ... and that settle comparisons of versions (``AnswerStage(versions=True)``), likewise
+SETTLE_VERSIONS = SETTLE_DATES
 
 
 def test_every_preset_but_the_later_ones_was_recorded_before_the_components() -> None:
@@ -47,6 +49,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
     described = ActiveRAG.from_preset(name, lm, Wiki()).describe()
     assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
     assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
+    assert described.pop("settle_versions", False) == (name in SETTLE_VERSIONS)
     assert described == BEFORE[name]
     if name + "@profile" in BEFORE:
         profile = "2wikimultihopqa"
@@ -55,6 +58,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
         described = rag.describe()
         assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
         assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
+        assert described.pop("settle_versions", False) == (name in SETTLE_VERSIONS)
         assert described == BEFORE[name + "@profile"]
 
 
@@ -62,7 +66,9 @@ def test_a_preset_is_data_that_names_its_components() -> None:
     for preset in PRESETS.values():
         assert isinstance(preset, Preset) and isinstance(preset.answer, AnswerStage)
         assert isinstance(preset.settings, RunSettings) and isinstance(preset.trigger, str)
-    assert PRESETS["sr-rag-choose"].answer == AnswerStage(options=True, links="choose", dates=True, each_name=True)
+    assert PRESETS["sr-rag-choose"].answer == AnswerStage(options=True, links="choose", dates=True, versions=True,
+                                                          each_name=True)
+    assert {name for name, p in PRESETS.items() if p.answer.versions} == SETTLE_VERSIONS
     assert {name for name, p in PRESETS.items() if p.answer.dates} == SETTLE_DATES
     assert {name for name, p in PRESETS.items() if p.answer.each_name} == ASK_EACH_NAME
     assert PRESETS["flare"].settings.initial_retrieval and not PRESETS["dragin"].settings.initial_retrieval
@@ -76,7 +82,8 @@ def test_a_preset_is_data_that_names_its_components() -> None:
 def test_a_flat_override_sets_one_field_and_keeps_the_others() -> None:
     lm, _ = _reader()
     rag = ActiveRAG.from_preset("sr-rag-choose", lm, Wiki(), answer_options=False, max_retrievals=1)
-    assert rag.answer == AnswerStage(options=False, links="choose", dates=True, each_name=True) and rag.follow_links == "choose"
+    assert rag.answer == AnswerStage(options=False, links="choose", dates=True, versions=True, each_name=True)
+    assert rag.follow_links == "choose"
     assert not rag.answer_options and rag.max_retrievals == 1 and rag.method == "sr-rag-choose"
     # a component replaces the preset's whole stage
     rag = ActiveRAG.from_preset("sr-rag-choose", lm, Wiki(), answer=AnswerStage(options=True))

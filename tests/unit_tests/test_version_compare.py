@@ -1,0 +1,103 @@
+"""Settling a comparison of versions with the versions the reader wrote (active_rag.methods.version_compare)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from active_rag import ActiveRAG, AnswerStage
+from active_rag.evaluation.scoring import _read_rows
+from active_rag.evaluation.settled import convert_row
+from active_rag.methods.version_compare import asks_versions, settle_versions, versions_by_option
+from active_rag.settings import engine_kwargs
+from tests.unit_tests.test_loop import ScriptedLM, Word, words
+from tests.unit_tests.test_read_choice import Corpus
+
+Q = "Which requires a newer minimum Python version, rpds-py or py-cpuinfo2?"
+WRONG = ("rpds-py requires a newer minimum Python version, which is Python 3.11. py-cpuinfo2 requires Python 3.9. "
+         "So the answer is py-cpuinfo2.")
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    (Q, "later"),
+    ("Which requires an older minimum Python version, typer or Pygments?", "earlier"),
+    ("Which has the higher version number, numpy or scipy?", "later"),
+    ("Which has the lower version, numpy or scipy?", "earlier"),
+    ("Which film came out first, Thai Mozhi or How To Avoid Everything?", None),  # dates, not versions
+    ("Which requires Python, typer or Pygments?", None),  # no version asked
+    ("Who is the author of the numpy package?", None),
+])
+def test_asks_versions(question: str, expected: str | None) -> None:
+    assert asks_versions(question) == expected
+
+
+def test_versions_are_compared_as_numbers_not_as_text() -> None:
+    settled = settle_versions(Q, WRONG)
+    assert settled is not None and settled.answer == "rpds-py" and settled.dates == ((3, 11), (3, 9))
+    newer = settle_versions("Which requires a newer minimum Python version, jiter or markdown-it-py?",
+                            "markdown-it-py requires Python 3.10. jiter requires 3.9. So the answer is jiter.")
+    assert newer is not None and newer.answer == "markdown-it-py"  # 3.10 is newer than 3.9
+    older = settle_versions("Which requires an older minimum Python version, jiter or markdown-it-py?",
+                            "markdown-it-py requires >=3.10 and jiter >=3.9. So the answer is markdown-it-py.")
+    assert older is not None and older.answer == "jiter"
+
+
+@pytest.mark.parametrize("text", [
+    "rpds-py requires Python 3.11. So the answer is rpds-py.",  # one version only
+    "rpds-py requires Python 3.9 and py-cpuinfo2 requires Python 3.9.0. So the answer is rpds-py.",  # a tie
+    "rpds-py is newer. So the answer is rpds-py, 3.11 against py-cpuinfo2 3.9.",  # after the answer phrase
+])
+def test_without_two_versions_that_differ_the_readers_answer_stands(text: str) -> None:
+    settled = settle_versions(Q, text)
+    assert settled is not None and settled.answer is None
+
+
+def test_a_version_belongs_to_the_option_mentioned_last_before_it() -> None:
+    assert versions_by_option("Typer needs v0.12.3 at least. Pygments needs 2.17.", ("typer", "Pygments")) == (
+        (0, 12, 3), (2, 17))
+
+
+def _script(prompt: str) -> list[Word]:
+    return words(WRONG)
+
+
+def test_the_presets_settle_versions_and_the_papers_methods_do_not() -> None:
+    result = ActiveRAG.from_preset("sr-rag-choose", ScriptedLM(script=_script), Corpus(), top_k=2).run(Q)
+    assert result.answer == WRONG and result.short_answer == "rpds-py"  # the text stays what the model wrote
+    assert result.date_comparison is not None and result.date_comparison["event"] == "version"
+    assert json.loads(json.dumps(result.to_dict()))["date_comparison"]["dates"] == [[3, 11], [3, 9]]
+    off = ActiveRAG.from_preset("sr-rag-choose", ScriptedLM(script=_script), Corpus(), top_k=2, settle_versions=False)
+    assert off.run(Q).short_answer == "py-cpuinfo2" and "settle_versions" not in off.describe()
+    assert engine_kwargs({"settle_versions": True})["answer"] == AnswerStage(versions=True)
+    plain = ActiveRAG.from_preset("sr-rag", ScriptedLM(script=_script), Corpus(), top_k=2).run(Q)
+    assert plain.short_answer == "py-cpuinfo2" and plain.date_comparison is None
+
+
+def test_ask_prints_the_versions_compared() -> None:
+    from active_rag.cli.commands import _print_checks_and_cost
+
+    out = io.StringIO()
+    _print_checks_and_cost(ActiveRAG.from_preset("sr-rag-choose", ScriptedLM(script=_script), Corpus(), top_k=2).run(Q), out)
+    assert "Versions compared: later by versions: 'rpds-py' 3.11, 'py-cpuinfo2' 3.9 -> 'rpds-py'" in out.getvalue()
+
+
+def _row(key: str, qid: str = "q1", **extra: object) -> dict:
+    return {"id": qid, "question": Q, "gold": ["rpds-py"], "prediction": WRONG, "answer": "py-cpuinfo2",
+            "metrics": {"em": 0.0, "f1": 0.0, "precision": 0.0, "recall": 0.0}, "engine_key": key, **extra}
+
+
+def test_a_row_written_without_the_rule_is_settled_without_the_model(tmp_path: Path) -> None:
+    row = convert_row(_row("old"), "new", "versions")
+    assert row is not None and row["answer"] == "rpds-py" and row["metrics"]["f1"] == 1.0
+    assert row["date_comparison"]["event"] == "version" and row["settled_from"] == "old"
+    both = convert_row(_row("old"), "new", "dates+versions")
+    assert both is not None and both["answer"] == "rpds-py"
+    dated = _row("old", date_comparison={"event": "any", "answer": "py-cpuinfo2", "dates": [[2020, 0, 0], [2021, 0, 0]]})
+    assert convert_row(dated, "new", "versions") is None  # the dates changed the reader's answer: answer again
+    path = tmp_path / "sr-rag-choose.jsonl"
+    path.write_text(json.dumps(_row("old")) + "\n")
+    done = _read_rows(path, "new", unsettled_key={"old": "versions"})
+    assert done["q1"]["answer"] == "rpds-py" and done["q1"]["engine_key"] == "new"
