@@ -186,7 +186,9 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
         from active_rag.evaluation.pydocs import passages_digest
 
         desc["corpus_digest"] = passages_digest(folder)
-        desc["link_rules"] = "continuation"  # follow_links' continuation gate: it changes only chunked corpora
+        check = getattr(rag, "answer_check", None)
+        if rag.follow_links or getattr(check, "query", None) in ("linked", "choose"):
+            desc["link_rules"] = "continuation"  # follow_links' continuation gate: it changes only chunked corpora
     if getattr(rag.router, "pool", None):  # TA-ARE's similarity-selected demonstrations (absent: fixed ones)
         desc["router_demos"] = {"similar": getattr(rag.router, "n_yes", None), "pool": len(rag.router.pool)}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]
