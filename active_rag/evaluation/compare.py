@@ -149,15 +149,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "links), form (choice, yes-no, open) or type (as the dataset labels its questions)")
     parser.add_argument("--data-dir", type=Path, default=None, help="--by type: the data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
     parser.add_argument("--split", default="dev", help="--by type: the question file (default dev)")
+    parser.add_argument("--all-rows", action="store_true",
+                        help="score each file on all its rows (default: only the questions every file answered, so "
+                             "that each column is read on the same questions)")
     args = parser.parse_args(argv)
     files = dict(args.files)
     missing = [b for b in args.baseline if b not in files]
     if missing:
         parser.exit(2, f"error: --baseline {missing[0]!r} is not one of the labels {sorted(files)}: name a LABEL=PATH.\n")
     try:
-        summary, diffs = compare_rows(files, args.baseline, args.dataset)
+        ids = [{str(r.get("id")) for r in read_rows(path)} for path in files.values()]
     except (FileNotFoundError, json.JSONDecodeError) as exc:
         parser.exit(2, f"error: {exc}\n")
+    common = set.intersection(*ids)
+    if not args.all_rows and any(len(i) != len(common) for i in ids):
+        print(f"compare: {len(common)} question(s) answered in every file; the others are left out (--all-rows keeps them)",
+              file=sys.stderr)
+
+    def kept(row: Mapping[str, Any]) -> bool:
+        return args.all_rows or str(row.get("id")) in common
+
+    summary, diffs = compare_rows(files, args.baseline, args.dataset, keep=kept)
     sys.stdout.write(format_comparison(summary, diffs, args.baseline, args.dataset))
     if args.by:
         types: dict[str, str] = {}
@@ -173,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         groups = sorted({group_of(r, args.by, types) for path in files.values() for r in read_rows(path)})
         for group in groups:
             summary, diffs = compare_rows(files, args.baseline, args.dataset,
-                                          keep=lambda r, g=group: group_of(r, args.by, types) == g)
+                                          keep=lambda r, g=group: kept(r) and group_of(r, args.by, types) == g)
             sys.stdout.write(f"\n{args.by} = {group}\n\n" + format_comparison(summary, diffs, args.baseline, args.dataset))
     return 0
 

@@ -122,3 +122,14 @@ def test_compare_by_type_groups_rows_by_the_datasets_question_type(tmp_path: Pat
     out = capsys.readouterr().out
     author, python = out.split("type = author")[1].split("type = python")
     assert "| mine | 1 | 100.0 | +100.0" in author and "| mine | 1 | 0.0 | +0.0" in python
+
+
+def test_the_cli_reads_every_column_on_the_questions_all_files_answered(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    gold = ["g1"]
+    base = _write(tmp_path / "base.jsonl", [_row(q, 0.0, passages=["g1"], gold=gold) for q in "ab"])
+    more = _write(tmp_path / "more.jsonl", [_row(q, 1.0 if q != "c" else 0.0, passages=["g1"], gold=gold) for q in "abc"])
+    assert main(["--dataset", "hotpotqa", "--baseline", "base", f"base={base}", f"more={more}"]) == 0
+    out, err = capsys.readouterr()
+    assert "| more | 2 | 100.0 |" in out and "2 question(s) answered in every file" in err
+    assert main(["--dataset", "hotpotqa", "--baseline", "base", "--all-rows", f"base={base}", f"more={more}"]) == 0
+    assert "| more | 3 | 66.7 |" in capsys.readouterr().out
