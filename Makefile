@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := langchain,llamaindex,chroma,eval,plot,ray,dev,docs,endpoint
+EXTRAS := langchain,langgraph,llamaindex,chroma,eval,plot,ray,dev,docs,endpoint
 # llama-cpp-python (the endpoint extra: the tests' OpenAI-compatible server) has no wheel on PyPI: its source
 # distribution is built once (cmake, a C++ compiler; 3 minutes on 2 idle CPU cores, docs/endpoint.md) into this
 # folder, and later setups, in this checkout or another, install the wheel found there. LLAVA_BUILD=OFF skips the

@@ -12,6 +12,10 @@ Everything delegates to the framework-neutral engine :mod:`active_rag`:
 - :class:`MiniLMEmbeddings`: offline all-MiniLM-L6-v2 embeddings (for Chroma and other vector stores).
 - :func:`attach_name_index`: the name index of a retriever's Documents, for one whose documents the adapter cannot
   list (Chroma, in-memory stores and BM25 retrievers get theirs without it).
+
+With the ``langgraph`` extra, :mod:`langchain_active_rag.graph` builds the same methods as a LangGraph graph (route,
+generate, retrieve and answer nodes; streaming, checkpointers, a human before each retrieval); it is imported on its
+own (``from langchain_active_rag.graph import build_graph``), not from here.
 """
 
 from .adapter import RetrieverAdapter, attach_name_index

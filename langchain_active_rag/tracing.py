@@ -76,28 +76,38 @@ class GenerationTracer:
         temperature: float = 0.0,
         prompt_mode: str = "single",
     ) -> None:
-        config = config or {}
         self.lm = lm
         self.prompt = prompt
         self.prompt_mode = prompt_mode
         self.question = question
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
-        self.manager = CallbackManager.configure(
-            inheritable_callbacks=config.get("callbacks"),
-            inheritable_tags=config.get("tags"),
-            inheritable_metadata={
-                **(config.get("metadata") or {}),
-                **ls_params(lm, ls_temperature=temperature, ls_max_tokens=max_new_tokens),
-            },
-        )
-        self.enabled = bool(self.manager.handlers)
+        self._configure(config)
         self.retrievals: list[Retrieval] = []
         self.passages: dict[str, Passage] = {}  # every retrieved passage by id
         self.attempt = 0  # the latest answer attempt reported
         self.base = -1  # the latest retrieval before the current attempt started (-1: none)
         self.accepted: list[str] = []  # text of every accepted token so far (of the current attempt)
         self.segment: _Segment | None = None
+
+    def _configure(self, config: RunnableConfig | None) -> None:
+        config = config or {}
+        self.manager = CallbackManager.configure(
+            inheritable_callbacks=config.get("callbacks"),
+            inheritable_tags=config.get("tags"),
+            inheritable_metadata={
+                **(config.get("metadata") or {}),
+                **ls_params(self.lm, ls_temperature=self.temperature, ls_max_tokens=self.max_new_tokens),
+            },
+        )
+        self.enabled = bool(self.manager.handlers)
+
+    def rebind(self, config: RunnableConfig | None, finish_reason: str = "retrieval") -> None:
+        """Report the next runs as children of the run whose child ``config`` is given, closing the open segment
+        (with ``finish_reason``) under the old one: a LangGraph node that advances the engine is a run of its own
+        (:mod:`langchain_active_rag.graph`), and the segments it reports belong under it."""
+        self._close(finish_reason)
+        self._configure(config)
 
     # -- runs ---------------------------------------------------------------------------------------------
     def _start(self, messages: list[BaseMessage], max_tokens: int | None) -> CallbackManagerForLLMRun:

@@ -2,7 +2,7 @@
 executed ``NN_name.ipynb``, and runs top to bottom (fast mode) in a temporary folder.
 
 ``ACTIVE_RAG_NOTEBOOK_FAST=1``, read by each notebook's first cell, shrinks generation lengths and limits so that
-the four notebooks run in a few minutes on a CPU. Notebook 04 skips its evaluation part (with a message) when
+the five notebooks run in a few minutes on a CPU. Notebook 04 skips its evaluation part (with a message) when
 the shared HotpotQA slice is absent; its speed benchmark always runs.
 """
 
@@ -23,6 +23,7 @@ NEEDS = {
     "02_llamaindex": ("llamaindex_active_rag", "llama_index.retrievers.bm25", "llama_index.vector_stores.chroma"),
     "03_why_it_retrieved": ("matplotlib",),
     "04_benchmark": ("matplotlib",),
+    "05_langgraph": ("langchain_active_rag", "langgraph"),
 }
 
 
@@ -99,3 +100,5 @@ def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path, monkeypatch: pyt
         else:
             assert "Skipped: no HotpotQA data" in text
         assert "loop/generate" in text
+    elif name.startswith("05"):
+        assert "graph TD" in text and "[retrieve]" in text and "edited to" in text and "router said" in text
