@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
+
+
+#: Metadata keys naming the file a passage was read from, first found first (:attr:`Passage.shown_title`).
+_FILE_KEYS = ("file_name", "source", "file_path", "path")
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,19 @@ class Passage:
     title: str = ""
     score: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def shown_title(self) -> str:
+        """What a trace calls this passage: its title, else the name of the file it was read from (the last part of
+        ``metadata["file_name"]``, ``["source"]``, ``["file_path"]`` or ``["path"]``, as LangChain loaders and
+        LlamaIndex readers write them), else ``""`` (its id names it then). Shown only: the methods read ``title``."""
+        if self.title:
+            return self.title
+        for key in _FILE_KEYS:
+            value = self.metadata.get(key)
+            if isinstance(value, str) and value.strip():
+                return re.split(r"[/\\]", value.strip().rstrip("/\\"))[-1] or value.strip()
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "text": self.text, "score": self.score, "metadata": dict(self.metadata)}
@@ -138,7 +156,7 @@ class Retrieval:
             "passage_ids": self.passage_ids,
             "trigger": self.trigger,
             "reason": self.reason,
-            "titles": [p.title for p in self.passages],
+            "titles": [p.shown_title for p in self.passages],  # a file's name where a passage has no title
             "top_k": self.top_k,
             "returned": len(self.passages) + len(self.dropped) if self.returned is None else self.returned,
             "dropped_ids": [p.id for p in self.dropped],

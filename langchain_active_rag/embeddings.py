@@ -23,13 +23,17 @@ class MiniLMEmbeddings(BaseModel, Embeddings):
     batch_size: int = 32
     max_length: int = 256
     device: str = "cpu"
+    show_progress: bool = True
+    """A progress bar over the batches of :meth:`embed_documents` (more than one batch) when standard error is a
+    terminal; never under a pipe, a log or the tests. ``False``: never."""
 
     model_config = ConfigDict(protected_namespaces=(), extra="forbid")
 
     _encoder: MiniLMEncoder = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
-        self._encoder = MiniLMEncoder(self.model_path, batch_size=self.batch_size, max_length=self.max_length, device=self.device)
+        self._encoder = MiniLMEncoder(self.model_path, batch_size=self.batch_size, max_length=self.max_length, device=self.device,
+                                      show_progress=self.show_progress)
 
     @property
     def encoder(self) -> MiniLMEncoder:

@@ -38,6 +38,7 @@ __all__ = [
     "default_ask_context",
     "default_ask_method",
     "default_ask_model",
+    "default_method_reason",
 ]
 
 #: Registry models, strongest first: ``ask``'s model is the first one that loads without installing anything.
@@ -73,3 +74,12 @@ def default_ask_context(endpoint: bool = False, model: str | None = None) -> str
     """:data:`ASK_SMALL_MODEL_CONTEXT` where :func:`default_ask_method` picks :data:`ASK_SMALL_MODEL_METHOD`, else
     ``None`` (the method's own context policy)."""
     return ASK_SMALL_MODEL_CONTEXT if not endpoint and model in ASK_SMALL_MODELS else None
+
+
+def default_method_reason(endpoint: bool = False, model: str | None = None) -> str:
+    """Why :func:`default_ask_method` picked its method, as ``ask``'s header says it (``Method: ... (<reason>)``)."""
+    if endpoint:
+        return "the default with --endpoint: one retrieval, six passages"
+    if model in ASK_SMALL_MODELS:
+        return "the default for models under 1B parameters"
+    return "the default for models of 1B parameters and more" if model in ASK_MODELS else "the default"

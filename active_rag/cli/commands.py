@@ -1,5 +1,6 @@
-"""The ``active-rag`` command line: ask, methods, index, models, doctor, calibrate (:mod:`active_rag.cli.calibrate`),
-and eval, bench (:mod:`active_rag.evaluation.cli`). A bare ``active-rag`` prints the help."""
+"""The ``active-rag`` command line: ask (what it prints and ``--threads``: :mod:`active_rag.cli.ask`), methods, index,
+models, doctor, calibrate (:mod:`active_rag.cli.calibrate`), and eval, bench (:mod:`active_rag.evaluation.cli`). A bare
+``active-rag`` prints the help."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ActiveRAGError, UnknownNameError
+from .ask import add_threads_option, is_terminal as _is_terminal, print_checks_and_cost as _print_checks_and_cost
+from .ask import print_header, print_retrieval as _print_retrieval, rewind_label as _rewind_label, set_threads
 from ..model_flags import add_endpoint_options, add_model_options, endpoint_options, load_endpoint, load_model, model_options, parse_number
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,23 +45,25 @@ def _chunking(args: argparse.Namespace) -> dict[str, int]:
     return options
 
 
-def _load_retriever(corpus: str | None, chunking: dict[str, int]) -> Any:
+def _load_retriever(corpus: str | None, chunking: dict[str, int], progress: bool = True) -> Any:
     from ..retrieval.bm25 import BM25Index
 
     if corpus in (None, "demo"):
         return BM25Index.demo()
-    return _open_corpus(corpus, chunking)
+    return _open_corpus(corpus, chunking, progress=progress)
 
 
-def _open_corpus(corpus: str, chunking: dict[str, int]) -> Any:
-    """``BM25Index.from_path``; what a folder corpus skipped is said on stderr in one ``warning:`` line."""
+def _open_corpus(corpus: str, chunking: dict[str, int], progress: bool = True) -> Any:
+    """``BM25Index.from_path``; what a folder corpus skipped is said on stderr in one ``warning:`` line. A folder's
+    reading and indexing draw progress bars on a terminal (:mod:`active_rag.progress`), never with ``progress=False``
+    (``--json``)."""
     import warnings
 
     from ..retrieval.bm25 import BM25Index
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        index = BM25Index.from_path(corpus, **chunking)
+        index = BM25Index.from_path(corpus, **chunking, progress=None if progress else False)
     for w in caught:
         print(f"warning: {' '.join(str(w.message).split())}", file=sys.stderr)
     return index
@@ -80,11 +85,15 @@ def _warn_without_names(engine: Any, retriever: Any) -> None:
 
 
 def _default_model(args: argparse.Namespace) -> None:
-    """Set ``args.model`` to the strongest installed registry model (:mod:`active_rag.cli.ask_defaults`)."""
-    from .ask_defaults import default_ask_model
+    """Set ``args.model`` to the strongest installed registry model (:mod:`active_rag.cli.ask_defaults`), and
+    ``args.model_reason`` to why, for the header."""
+    from .ask_defaults import ASK_MODELS, default_ask_model
     from ..models.registry import model_status
 
     args.model = default_ask_model(lambda name: model_status(name).loadable)
+    stronger = ASK_MODELS[0] if args.model != ASK_MODELS[0] else None
+    args.model_reason = "the strongest installed registry model" + (
+        f"; a stronger one: `active-rag models install {stronger}`" if stronger else "")
 
 
 def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -108,12 +117,13 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
     check_question(args.question)
     if not (args.method or args.trigger or args.query or args.theta is not None):  # ask's default (ask_defaults)
-        from .ask_defaults import default_ask_context, default_ask_method
+        from .ask_defaults import default_ask_context, default_ask_method, default_method_reason
 
         endpoint = bool(getattr(args, "endpoint", None))
         if args.model is None and not endpoint:  # the method follows the model: resolve it now (no load yet)
             _default_model(args)
         args.method = default_ask_method(endpoint=endpoint, model=args.model)
+        args.method_reason = default_method_reason(endpoint=endpoint, model=args.model)
         if getattr(args, "context", None) is None:  # a --context of the user's own stays
             args.context = default_ask_context(endpoint=endpoint, model=args.model)
     if args.router not in (*ROUTERS, "none"):
@@ -221,38 +231,6 @@ def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dic
     return engine
 
 
-def _print_retrieval(r: Any, out: Any) -> None:
-    """One retrieval, human-readable: where (output token position), why (the trigger, the token that fired it,
-    its score and the threshold, with where the threshold came from), the query, and the passages (title and
-    id) the prompt got. A field that does not apply (a retrieval before generation has no token or score, a
-    trigger without a threshold none) prints as ``-``."""
-    score = "-" if r.score is None else f"{r.score:.3f}"
-    source = f" ({r.threshold_source})" if r.threshold is not None and getattr(r, "threshold_source", None) else ""
-    threshold = "-" if r.threshold is None else f"{r.threshold:g}"
-    token = "(before generation)" if r.token is None else repr(r.token)
-    print(f"  [retrieval @ token {r.position}] trigger={r.trigger} token={token} score={score} "
-          f"threshold={threshold}{source}", file=out)
-    print(f"      query: {r.query}", file=out)
-    if r.top_k is not None and r.returned is not None and r.returned < r.top_k:
-        print(f"      the retriever returned {r.returned} of the {r.top_k} passages asked for", file=out)
-    details = r.details or {}
-    linked = details.get("articles") if r.formulator == "linked" else None
-    if r.formulator == "linked":  # the per-question choice, then the names followed, best first
-        if details.get("choice"):
-            print(f"      chose {details['choice']}: {details.get('choice_reason', '')}", file=out)
-        print(f"      names followed: {', '.join(details.get('names') or []) or '(none)'}", file=out)
-    for p in r.passages:
-        origin = ""
-        if linked is not None:  # the linked look: a name's own article, or the question's next passage
-            origin = f"  <- the article of {linked[p.id]!r}" if p.id in linked else "  <- the question's next passage"
-        print(f"      - {p.title or p.id}  [{p.id}]{origin}", file=out)
-    if r.dropped:
-        print(f"      ({len(r.dropped)} lower-ranked passages left out of the prompt: {r.dropped_reason})", file=out)
-    held = getattr(r, "held_ids", None)
-    if held is not None and held != r.passage_ids:  # a context policy that keeps earlier passages
-        print(f"      the prompt now holds {len(held)} passages: {', '.join(held)}", file=out)
-
-
 def _options_on_an_endpoint(args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
     """With ``--endpoint``, a method that answers a choice question with one of its options: the options rule masks
     the model's logits at every answer token, which an endpoint does not allow. A question that offers no options
@@ -281,6 +259,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from ..types import ActiveRAGResult, Retrieval, RouteDecision, TokenEvent
 
     kwargs = _engine_kwargs(args)  # names and numbers first: an error here costs no model load
+    set_threads(getattr(args, "threads", None))
     chunking = _chunking(args)
     remote = endpoint_options(args)  # --endpoint URL: checked before the retriever and the model load
     if remote is not None:
@@ -291,7 +270,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     options = model_options(args)
     if args.model is None and remote is None:
         _default_model(args)
-    retriever = _load_retriever(args.corpus, chunking)
+    retriever = _load_retriever(args.corpus, chunking, progress=not args.json)
     lm = load_endpoint(args.model, **remote) if remote is not None else load_model(args.model, **options)
     engine = _build_engine(args, lm, retriever, kwargs)
     _warn_without_names(engine, retriever)
@@ -300,6 +279,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     last: TokenEvent | None = None  # the last answer token printed (--stream)
     # on a terminal, a line on stderr says how far the answer is; --stream shows the tokens, --json is for programs
     progress = ProgressLine(sys.stderr, enabled=not (args.json or args.stream) and _is_terminal(sys.stderr))
+    if not args.json:  # which model and method, and why, before the wait for the first token; --stream's stdout
+        print_header(args, engine, sys.stderr if args.stream else out)  # is the answer's text, so there on stderr
     with warnings.catch_warnings():
         # the result's warnings are printed once at the end (or are in the JSON): not twice
         warnings.filterwarnings("ignore", message=r"Context window full:")
@@ -341,11 +322,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print("\n", file=out)
         print(f"Retrievals: {len(result.retrievals)} (above)", file=out)
     else:
-        print(f"Question: {result.question}", file=out)
-        source = engine.describe()["threshold_source"]
-        theta = f" (theta {engine.describe()['threshold']:g}: {source})" if source else ""
-        context = f", context {engine.context.name}" if getattr(args, "context", None) else ""  # not the method's
-        print(f"Method:   {engine.method}{theta}{context}, prompt mode {engine.prompt_mode}", file=out)
         print(f"Answer:   {result.answer}", file=out)
         print(f"Short answer: {result.short_answer}\n", file=out)
         print(f"Retrievals: {len(result.retrievals)}", file=out)
@@ -355,49 +331,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
-
-
-def _is_terminal(stream: Any) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
-
-
-def _rewind_label(last: TokenEvent, event: TokenEvent) -> str:
-    """What a token at an earlier position than the last one means, for ``ask --stream``."""
-    if event.attempt != last.attempt:
-        return "answer again" if event.attempt else "answer kept: the draft"
-    return "the text after here dropped: a repeated sentence, or one a check cut"
-
-
-def _print_checks_and_cost(result: Any, out: Any) -> None:
-    """What ``ask`` prints after the retrievals: the answer check, the dates compared, and the question's cost."""
-    if result.answer_check is not None:
-        _print_answer_check(result.answer_check, out)
-    if result.date_comparison is not None:
-        from ..methods.date_compare import describe_comparison
-
-        label = "Versions compared" if result.date_comparison.get("event") == "version" else "Dates compared"
-        print(f"{label}: {describe_comparison(result.date_comparison)}", file=out)
-    if result.each_name is not None:
-        asked = "; ".join(f"{a['question']!r}: {a['verdict'] or 'neither yes nor no'}" for a in result.each_name["asked"])
-        settled = result.each_name["answer"] or "the reader's answer stands"
-        print(f"Each name asked: {asked} -> {settled}", file=out)
-    print(f"Retriever calls: {result.retriever_calls}", file=out)
-    print(f"Prompt tokens: {result.prompt_tokens_read} read ({result.cached_prompt_tokens} from the prefix cache, "
-          f"{result.prefilled_prompt_tokens} prefilled)", file=out)
-
-
-def _print_answer_check(check: dict[str, Any], out: Any) -> None:
-    """The answer check's record: each answer with the probability of its weakest answer token, and which was kept."""
-    def line(name: str, c: dict[str, Any]) -> str:
-        return f"  {name}: {c['answer']!r} (weakest answer token {c['token']!r}, p={c['min_prob']:.3f})"
-
-    print(f"Answer check ({check['name']}, theta {check['theta']:g}, keep by {check['select']}): "
-          f"{'looked again' if check['fired'] else check.get('reason', 'sure of the draft')}; kept the {check['kept']}",
-          file=out)
-    print(line("draft", check["draft"]), file=out)
-    if check.get("second"):
-        print(line("second", check["second"]), file=out)
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
@@ -413,7 +346,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     chunking = _chunking(args)
     _check_index_target(Path(args.out), args.force)  # before the (possibly long) indexing
-    index = _open_corpus(args.corpus, chunking)
+    index = _open_corpus(args.corpus, chunking, progress=not getattr(args, "json", False))
     index.save(args.out, overwrite=args.force)
     if getattr(args, "json", False):
         print(json.dumps({"corpus": args.corpus, "out": args.out, "passages": len(index),
@@ -535,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "chat-turns (exemplars as prior chat turns) or completion (plain text, no chat template)")
     ask.add_argument("--stream", action="store_true", help="print tokens and retrievals as they happen")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
+    add_threads_option(ask)
     add_model_options(ask)
     add_endpoint_options(ask)
     ask.set_defaults(func=cmd_ask)

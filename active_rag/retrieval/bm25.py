@@ -47,6 +47,7 @@ from active_rag.retrieval.index_files import (
     read_manifest,
     verify_files,
 )
+from active_rag.progress import progress_shown
 from active_rag.retrieval.name_index import NameIndex
 from active_rag.types import Passage
 
@@ -144,12 +145,15 @@ class BM25Index:
         stopwords: Stopwords = "en",
         k1: float = 1.5,
         b: float = 0.75,
+        progress: bool | None = False,
     ) -> BM25Index:
         """Index ``passages``.
 
         ``stemmer`` is a PyStemmer (Snowball) language or ``None``; ``stopwords`` is a bm25s stopword
         language code (``"en"``), an explicit list, or ``None``. ``k1`` and ``b`` are the BM25 parameters.
-        Passage ids must be unique and the corpus must not be empty.
+        Passage ids must be unique and the corpus must not be empty. ``progress``: ``None`` draws bm25s's
+        tokenizing and indexing bars when standard error is a terminal (:mod:`active_rag.progress`); ``False``
+        (the default) never.
         """
         items = list(passages)
         if not items:
@@ -168,15 +172,16 @@ class BM25Index:
             seen.add(p.id)
         items = [Passage(id=p.id, text=p.text, title=p.title, metadata=dict(p.metadata)) for p in items]
         stemmer_obj = _make_stemmer(stemmer)
+        shown = progress_shown(progress)
         tokens = bm25s.tokenize(
             [_index_text(p) for p in items],
             stopwords=_stopwords_arg(stopwords),
             stemmer=stemmer_obj,
             return_ids=False,
-            show_progress=False,
+            show_progress=shown,
         )
         model = bm25s.BM25(k1=k1, b=b)
-        model.index(tokens, show_progress=False)
+        model.index(tokens, show_progress=shown)
         return cls(items, model, stemmer=stemmer, stopwords=stopwords)
 
     @classmethod
@@ -193,7 +198,7 @@ class BM25Index:
     @classmethod
     def from_directory(
         cls, path: str | os.PathLike[str], *, stemmer: str | None = "english", stopwords: Stopwords = "en",
-        chunk_tokens: int = DEFAULT_CHUNK_TOKENS, chunk_overlap: int | None = None,
+        chunk_tokens: int = DEFAULT_CHUNK_TOKENS, chunk_overlap: int | None = None, progress: bool | None = None,
     ) -> BM25Index:
         """Index the text files under ``path`` (recursively: ``.txt``, ``.md``, ``.rst``, ..., and suffix-less text
         files, in UTF-8, UTF-16 or UTF-32; :func:`~active_rag.retrieval.folder.read_folder`), cut into passages of at
@@ -206,11 +211,13 @@ class BM25Index:
         and every chunk after the first starts with a line naming its file and its header's Title/Name
         (:func:`~active_rag.retrieval.chunking.identity_line`, also in ``metadata["prefix"]``). Files that are
         skipped (binary, unreadable, other suffixes, hidden) are listed in :attr:`skipped` and named in one warning.
-        ``chunk_overlap=None``: a quarter of ``chunk_tokens`` (64 of the default 256).
+        ``chunk_overlap=None``: a quarter of ``chunk_tokens`` (64 of the default 256). ``progress=None`` (the
+        default) draws progress bars for reading the files and indexing them when standard error is a terminal
+        (:mod:`active_rag.progress`: never under a pipe, a log or the tests); ``False`` never.
         """
         chunk_overlap = default_overlap(chunk_tokens) if chunk_overlap is None else chunk_overlap
         check_chunking(chunk_tokens, chunk_overlap, names=("chunk_tokens", "chunk_overlap"))
-        found = read_folder(path)
+        found = read_folder(path, progress=progress)
         if not found.passages:
             raise CorpusError(
                 f"Corpus directory {str(path)!r} holds no non-empty .txt or .md files (nor other text files: "
@@ -221,17 +228,17 @@ class BM25Index:
             warnings.warn(skipped_summary(path, found.skipped), stacklevel=2)
         passages = chunk_passages(found.passages, chunk_tokens=chunk_tokens, overlap=chunk_overlap,
                                   identity=lambda p: identity_line(p.id, p.text))
-        index = cls.from_passages(passages, stemmer=stemmer, stopwords=stopwords)
+        index = cls.from_passages(passages, stemmer=stemmer, stopwords=stopwords, progress=progress)
         index.skipped = list(found.skipped)
         return index
 
     @classmethod
     def from_path(
         cls, path: str | os.PathLike[str], *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-        chunk_overlap: int | None = None,
+        chunk_overlap: int | None = None, progress: bool | None = None,
     ) -> BM25Index:
         """Open a corpus by path: a saved index directory, a JSONL file, or a directory of text files (cut into
-        passages by ``chunk_tokens`` / ``chunk_overlap``, see :meth:`from_directory`)."""
+        passages by ``chunk_tokens`` / ``chunk_overlap``, see :meth:`from_directory`; ``progress`` as there)."""
         p = Path(path)
         if not p.exists():
             raise CorpusError(
@@ -241,7 +248,7 @@ class BM25Index:
         if p.is_dir():
             if (p / _CONFIG_NAME).is_file():
                 return cls.load(p)
-            return cls.from_directory(p, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+            return cls.from_directory(p, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, progress=progress)
         return cls.from_jsonl(p)
 
     @classmethod

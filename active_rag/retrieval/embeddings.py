@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelNotInstalledError
+from ..progress import progress
 
 __all__ = ["MINILM_PACKAGE", "MINILM_DIMENSION", "MiniLMEncoder", "minilm_path"]
 
@@ -84,13 +85,17 @@ class MiniLMEncoder:
         batch_size: int = 32,
         max_length: int = 256,
         device: str = "cpu",
+        show_progress: bool = True,
     ) -> None:
+        """``show_progress``: draw a bar over the batches of an :meth:`encode` of more than one batch when standard
+        error is a terminal (:mod:`active_rag.progress`; never under a pipe, a log or the tests); ``False`` never."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
         self.path = Path(path) if path is not None else None
         self.batch_size = batch_size
         self.max_length = max_length
         self.device = device
+        self.show_progress = show_progress
 
     def _loaded(self) -> _Loaded:
         path = str(self.path if self.path is not None else minilm_path())
@@ -110,8 +115,10 @@ class MiniLMEncoder:
         # Batch texts of similar length together (less padding), then restore the input order.
         order = sorted(range(len(items)), key=lambda i: -len(items[i]))
         vectors: list[list[float]] = []
+        starts = range(0, len(order), self.batch_size)
+        shown = self.show_progress and len(starts) > 1
         with loaded.lock, torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
+            for start in progress(starts, desc="embedding", unit="batch", enabled=None if shown else False):
                 batch = [items[i] for i in order[start : start + self.batch_size]]
                 enc = loaded.tokenizer(
                     batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"

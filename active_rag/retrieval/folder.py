@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorpusError
+from ..progress import progress as show_progress
 from ..types import Passage
 
 __all__ = ["FolderRead", "Skipped", "TEXT_SUFFIXES", "read_folder", "skipped_summary", "sniff_encoding"]
@@ -161,18 +162,19 @@ def _walk(root: Path) -> tuple[list[tuple[Path, str]], list[Skipped]]:
     return files, skipped
 
 
-def read_folder(path: str | os.PathLike[str]) -> FolderRead:
+def read_folder(path: str | os.PathLike[str], *, progress: bool | None = False) -> FolderRead:
     """Read the text files under ``path`` (see the module docs) into passages: id the relative path (``/``
     separators), title the file name without its suffix, text the file's text stripped, ``metadata["path"]`` the
     absolute path (and ``metadata["encoding"]`` when it is not UTF-8). Raises
     :class:`~active_rag.errors.CorpusError` when ``path`` is not a folder or cannot be read, or a text-suffixed file
-    is not UTF-8."""
+    is not UTF-8. ``progress=None`` draws a bar over the files when standard error is a terminal
+    (:mod:`active_rag.progress`); ``False`` (the default) never."""
     root = Path(path)
     if not root.is_dir():
         raise CorpusError(f"Corpus directory {str(root)!r} does not exist: pass an existing directory.")
     files, skipped = _walk(root)
     out = FolderRead(skipped=skipped)
-    for file, rel in files:
+    for file, rel in show_progress(files, desc="reading files", unit="file", enabled=progress):
         suffix = file.suffix.lower()
         if file.name.startswith("."):
             out.skipped.append(Skipped(rel, "hidden file"))

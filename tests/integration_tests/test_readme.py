@@ -1,5 +1,6 @@
-"""The README's three examples (Python, LangChain, LlamaIndex) run as written, on SmolLM2 instead of the
-qwen2.5-coder-0.5b that ``make demo`` installs (the only change: the model name), and each shows a trace."""
+"""The README's example on the bundled corpus (## Python) runs as written, on SmolLM2 instead of the
+qwen2.5-coder-0.5b that ``make demo`` installs (the only change: the model name), and shows a trace. The examples on
+a folder of the user's own, LangChain and LlamaIndex among them, run in :mod:`test_readme_folder`."""
 
 from __future__ import annotations
 
@@ -10,20 +11,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCKS = dict(re.findall(r"^## (Python|LangChain|LlamaIndex)\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(),
-                         flags=re.M | re.S))
-NEEDS = {"LangChain": "langchain_active_rag", "LlamaIndex": "llama_index.retrievers.bm25"}
+BLOCKS = dict(re.findall(r"^## (Python)\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.M | re.S))
 
 
-def test_the_readme_has_the_three_examples() -> None:
-    assert sorted(BLOCKS) == ["LangChain", "LlamaIndex", "Python"]
+def test_the_readme_has_the_bundled_corpus_example() -> None:
+    assert sorted(BLOCKS) == ["Python"]
     assert all('ActiveLM.load("qwen2.5-coder-0.5b")' in code for code in BLOCKS.values())
 
 
-@pytest.mark.parametrize("name", ["Python", "LangChain", "LlamaIndex"])
+@pytest.mark.parametrize("name", ["Python"])
 def test_a_readme_example_runs_as_written(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    if name in NEEDS:
-        pytest.importorskip(NEEDS[name])
     code = BLOCKS[name].replace('ActiveLM.load("qwen2.5-coder-0.5b")', 'ActiveLM.load("smollm2")')
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
