@@ -535,6 +535,8 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
     """
     from tqdm.auto import tqdm
 
+    from active_rag.progress import progress_shown  # drawn only on a terminal: a log file or a pipe gets none
+
     specs, data_dir, examples = plan_eval(config)
     prepare_output_root(config.out_dir)
     worker = EvalWorker(config, lm, specs=specs, data_dir=data_dir)
@@ -549,7 +551,7 @@ def run_eval(config: EvalConfig, lm: ActiveLM | None = None, progress: bool = Tr
             texts = worker.passage_texts if worker.shared is not None else None
             done = resume_rows(path, key, worker.unsettled_key(spec.name), texts, config.retry_failed)
             todo = [ex for ex in examples if ex.id not in done]
-            bar = tqdm(total=len(todo), desc=spec.name, unit="q", disable=not progress, leave=True)
+            bar = tqdm(total=len(todo), desc=spec.name, unit="q", disable=not progress_shown(progress), leave=True)
             with open(path, "a", encoding="utf-8") as fh:
                 last = time.perf_counter()
                 for row in _answer_all(worker, spec.name, todo, config.batch_size):

@@ -412,3 +412,11 @@ def test_ta_are_date_is_pinned_recorded_and_part_of_the_resume_key(tiny_lm: Acti
     assert other.rows["sr-rag+ta-are"][0]["engine_key"] != rows[0]["engine_key"]
     with pytest.raises(InvalidOptionError, match="today"):
         _config(rqa_dir, tmp_path, dataset="retrievalqa", today="notadate")
+
+
+def test_the_eval_bar_is_drawn_on_a_terminal_only(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A log file or a pipe (the suite's captured stderr is neither a terminal) gets no bar, even with progress on."""
+    run_eval(_config(hotpot_dir, tmp_path, methods=["wo-rag"], limit=2), lm=tiny_lm, progress=True)
+    err = capsys.readouterr().err
+    assert "q/s" not in err and "wo-rag:" not in err
