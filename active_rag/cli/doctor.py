@@ -3,7 +3,8 @@
 The test suite runs on the CPU; a user with a GPU (or a CPU with other instructions) runs this to see that the
 engine's paths hold there too, in the dtype and weights they chose:
 
-- **environment**: torch, the device (GPU name and free memory, or the CPU's vector capability), dtype, weights;
+- **environment**: torch, the device (GPU name and free memory, or the CPU's vector capability), dtype, weights and
+  the decode kernel of packed weights (active-rag's and its instruction set, or torch's and why);
 - **finite logits**: a prompt's next-token distributions over 16 greedy tokens hold no NaN/inf (float16 overflows
   on some models; :class:`~active_rag.errors.NonFiniteLogitsError`);
 - **capture is invisible**: the greedy tokens with attention captured (RIND, QFS) equal those without;
@@ -50,15 +51,19 @@ class Check:
 
 
 def environment(lm: ActiveLM) -> str:
-    """torch, the device (GPU name and free memory, or the CPU's vector capability), dtype and weights."""
+    """torch, the device (GPU name and free memory, or the CPU's vector capability), dtype, weights and, for packed
+    weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why)."""
     where = lm.device
     if where.type == "cuda":
         free, total = torch.cuda.mem_get_info(where)
         device = f"{torch.cuda.get_device_name(where)} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free)"
     else:
         device = f"{where.type} ({torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads)"
+    from ..models.quantized import decode_kernel
+
+    kernel = decode_kernel(lm.model)
     return (f"torch {torch.__version__}, {device}, model {lm.name}, dtype {str(lm.dtype).removeprefix('torch.')}, "
-            f"weights {lm.weights}")
+            f"weights {lm.weights}" + ("" if kernel == "none" else f", decode kernel {kernel}"))
 
 
 def _greedy(lm: ActiveLM, ids: list[int], *, capture: bool = False) -> list[int]:

@@ -157,6 +157,18 @@ def build_engine(
 SHARED_CORPUS_PASSAGES = {"hotpotqa": 4858, "2wikimultihopqa": 3301, "strategyqa": 6120}
 
 
+def _decode_kernel_layers(model: Any) -> Any:
+    from active_rag.models.quantized import packed_layers
+
+    module = getattr(model, "model", None)
+    return packed_layers(module) if module is not None and hasattr(module, "modules") else ()
+
+
+def _decodes_with_our_kernel(model: Any) -> bool:
+    """Whether ``model``'s packed layers decode with active-rag's kernel (:mod:`active_rag.kernels`)."""
+    return any(getattr(layer, "uses_kernel", False) for _, layer in _decode_kernel_layers(model))
+
+
 def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_passages: int | None = None) -> str:
     """A short hash of everything that changes a method's outputs, stored in each row to guard resumes.
 
@@ -174,6 +186,8 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
     weights = getattr(rag.model, "weights", "float32")
     if weights != "float32":  # float32 rows keep the keys they were written with
         desc["weights"] = weights
+    if _decodes_with_our_kernel(rag.model):  # its int8 activations move logits within a stated bound: rows of their own
+        desc["decode_kernel"] = "active-rag"  # (ACTIVE_RAG_DECODE_KERNEL=torch resumes the rows torch's kernels wrote)
     today = rag.router.today_text() if getattr(rag.router, "today", None) is not None else None
     if today is not None and today != EVAL_TODAY:  # rows of the pinned default date keep the keys they were made with
         desc["today"] = today

@@ -21,9 +21,12 @@ to five times float32's speed), float32 elsewhere. int8 multiplies its integers 
 scales the product's columns; int4 dequantises into a per-thread scratch buffer. Both paths read the input
 rounded to bfloat16 and round the output to bfloat16, as the kernels do.
 
-The quantised tensors are plain integers and scales, independent of the CPU; the int4 kernel's packed
-layout depends on the CPU's instruction set, so it is built at load from the stored nibbles
-(:meth:`Int4Linear.from_state`). Saving and loading them is in :mod:`active_rag.models.weights`.
+The decode kernel is active-rag's own (:mod:`active_rag.kernels`: int8 dot products of the weights with the
+activations quantised to int8 in groups of 32, AVX512-VNNI, AVX-VNNI or AVX2) wherever its library is built, and
+torch's elsewhere. A layer chooses when it is built (:attr:`PackedLinear.uses_kernel`). The saved tensors are the
+kernel's layout (:mod:`active_rag.kernels.layout`, the same on every CPU), so a load with the kernel copies nothing
+but the file; torch's layouts (the int4 one depends on the CPU's instruction set) are built from them at load where
+torch's kernels decode. Saving and loading them is in :mod:`active_rag.models.weights`.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .. import kernels
 
 PACKED_MAX_ROWS = 64
 """Forwards with at most this many rows use the packed kernel; longer ones run a dense product (prefill)."""
@@ -62,9 +67,23 @@ def native_bfloat16() -> bool:
 
 
 def int4_kernel_available() -> bool:
-    """Whether this torch has the CPU int4 kernels (torch 2.6 and later; 2.4 and 2.5 have only the CUDA ones)."""
+    """Whether int4 layers can run: active-rag's kernel is built, or this torch has the CPU int4 kernels (torch 2.6
+    and later; 2.4 and 2.5 have only the CUDA ones)."""
     aten = torch.ops.aten
-    return hasattr(aten, "_convert_weight_to_int4pack_for_cpu") and hasattr(aten, "_weight_int4pack_mm_for_cpu")
+    return kernels.available() or (hasattr(aten, "_convert_weight_to_int4pack_for_cpu") and hasattr(aten, "_weight_int4pack_mm_for_cpu"))
+
+
+def _aligned(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as a contiguous tensor that starts on a 64-byte boundary: tensors read from a safetensors file may
+    start anywhere in it, and torch's int8 kernel faults on a misaligned weight matrix (seen with AVX-512 from 4 rows
+    on). A tensor that is aligned already is kept (no second copy of a layer's weights at load)."""
+    if tensor.is_contiguous() and tensor.data_ptr() % 64 == 0:
+        return tensor
+    return tensor.clone(memory_format=torch.contiguous_format)
+
+
+def _shape(out_features: int, in_features: int) -> torch.Tensor:
+    return torch.tensor([out_features, in_features], dtype=torch.int64)
 
 
 def prefill_dtype() -> torch.dtype:
@@ -106,6 +125,9 @@ class PackedLinear(nn.Module):
     kind = "packed"
     packed_max_rows: int | None = PACKED_MAX_ROWS
     """Forwards with more rows dequantise for a dense matmul; ``None``: always the packed kernel."""
+    uses_kernel = False
+    """Whether this layer decodes with active-rag's kernel (:mod:`active_rag.kernels`), else torch's: chosen when
+    it is built, from :func:`active_rag.kernels.available`."""
 
     def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -164,17 +186,31 @@ class PackedLinear(nn.Module):
 
 
 class Int8Linear(PackedLinear):
-    """``y = x W^T + b`` with ``W`` stored as int8 per output channel (scale = absmax / 127)."""
+    """``y = x W^T + b`` with ``W`` stored as int8 per output channel (scale = absmax / 127).
+
+    Built from the integers (``qweight`` int8 ``[out, in]``) or from the kernel's layout (``tiles``, with
+    ``in_features``); either way it keeps one copy: the layout of the kernel that decodes it.
+    """
 
     kind = "int8"
 
-    def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> None:
-        out_features, in_features = qweight.shape
+    def __init__(self, qweight: torch.Tensor | None, scales: torch.Tensor, bias: torch.Tensor | None = None, *,
+                 tiles: torch.Tensor | None = None, in_features: int | None = None) -> None:
+        out_features = scales.numel()
+        if qweight is not None:
+            in_features = qweight.shape[1]
+        if in_features is None or (qweight is None and tiles is None):
+            raise ValueError("Int8Linear needs qweight, or tiles and in_features")
         super().__init__(in_features, out_features, bias)
-        # a fresh, 64-byte aligned copy: tensors read from a safetensors file may start anywhere in it, and the
-        # kernel's vector loads fault on a misaligned weight matrix (seen with AVX-512 from 4 rows on)
-        self.register_buffer("qweight", qweight.to(torch.int8).clone(memory_format=torch.contiguous_format))
-        self.register_buffer("scales", scales.to(KERNEL_DTYPE).contiguous())
+        self.uses_kernel = kernels.available()
+        scales = scales.to(KERNEL_DTYPE)  # what the kernels multiply by (float32 values of bfloat16 in ours)
+        if self.uses_kernel:
+            self.register_buffer("tiles", _aligned(tiles) if tiles is not None else kernels.pack_int8(qweight))
+            self.register_buffer("scales", scales.float().contiguous())
+        else:
+            q = qweight if qweight is not None else kernels.unpack_int8(tiles, out_features, in_features)
+            self.register_buffer("qweight", _aligned(q.to(torch.int8)))
+            self.register_buffer("scales", scales.contiguous())
 
     @staticmethod
     def quantize(weight: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -191,13 +227,24 @@ class Int8Linear(PackedLinear):
 
     @classmethod
     def from_state(cls, state: dict[str, torch.Tensor], bias: torch.Tensor | None = None) -> Int8Linear:
-        return cls(state["qweight"], state["scales"], bias)
+        """From :meth:`quantize`'s integers or :meth:`state`'s layout."""
+        if "qweight" in state:
+            return cls(state["qweight"], state["scales"], bias)
+        return cls(None, state["scales"], bias, tiles=state["tiles8"], in_features=int(state["shape"][1]))
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.uses_kernel:
+            return kernels.int8_gemm(rows, self.tiles, self.scales, self.out_features)
         return torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
 
+    def integers(self) -> torch.Tensor:
+        """The int8 ``[out, in]`` weight before scaling."""
+        if self.uses_kernel:
+            return kernels.unpack_int8(self.tiles, self.out_features, self.in_features)
+        return self.qweight
+
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return self.qweight.to(dtype) * self.scales.to(dtype)[:, None]
+        return self.integers().to(dtype) * self.scales.to(dtype)[:, None]
 
     def _dense(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         # x W^T = (x Q^T) * s per output channel: the integers are exact in bfloat16 as in float32, so the product
@@ -206,25 +253,20 @@ class Int8Linear(PackedLinear):
 
     def _dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
         """The integers as ``dtype`` (exact), in this thread's scratch buffer."""
-        return _scratch(self.qweight.numel(), dtype).view(self.out_features, self.in_features).copy_(self.qweight)
+        buffer = _scratch(self.out_features * self.in_features, dtype).view(self.out_features, self.in_features)
+        if self.uses_kernel:
+            return kernels.int8_unpack(self.tiles, buffer)
+        return buffer.copy_(self.qweight)
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {"qweight": self.qweight, "scales": self.scales.float()}
+        tiles = self.tiles if self.uses_kernel else kernels.pack_int8(self.qweight)
+        return {"tiles8": tiles, "scales": self.scales.float(), "shape": _shape(self.out_features, self.in_features)}
 
     @property
     def weight_bytes(self) -> int:
+        if self.uses_kernel:
+            return self.tiles.numel() + 4 * self.scales.numel()
         return self.qweight.numel() + 2 * self.scales.numel()
-
-
-def _pack_nibbles(q: torch.Tensor) -> torch.Tensor:
-    """``[out, in]`` values in [0, 15] -> ``[out, in / 2]`` bytes, the even input in the high nibble."""
-    q = q.to(torch.uint8)
-    return (q[:, 0::2] << 4) | q[:, 1::2]
-
-
-def _unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`_pack_nibbles`: ``[out, in / 2]`` bytes -> ``[out, in]`` uint8 values."""
-    return torch.stack([packed >> 4, packed & 0x0F], dim=-1).reshape(packed.shape[0], -1)
 
 
 def _rounded(values: torch.Tensor) -> torch.Tensor:
@@ -287,32 +329,54 @@ def grid_quantize(weight: torch.Tensor, bits: int, group_size: int = INT4_GROUP)
 
 class Int4Linear(PackedLinear):
     """``y = x W^T + b`` with ``W`` stored in 4 bits per weight in groups of :data:`INT4_GROUP` inputs,
-    ``w = low + step * q`` per group (:func:`grid_quantize`: a layer read from a 4-bit GGUF tensor keeps its
-    grid), run by torch's packed int4 kernel, which computes ``(q - 8) * scale + zero`` with the scale and zero
-    rounded to its dtype. Needs ``in_features`` divisible by the group size.
+    ``w = (q - 8) * step + zero`` per group (:func:`grid_quantize`: a layer read from a 4-bit GGUF tensor keeps its
+    grid; ``zero = low + 8 * step`` and the step rounded to bfloat16, torch's int4 convention). Needs
+    ``in_features`` divisible by the group size.
+
+    Built from the codes (``codes``, ``low``, ``step`` of :func:`grid_quantize`) or from the kernel's layout
+    (``tiles``, ``scales``, ``shape``: :meth:`state`). With active-rag's kernel the layer keeps that layout alone (half
+    a byte a weight); with torch's it keeps torch's packed layout, the codes for the dense prefill and the constants.
     """
 
     kind = "int4"
 
-    def __init__(self, codes: torch.Tensor, low: torch.Tensor, step: torch.Tensor, bias: torch.Tensor | None = None,
-                 group_size: int = INT4_GROUP) -> None:
-        out_features, in_features = codes.shape
+    def __init__(self, codes: torch.Tensor | None = None, low: torch.Tensor | None = None, step: torch.Tensor | None = None,
+                 bias: torch.Tensor | None = None, group_size: int = INT4_GROUP, *, tiles: torch.Tensor | None = None,
+                 scales: torch.Tensor | None = None, shape: tuple[int, int] | None = None) -> None:
+        if codes is not None:
+            shape = (codes.shape[0], codes.shape[1])
+        if shape is None or (codes is None and (tiles is None or scales is None)) or (codes is not None and (low is None or step is None)):
+            raise ValueError("Int4Linear needs codes, low and step, or tiles, scales and shape")
+        out_features, in_features = shape
         super().__init__(in_features, out_features, bias)
         self.group_size = group_size
-        # the stored values (CPU-independent: what is saved, and what the dense prefill dequantises) ...
+        self.uses_kernel = kernels.available() and group_size == kernels.GROUP
+        zero = None
+        if codes is not None:
+            assert low is not None and step is not None
+            step = step.float()  # in the kernel's dtype already (grid_quantize)
+            zero = _rounded(low.float() + 8.0 * step)
+        if self.uses_kernel:
+            if codes is not None:
+                tiles, scales = kernels.pack_int4(codes, step, zero)
+            self.register_buffer("tiles", _aligned(tiles))
+            self.register_buffer("tile_scales", _aligned(scales))
+            return
+        if codes is None:
+            codes, step, zero = kernels.unpack_int4(tiles, scales, out_features)
+        assert step is not None and zero is not None
+        # torch's layout, built for this CPU, with its [in / group, out, 2] scales_and_zeros; the codes and constants
+        # for the dense prefill's dequantisation in one pass, w = q * step + offset
         self.register_buffer("codes", codes.to(torch.uint8).clone(memory_format=torch.contiguous_format))
-        self.register_buffer("low", low.float().contiguous())
-        self.register_buffer("step", step.float().contiguous())
-        # ... and the kernel's layout, built for this CPU, with its [in / group, out, 2] scales_and_zeros
-        zero = _rounded(self.low + 8.0 * self.step)  # step is in the kernel's dtype already (grid_quantize)
+        self.register_buffer("step", step.contiguous())
         self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(self.codes.to(torch.int32), 1))
-        self.register_buffer("scales_and_zeros", torch.stack([self.step.t(), zero.t()], dim=-1).to(KERNEL_DTYPE).contiguous())
-        # the dense prefill's dequantisation in one pass, w = q * step + offset, with the kernel's constants
-        self.register_buffer("dense_offset", (zero - 8.0 * self.step).contiguous())
+        self.register_buffer("scales_and_zeros", torch.stack([step.t(), zero.t()], dim=-1).to(KERNEL_DTYPE).contiguous())
+        self.register_buffer("dense_offset", (zero - 8.0 * step).contiguous())
 
     @staticmethod
     def supports(linear: nn.Linear, group_size: int = INT4_GROUP) -> bool:
-        return linear.in_features % group_size == 0 and linear.out_features % 16 == 0  # the kernel packs 16 rows
+        # torch's kernel packs 16 rows; ours would take any, but a cached layer must not depend on which is built
+        return linear.in_features % group_size == 0 and linear.out_features % 16 == 0
 
     @staticmethod
     def quantize(weight: torch.Tensor, group_size: int = INT4_GROUP) -> dict[str, torch.Tensor]:
@@ -324,19 +388,28 @@ class Int4Linear(PackedLinear):
 
     @classmethod
     def from_state(cls, state: dict[str, torch.Tensor], bias: torch.Tensor | None = None, group_size: int = INT4_GROUP) -> Int4Linear:
-        codes = state["codes"] if "codes" in state else _unpack_nibbles(state["nibbles"])
-        return cls(codes, state["low"], state["step"], bias, group_size)
+        """From :func:`grid_quantize`'s codes or :meth:`state`'s layout."""
+        if "codes" in state:
+            return cls(state["codes"], state["low"], state["step"], bias, group_size)
+        out_features, in_features = (int(v) for v in state["shape"])
+        return cls(bias=bias, group_size=group_size, tiles=state["tiles4"], scales=state["scales4"], shape=(out_features, in_features))
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.uses_kernel:
+            return kernels.int4_gemm(rows, self.tiles, self.tile_scales, self.out_features)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group_size, self.scales_and_zeros)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The weight the kernel multiplies by: ``q * step + offset`` with its rounded constants."""
+        """The weight the kernel multiplies by, with its rounded constants."""
+        if self.uses_kernel:
+            return kernels.int4_dequant(self.tiles, self.tile_scales, torch.empty(self.out_features, self.in_features)).to(dtype)
         q = self.codes.float().reshape(self.out_features, -1, self.group_size)
         return (q * self.step[..., None] + self.dense_offset[..., None]).reshape(self.out_features, self.in_features).to(dtype)
 
     def _dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
-        numel = self.codes.numel()
+        numel = self.out_features * self.in_features
+        if self.uses_kernel:  # one pass, straight into the dtype
+            return kernels.int4_dequant(self.tiles, self.tile_scales, _scratch(numel, dtype).view(self.out_features, self.in_features))
         weight = _scratch(numel, torch.float32).view(self.out_features, -1, self.group_size)
         weight.copy_(self.codes.view(weight.shape))  # uint8 -> float32, exact
         weight.mul_(self.step[..., None]).add_(self.dense_offset[..., None])
@@ -346,11 +419,31 @@ class Int4Linear(PackedLinear):
         return _scratch(numel, dtype).view(self.out_features, self.in_features).copy_(weight)
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {"nibbles": _pack_nibbles(self.codes), "low": self.low, "step": self.step}
+        if self.uses_kernel:
+            tiles, scales = self.tiles, self.tile_scales
+        else:
+            tiles, scales = kernels.pack_int4(self.codes, self.step, self.scales_and_zeros[..., 1].t().float())
+        return {"tiles4": tiles, "scales4": scales, "shape": _shape(self.out_features, self.in_features)}
 
     @property
     def weight_bytes(self) -> int:
+        if self.uses_kernel:
+            return self.tiles.numel() + 2 * self.tile_scales.numel()
         return self.packed.numel() * self.packed.element_size() + 2 * self.scales_and_zeros.numel()
+
+
+def decode_kernel(model: nn.Module) -> str:
+    """Which kernel decodes ``model``'s packed layers: ``active-rag <instruction set>``, ``torch`` (with why, when
+    active-rag's is not in use), ``mixed``, or ``none`` (no packed layer)."""
+    modes = {layer.uses_kernel for _, layer in packed_layers(model)}
+    if not modes:
+        return "none"
+    if len(modes) > 1:
+        return "mixed"
+    if modes == {True}:
+        return f"active-rag {kernels.default_isa()}"
+    why = kernels.describe()
+    return why if why.startswith("torch") else "torch"
 
 
 def linear_layers(model: nn.Module) -> Iterator[tuple[str, nn.Linear]]:
@@ -393,7 +486,7 @@ def quantize_linear(linear: nn.Linear, kind: str) -> PackedLinear | None:
 
 def layer_from_state(state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> PackedLinear:
     """The layer that :meth:`PackedLinear.state` saved (its class is told by its tensors)."""
-    if "qweight" in state:
+    if "tiles8" in state or "qweight" in state:
         return Int8Linear.from_state(state, bias)
     return Int4Linear.from_state(state, bias)
 
@@ -418,6 +511,7 @@ __all__ = [
     "PACKED_MAX_ROWS",
     "Int4Linear",
     "Int8Linear",
+    "decode_kernel",
     "grid_quantize",
     "int4_kernel_available",
     "native_bfloat16",

@@ -3,8 +3,8 @@ the quantised ones.
 
 ``float32`` keeps the dense weights in the model's dtype (on a GPU the dense dtype is bfloat16). ``int8``, ``int4``
 and ``mixed`` (4 bits for layers whose weights lie on a 4-bit grid, 8 for the others) replace every ``nn.Linear``,
-the output head included, with a weight-only layer of :mod:`active_rag.models.quantized` that runs torch's packed CPU
-kernels. ``auto`` is
+the output head included, with a weight-only layer of :mod:`active_rag.models.quantized` that decodes with
+active-rag's CPU kernel (:mod:`active_rag.kernels`), or torch's packed CPU kernels where it is not built. ``auto`` is
 :data:`DEFAULT_CPU_WEIGHTS` on the CPU and ``float32`` elsewhere (README, "Speed": it is the fastest
 option whose answers agree with float32 on the agreement check of ``active-rag bench --suite weights``).
 
@@ -55,8 +55,10 @@ for the others (docs/weights.md): the fastest option whose answers agree with fl
 where it reads 25% fewer bytes a token than int8). A model whose weights lie on no 4-bit grid gets int8 throughout.
 On a torch without the CPU int4 kernel, int8."""
 
-FORMAT = 3
-"""Version of the saved quantisation format; a file of another version is quantised again."""
+FORMAT = 4
+"""Version of the saved quantisation format; a file of another version is quantised again. 4: the decode kernel's
+layout (:mod:`active_rag.kernels.layout`: int8 ``tiles8``, int4 ``tiles4`` and ``scales4``, each with its
+``shape``), where 3 stored int8 rows and int4 nibbles row by row."""
 
 PACKED_PREFIX = "packed-"
 

@@ -1,0 +1,422 @@
+// active-rag's CPU decode kernels: int4 and int8 weights times int8-quantised activations.
+//
+// Decoding reads every weight once per step, so a step is as fast as the weights stream from memory. torch's
+// weight-only kernels convert each weight to float before multiplying (the int4 one is bound by unpacking nibbles,
+// about 12 GB/s on 2 threads). These multiply integers instead: each row of activations is quantised to int8 once
+// per call, in groups of 32 inputs (one scale a group, as llama.cpp's Q8_0), and the products are integer dot
+// products of four bytes (`vpdpbusd` on AVX512-VNNI and AVX-VNNI, `vpmaddubsw` + `vpmaddwd` on AVX2).
+//
+// Layout (made by active_rag/kernels/layout.py when the weights are packed; the same on every CPU): outputs in tiles
+// of 16, a tile's weights contiguous, in the order the kernel reads them. One 64-byte chunk holds 16 lanes (outputs)
+// of 4 consecutive inputs for int8 (byte 4 * lane + i: input 4 * chunk + i, stored as q + 128 in [1, 255]) and of 8
+// inputs for int4 (byte 4 * lane + i: input 8 * chunk + i in the low nibble, 8 * chunk + 4 + i in the high one), so
+// one load (and for int4 one AND and one shift) gives a vector of 16 outputs' unsigned bytes and a broadcast 4 bytes
+// of activations multiplies it. int4 scales: per tile and group of 32 inputs, 16 bfloat16 steps then 16 zeros,
+// w = (q - 8) * step + zero (torch's int4 convention). int8 scales: one float32 per output, w = q * scale.
+//
+// Every instruction-set path computes the same integers and the same float operations in the same order, so all of
+// them (and the scalar reference) give bit-identical outputs. One binary serves every x86-64 CPU: the vector code
+// (simd.cpp) is compiled with per-function target attributes and chosen by cpuid at run time. Threads:
+// at::parallel_for over tiles (torch.get_num_threads()). This file: CPU detection, the activations' quantisation,
+// the scalar reference, the dispatch, the dequantisation for the dense prefill and the ops' registration.
+
+#include "kernels.h"
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if AR_X86
+#include <cpuid.h>
+#endif
+
+namespace active_rag_kernels {
+
+// ------------------------------------------------------------------------------------------------ CPU features
+
+struct Features {
+  bool avx2 = false;
+  bool avxvnni = false;
+  bool avx512vnni = false;
+};
+
+static Features detect() {
+  Features f;
+#if AR_X86
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
+  if (!(osxsave && avx && fma)) return f;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const bool ymm = (lo & 0x6u) == 0x6u;    // the OS saves the SSE and AVX state
+  const bool zmm = (lo & 0xE6u) == 0xE6u;  // ... and the AVX-512 state
+  if (!ymm || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.avx2 = b & (1u << 5);
+  f.avx512vnni = zmm && (b & (1u << 16)) && (b & (1u << 30)) && (c & (1u << 11));  // F, BW, VNNI
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && (a & (1u << 4));
+#endif
+  return f;
+}
+
+static const Features& features() {
+  static const Features f = detect();
+  return f;
+}
+
+static bool supported(int64_t isa) {
+  const Features& f = features();
+  switch (isa) {
+    case kScalar: return true;
+    case kAvx2: return f.avx2;
+    case kAvxVnni: return f.avxvnni;
+    case kAvx512Vnni: return f.avx512vnni;
+    default: return false;
+  }
+}
+
+static int64_t best_isa() {
+  for (int64_t isa = kAvx512Vnni; isa > kScalar; --isa) {
+    if (supported(isa)) return isa;
+  }
+  return kScalar;
+}
+
+static bool isa_supported(int64_t isa) { return supported(isa); }
+
+static int64_t resolve(int64_t isa) {
+  if (isa == kAuto) return best_isa();
+  TORCH_CHECK(supported(isa), "active_rag kernels: this CPU cannot run instruction set ", isa);
+  return isa;
+}
+
+// ------------------------------------------------------------------------------------------------ activations
+
+// One row. The absolute maximum is taken on the bit patterns (exact, vectorisable); rounding to the nearest even
+// integer adds and subtracts 1.5 * 2^23 (|value| <= 127). Cloned per instruction set; every clone gives the same
+// integers (elementwise IEEE operations and integer reductions only).
+#if AR_X86 && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void quantize_row(const float* v, int64_t k, int64_t kp, int8_t* xq, float* sx, int32_t* sums) {
+  for (int64_t g0 = 0; g0 < kp; g0 += kGroup) {
+    const int64_t n = std::min<int64_t>(kGroup, std::max<int64_t>(k - g0, 0));
+    const int64_t g = g0 / kGroup;
+    int8_t* q = xq + g0;
+    uint32_t top = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t u;
+      std::memcpy(&u, v + g0 + i, sizeof u);
+      u &= 0x7fffffffu;
+      top = u > top ? u : top;
+    }
+    float amax;
+    std::memcpy(&amax, &top, sizeof amax);
+    if (top > 0x7f7fffffu || amax < 1e-30f) {  // inf or NaN (the output becomes NaN), or nothing to multiply
+      sx[g] = top > 0x7f7fffffu ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+      sums[g] = 0;
+      std::memset(q, 0, kGroup);
+      continue;
+    }
+    const float inv = 127.0f / amax;
+    sx[g] = amax / 127.0f;
+    int32_t total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float y = v[g0 + i] * inv;
+      y = (y + 12582912.0f) - 12582912.0f;
+      int32_t r = int32_t(y);
+      r = r > 127 ? 127 : (r < -127 ? -127 : r);
+      q[i] = int8_t(r);
+      total += r;
+    }
+    for (int64_t i = n; i < kGroup; ++i) q[i] = 0;
+    sums[g] = total;
+  }
+}
+
+static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset) {
+  const int64_t rows = x.size(0), k = x.size(1);
+  Activations a;
+  a.kp = kp;
+  a.groups = kp / kGroup;
+  a.xq_t = at::empty({rows, kp}, x.options().dtype(at::kChar));
+  a.sx_t = at::empty({rows, a.groups}, x.options().dtype(at::kFloat));
+  a.sums_t = at::empty({rows, a.groups}, x.options().dtype(at::kFloat));
+  a.start_t = at::empty({rows, a.groups}, x.options().dtype(at::kInt));
+  int8_t* xq = a.xq_t.data_ptr<int8_t>();
+  float* sx = a.sx_t.data_ptr<float>();
+  int32_t* sums = a.start_t.data_ptr<int32_t>();  // the integer sums first, then -offset * S in place
+  if (x.scalar_type() == at::kFloat) {
+    const float* p = x.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) quantize_row(p + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+  } else {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
+    std::vector<float> row(size_t(std::max<int64_t>(k, 1)));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < k; ++i) row[size_t(i)] = bf16_to_float(p[r * k + i]);
+      quantize_row(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+    }
+  }
+  float* sums_f = a.sums_t.data_ptr<float>();
+  for (int64_t i = 0; i < rows * a.groups; ++i) {
+    sums_f[i] = float(sums[i]);
+    sums[i] = -offset * sums[i];
+  }
+  a.xq = xq;
+  a.sx = sx;
+  a.sums = sums_f;
+  a.start = sums;
+  return a;
+}
+
+// ------------------------------------------------------------------------------------------------ scalar reference
+
+static void int4_tile_scalar(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a, int64_t r0,
+                             int64_t rows, float* out, int64_t ldo, int64_t valid) {
+  for (int64_t r = r0; r < r0 + rows; ++r) {
+    const int8_t* x = a.xq + r * a.kp;
+    const float* sx = a.sx + r * a.groups;
+    const float* sums = a.sums + r * a.groups;
+    const int32_t* start = a.start + r * a.groups;
+    for (int64_t l = 0; l < valid; ++l) {
+      float acc = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        int32_t d = start[g];
+        for (int64_t c = 0; c < 4; ++c) {
+          const uint8_t* w = tile + (g * 4 + c) * kChunk + l * 4;
+          const int8_t* xc = x + g * kGroup + c * 8;
+          for (int i = 0; i < 4; ++i) d += int32_t(w[i] & 15) * xc[i] + int32_t(w[i] >> 4) * xc[4 + i];
+        }
+        const float step = bf16_to_float(sc[g * 32 + l]), zero = bf16_to_float(sc[g * 32 + 16 + l]);
+        float t = float(d) * step;
+        t = std::fma(zero, sums[g], t);
+        acc = std::fma(t, sx[g], acc);
+      }
+      out[r * ldo + l] = acc;
+    }
+  }
+}
+
+static void int8_tile_scalar(const uint8_t* tile, const float* scales, int64_t groups, const Activations& a, int64_t r0,
+                             int64_t rows, float* out, int64_t ldo, int64_t valid) {
+  for (int64_t r = r0; r < r0 + rows; ++r) {
+    const int8_t* x = a.xq + r * a.kp;
+    const float* sx = a.sx + r * a.groups;
+    const int32_t* start = a.start + r * a.groups;
+    for (int64_t l = 0; l < valid; ++l) {
+      float acc = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        int32_t d = start[g];
+        for (int64_t c = 0; c < 8; ++c) {
+          const uint8_t* w = tile + (g * 8 + c) * kChunk + l * 4;
+          const int8_t* xc = x + g * kGroup + c * 4;
+          for (int i = 0; i < 4; ++i) d += int32_t(w[i]) * xc[i];
+        }
+        acc = std::fma(float(d), sx[g], acc);
+      }
+      out[r * ldo + l] = acc * scales[l];
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ dispatch
+
+static Plan<Int4Fn> int4_plan(int64_t isa) {
+  static const Int4Fn scalar[1] = {int4_tile_scalar};
+  const Plan<Int4Fn> simd = simd_int4_plan(isa);
+  return simd.table != nullptr ? simd : Plan<Int4Fn>{scalar, 0};
+}
+
+static Plan<Int8Fn> int8_plan(int64_t isa) {
+  static const Int8Fn scalar[1] = {int8_tile_scalar};
+  const Plan<Int8Fn> simd = simd_int8_plan(isa);
+  return simd.table != nullptr ? simd : Plan<Int8Fn>{scalar, 0};
+}
+
+// Runs `plan` over every tile, threads splitting the tiles (a chunk at least ~64 KB of weights); within a tile the rows
+// go in passes of plan.max_rows (0: all at once), so a tile is read from memory once and from cache after.
+template <typename Fn, typename Scale, typename TileScales>
+static void run_tiles(const Plan<Fn>& plan, const uint8_t* tiles, int64_t tile_bytes, const Scale* scales,
+                      TileScales scales_of, int64_t groups, const Activations& a, int64_t rows, float* out, int64_t n) {
+  const int64_t count = (n + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(tile_bytes, 1));
+  at::parallel_for(0, count, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
+      const int64_t step = plan.max_rows > 0 ? plan.max_rows : rows;
+      for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        const int64_t rr = std::min<int64_t>(step, rows - r0);
+        const Fn fn = plan.max_rows > 0 ? plan.table[rr - 1] : plan.table[0];
+        fn(tiles + t * tile_bytes, scales_of(scales, t), groups, a, r0, rr, out + t * kTile, n, valid);
+      }
+    }
+  });
+}
+
+static at::Tensor rows_of(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2, "active_rag kernels: x must be [rows, in_features]");
+  TORCH_CHECK(x.device().is_cpu(), "active_rag kernels: CPU tensors only");
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16,
+              "active_rag kernels: x must be float32 or bfloat16");
+  return x.contiguous();
+}
+
+// x [rows, K] float32/bfloat16; tiles uint8 [ceil(n / 16), K / 8, 64]; scales bfloat16 [ceil(n / 16), K / 32, 2, 16].
+static at::Tensor int4_gemm(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                            int64_t isa) {
+  const at::Tensor x = rows_of(x_in);
+  const int64_t k = x.size(1), count = (n + kTile - 1) / kTile;
+  TORCH_CHECK(k % kGroup == 0, "int4_gemm: in_features must be a multiple of 32");
+  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous() && tiles.dim() == 3 && tiles.size(0) == count &&
+                  tiles.size(1) * 8 == k && tiles.size(2) == kChunk,
+              "int4_gemm: tiles must be uint8 [ceil(n / 16), in_features / 8, 64]");
+  TORCH_CHECK(scales.scalar_type() == at::kBFloat16 && scales.is_contiguous() && scales.numel() == count * k,
+              "int4_gemm: scales must be bfloat16 [ceil(n / 16), in_features / 32, 2, 16]");
+  const Plan<Int4Fn> plan = int4_plan(resolve(isa));
+  at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(at::kFloat));
+  if (x.size(0) == 0 || n == 0) return out;
+  const Activations a = quantize(x, k, 8);
+  const int64_t groups = k / kGroup;
+  const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>());
+  run_tiles(plan, tiles.data_ptr<uint8_t>(), k * 8, sc,
+            [groups](const uint16_t* s, int64_t t) { return s + t * groups * 32; }, groups, a, x.size(0),
+            out.data_ptr<float>(), n);
+  return out;
+}
+
+// x [rows, K] float32/bfloat16; tiles uint8 [ceil(n / 16), Kp / 4, 64] (Kp: K rounded up to 32); scales float32 [n].
+static at::Tensor int8_gemm(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                            int64_t isa) {
+  const at::Tensor x = rows_of(x_in);
+  const int64_t k = x.size(1), count = (n + kTile - 1) / kTile, kp = (k + kGroup - 1) / kGroup * kGroup;
+  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous() && tiles.dim() == 3 && tiles.size(0) == count &&
+                  tiles.size(1) * 4 == kp && tiles.size(2) == kChunk,
+              "int8_gemm: tiles must be uint8 [ceil(n / 16), ceil(in_features / 32) * 8, 64]");
+  TORCH_CHECK(scales.scalar_type() == at::kFloat && scales.is_contiguous() && scales.numel() == n,
+              "int8_gemm: scales must be float32 [n]");
+  const Plan<Int8Fn> plan = int8_plan(resolve(isa));
+  at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(at::kFloat));
+  if (x.size(0) == 0 || n == 0) return out;
+  const Activations a = quantize(x, kp, 128);
+  run_tiles(plan, tiles.data_ptr<uint8_t>(), kp * kTile, scales.data_ptr<float>(),
+            [](const float* s, int64_t t) { return s + t * kTile; }, kp / kGroup, a, x.size(0), out.data_ptr<float>(),
+            n);
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------ dequantisation
+// For the dense prefill: the weight [n, K] the kernels multiply by, in float32 or bfloat16, written into `out`.
+
+// Each output row is written in order, from values looked up in a small table (16 per int4 group, 256 for int8) that
+// is computed once: the tile's bytes are re-read from cache per lane, the rows are streamed once.
+template <typename T>
+static void int4_dequant_into(const uint8_t* tiles, const uint16_t* sc, int64_t n, int64_t k, T* out) {
+  const int64_t count = (n + kTile - 1) / kTile, groups = k / kGroup;
+  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+    T table[16];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
+      const uint8_t* tile = tiles + t * groups * 4 * kChunk;
+      for (int64_t l = 0; l < valid; ++l) {
+        T* row = out + (t * kTile + l) * k;
+        for (int64_t g = 0; g < groups; ++g) {
+          const uint16_t* s = sc + (t * groups + g) * 32;
+          const float step = bf16_to_float(s[l]), zero = bf16_to_float(s[16 + l]);
+          for (int q = 0; q < 16; ++q) table[q] = T(float(q - 8) * step + zero);
+          for (int64_t c = 0; c < 4; ++c) {
+            const uint8_t* w = tile + (g * 4 + c) * kChunk + l * 4;
+            T* o = row + g * kGroup + c * 8;
+            for (int i = 0; i < 4; ++i) {
+              o[i] = table[w[i] & 15];
+              o[4 + i] = table[w[i] >> 4];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+static void int8_unpack_into(const uint8_t* tiles, int64_t n, int64_t k, int64_t kp, T* out) {
+  const int64_t count = (n + kTile - 1) / kTile, chunks = kp / 4, full = k / 4;
+  T table[256];
+  for (int b = 0; b < 256; ++b) table[b] = T(float(b - 128));
+  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
+      const uint8_t* tile = tiles + t * chunks * kChunk;
+      for (int64_t l = 0; l < valid; ++l) {
+        T* row = out + (t * kTile + l) * k;
+        const uint8_t* w = tile + l * 4;
+#if AR_X86
+        if (features().avx512vnni) {
+          int8_row_avx512(w, k, row);
+          continue;
+        }
+#endif
+        for (int64_t c = 0; c < full; ++c) {
+          for (int i = 0; i < 4; ++i) row[c * 4 + i] = table[w[c * kChunk + i]];
+        }
+        for (int64_t i = full * 4; i < k; ++i) row[i] = table[w[(i / 4) * kChunk + i % 4]];
+      }
+    }
+  });
+}
+
+static void check_out(const at::Tensor& out, const char* op) {
+  TORCH_CHECK(out.dim() == 2 && out.is_contiguous() && out.device().is_cpu() &&
+                  (out.scalar_type() == at::kFloat || out.scalar_type() == at::kBFloat16),
+              op, ": out must be a contiguous float32 or bfloat16 [out_features, in_features] CPU tensor");
+}
+
+static void int4_dequant(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
+  check_out(out, "int4_dequant");
+  const int64_t n = out.size(0), k = out.size(1), count = (n + kTile - 1) / kTile;
+  TORCH_CHECK(k % kGroup == 0 && tiles.scalar_type() == at::kByte && tiles.is_contiguous() &&
+                  tiles.numel() == count * k * 8 && scales.scalar_type() == at::kBFloat16 && scales.is_contiguous() &&
+                  scales.numel() == count * k,
+              "int4_dequant: tiles/scales do not match out's shape");
+  const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>());
+  if (out.scalar_type() == at::kFloat) {
+    int4_dequant_into(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<float>());
+  } else {
+    int4_dequant_into(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<at::BFloat16>());
+  }
+}
+
+static void int8_unpack(const at::Tensor& tiles, at::Tensor out) {
+  check_out(out, "int8_unpack");
+  const int64_t n = out.size(0), k = out.size(1), count = (n + kTile - 1) / kTile;
+  const int64_t kp = (k + kGroup - 1) / kGroup * kGroup;
+  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous() && tiles.numel() == count * kp * kTile,
+              "int8_unpack: tiles do not match out's shape");
+  if (out.scalar_type() == at::kFloat) {
+    int8_unpack_into(tiles.data_ptr<uint8_t>(), n, k, kp, out.data_ptr<float>());
+  } else {
+    int8_unpack_into(tiles.data_ptr<uint8_t>(), n, k, kp, out.data_ptr<at::BFloat16>());
+  }
+}
+
+}  // namespace active_rag_kernels
+
+TORCH_LIBRARY(active_rag, m) {
+  m.def("int4_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
+  m.def("int8_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
+  m.def("int4_dequant(Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
+  m.def("int8_unpack(Tensor tiles, Tensor(a!) out) -> ()");
+  m.def("best_isa() -> int", &active_rag_kernels::best_isa);
+  m.def("isa_supported(int isa) -> bool", &active_rag_kernels::isa_supported);
+}
+
+TORCH_LIBRARY_IMPL(active_rag, CPU, m) {
+  m.impl("int4_gemm", &active_rag_kernels::int4_gemm);
+  m.impl("int8_gemm", &active_rag_kernels::int8_gemm);
+  m.impl("int4_dequant", &active_rag_kernels::int4_dequant);
+  m.impl("int8_unpack", &active_rag_kernels::int8_unpack);
+}

@@ -1,0 +1,307 @@
+// The vector paths of active-rag's decode kernels: AVX2 (vpmaddubsw + vpmaddwd), AVX-VNNI and AVX512-VNNI
+// (vpdpbusd), each function compiled for its instruction set by a target attribute (the file itself for generic
+// x86-64), chosen at run time by decode_kernel.cpp. Each computes the scalar reference's integers and float
+// operations in its order, so every path's outputs are bit-identical.
+
+#include "kernels.h"
+
+#include <cstring>
+#include <type_traits>
+
+namespace active_rag_kernels {
+
+#if AR_X86
+#define AR_AVX2 __attribute__((target("avx2,fma")))
+#define AR_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
+#define AR_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
+
+static inline int32_t load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// ------------------------------------------------------------------------------------------------ AVX2, AVX-VNNI
+// 8 lanes a vector: a tile is two halves (lanes 0-7, then 8-15: the first and second 32 bytes of each chunk); at most
+// 4 rows a pass (16 vector registers).
+
+AR_AVX2 static inline __m256 bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
+}
+
+AR_AVX2 static inline void store8(float* out, __m256 v, int64_t valid) {
+  if (valid >= 8) {
+    _mm256_storeu_ps(out, v);
+  } else {
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, v);
+    std::memcpy(out, tmp, size_t(valid) * sizeof(float));
+  }
+}
+
+AR_AVX2 static inline __m256 load8(const float* p, int64_t valid) {
+  if (valid >= 8) return _mm256_loadu_ps(p);
+  alignas(32) float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(tmp, p, size_t(valid) * sizeof(float));
+  return _mm256_load_ps(tmp);
+}
+
+// The int4 epilogue of a group: acc += sx * ((d - 8 S) * step + zero * S), d already holding d - 8 S.
+AR_AVX2 static inline __m256 int4_fold8(__m256 acc, __m256i d, __m256 step, __m256 zero, float sum, float sx) {
+  __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(d), step);
+  t = _mm256_fmadd_ps(zero, _mm256_set1_ps(sum), t);
+  return _mm256_fmadd_ps(t, _mm256_set1_ps(sx), acc);
+}
+
+// AVX2: u8 x s8 pairs summed in 16 bits (at most 2 * 15 * 127 each; a group's 8 products sum below 2^15), then
+// widened once a group.
+template <int R>
+AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
+                                   int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int64_t h = 0; h < 2 && valid > 8 * h; ++h) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256i s16[R];
+      for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
+      const uint8_t* w = tile + g * 4 * kChunk + h * 32;
+      const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(w + c * kChunk));
+        const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* xr = xg + r * a.kp + c * 8;
+          s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load4(xr))));
+          s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load4(xr + 4))));
+        }
+      }
+      const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
+      for (int r = 0; r < R; ++r) {
+        const int64_t at = (r0 + r) * a.groups + g;
+        const __m256i d = _mm256_add_epi32(_mm256_madd_epi16(s16[r], ones), _mm256_set1_epi32(a.start[at]));
+        acc[r] = int4_fold8(acc[r], d, step, zero, a.sums[at], a.sx[at]);
+      }
+    }
+    for (int r = 0; r < R; ++r) store8(out + (r0 + r) * ldo + 8 * h, acc[r], valid - 8 * h);
+  }
+}
+
+template <int R>
+AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
+                                         int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  for (int64_t h = 0; h < 2 && valid > 8 * h; ++h) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256i d[R];
+      for (int r = 0; r < R; ++r) d[r] = _mm256_set1_epi32(a.start[(r0 + r) * a.groups + g]);
+      const uint8_t* w = tile + g * 4 * kChunk + h * 32;
+      const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(w + c * kChunk));
+        const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* xr = xg + r * a.kp + c * 8;
+          d[r] = _mm256_dpbusd_avx_epi32(d[r], lo, _mm256_set1_epi32(load4(xr)));
+          d[r] = _mm256_dpbusd_avx_epi32(d[r], hi, _mm256_set1_epi32(load4(xr + 4)));
+        }
+      }
+      const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
+      for (int r = 0; r < R; ++r) {
+        const int64_t at = (r0 + r) * a.groups + g;
+        acc[r] = int4_fold8(acc[r], d[r], step, zero, a.sums[at], a.sx[at]);
+      }
+    }
+    for (int r = 0; r < R; ++r) store8(out + (r0 + r) * ldo + 8 * h, acc[r], valid - 8 * h);
+  }
+}
+
+// AVX2 int8: no unsigned weights (u8 x s8 pairs would overflow 16 bits), so the signed weight's sign moves onto the
+// activation and its absolute value multiplies (at most 2 * 127 * 127 a pair).
+template <int R>
+AR_AVX2 static void int8_tile_avx2(const uint8_t* tile, const float* scales, int64_t groups, const Activations& a,
+                                   int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  const __m256i flip = _mm256_set1_epi8(char(0x80)), ones = _mm256_set1_epi16(1);
+  for (int64_t h = 0; h < 2 && valid > 8 * h; ++h) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256i d[R];
+      for (int r = 0; r < R; ++r) d[r] = _mm256_setzero_si256();
+      const uint8_t* w = tile + g * 8 * kChunk + h * 32;
+      const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + c * kChunk)), flip);
+        const __m256i magnitude = _mm256_abs_epi8(v);
+        for (int r = 0; r < R; ++r) {
+          const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(load4(xg + r * a.kp + c * 4)), v);
+          d[r] = _mm256_add_epi32(d[r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xs), ones));
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r]), _mm256_set1_ps(a.sx[(r0 + r) * a.groups + g]), acc[r]);
+      }
+    }
+    const __m256 s = load8(scales + 8 * h, valid - 8 * h);
+    for (int r = 0; r < R; ++r) store8(out + (r0 + r) * ldo + 8 * h, _mm256_mul_ps(acc[r], s), valid - 8 * h);
+  }
+}
+
+template <int R>
+AR_AVXVNNI static void int8_tile_avxvnni(const uint8_t* tile, const float* scales, int64_t groups, const Activations& a,
+                                         int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  for (int64_t h = 0; h < 2 && valid > 8 * h; ++h) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256i d[R];
+      for (int r = 0; r < R; ++r) d[r] = _mm256_set1_epi32(a.start[(r0 + r) * a.groups + g]);
+      const uint8_t* w = tile + g * 8 * kChunk + h * 32;
+      const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+      for (int c = 0; c < 8; ++c) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(w + c * kChunk));
+        for (int r = 0; r < R; ++r) {
+          d[r] = _mm256_dpbusd_avx_epi32(d[r], v, _mm256_set1_epi32(load4(xg + r * a.kp + c * 4)));
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r]), _mm256_set1_ps(a.sx[(r0 + r) * a.groups + g]), acc[r]);
+      }
+    }
+    const __m256 s = load8(scales + 8 * h, valid - 8 * h);
+    for (int r = 0; r < R; ++r) store8(out + (r0 + r) * ldo + 8 * h, _mm256_mul_ps(acc[r], s), valid - 8 * h);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ AVX512-VNNI
+// 16 lanes a vector (a whole tile); at most 8 rows a pass (32 vector registers).
+
+AR_AVX512 static inline __m512 bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
+}
+
+AR_AVX512 static inline __mmask16 lanes(int64_t valid) {
+  return valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1u);
+}
+
+template <int R>
+AR_AVX512 static void int4_tile_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
+                                       int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    // two chains of sums a row (low and high nibbles): one chain of 8 dependent vpdpbusd would bound a single row by
+    // the instruction's latency; the integers are exact, so the split changes no result
+    __m512i d[R], e[R];
+    for (int r = 0; r < R; ++r) {
+      d[r] = _mm512_set1_epi32(a.start[(r0 + r) * a.groups + g]);
+      e[r] = _mm512_setzero_si512();
+    }
+    const uint8_t* w = tile + g * 4 * kChunk;
+    const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(w + c * kChunk);
+      const __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* xr = xg + r * a.kp + c * 8;
+        d[r] = _mm512_dpbusd_epi32(d[r], lo, _mm512_set1_epi32(load4(xr)));
+        e[r] = _mm512_dpbusd_epi32(e[r], hi, _mm512_set1_epi32(load4(xr + 4)));
+      }
+    }
+    const __m512 step = bf16x16(sc + g * 32), zero = bf16x16(sc + g * 32 + 16);
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = (r0 + r) * a.groups + g;
+      __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d[r], e[r])), step);
+      t = _mm512_fmadd_ps(zero, _mm512_set1_ps(a.sums[at]), t);
+      acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(a.sx[at]), acc[r]);
+    }
+  }
+  const __mmask16 m = lanes(valid);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * ldo, m, acc[r]);
+}
+
+template <int R>
+AR_AVX512 static void int8_tile_avx512(const uint8_t* tile, const float* scales, int64_t groups, const Activations& a,
+                                       int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i d[R];
+    for (int r = 0; r < R; ++r) d[r] = _mm512_set1_epi32(a.start[(r0 + r) * a.groups + g]);
+    const uint8_t* w = tile + g * 8 * kChunk;
+    const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+    for (int c = 0; c < 8; ++c) {
+      const __m512i v = _mm512_loadu_si512(w + c * kChunk);
+      for (int r = 0; r < R; ++r) d[r] = _mm512_dpbusd_epi32(d[r], v, _mm512_set1_epi32(load4(xg + r * a.kp + c * 4)));
+    }
+    for (int r = 0; r < R; ++r) {
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), _mm512_set1_ps(a.sx[(r0 + r) * a.groups + g]), acc[r]);
+    }
+  }
+  const __mmask16 m = lanes(valid);
+  const __m512 s = _mm512_maskz_loadu_ps(m, scales);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * ldo, m, _mm512_mul_ps(acc[r], s));
+}
+
+// One row's 64 inputs at a time: a gather of the lane's 4 bytes from 16 consecutive chunks is 64 consecutive inputs;
+// integers of at most 8 bits are exact in bfloat16, whose bits are then the float's upper half.
+template <typename T>
+AR_AVX512 static void int8_row_avx512_t(const uint8_t* lane_bytes, int64_t k, T* row) {
+  const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(kChunk / 4));
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  int64_t c = 0;
+  for (; c + 64 <= k; c += 64) {
+    const __m512i v = _mm512_xor_si512(_mm512_i32gather_epi32(index, lane_bytes + (c / 4) * kChunk, 4), flip);
+    for (int j = 0; j < 4; ++j) {
+      const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(v, j)));
+      if constexpr (std::is_same<T, float>::value) {
+        _mm512_storeu_ps(row + c + 16 * j, f);
+      } else {
+        _mm256_storeu_si256((__m256i*)(row + c + 16 * j), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16)));
+      }
+    }
+  }
+  for (; c < k; ++c) row[c] = T(float(int32_t(lane_bytes[(c / 4) * kChunk + c % 4]) - 128));
+}
+
+// ------------------------------------------------------------------------------------------------ tables
+
+Plan<Int4Fn> simd_int4_plan(int64_t isa) {
+  static const Int4Fn avx2[4] = {int4_tile_avx2<1>, int4_tile_avx2<2>, int4_tile_avx2<3>, int4_tile_avx2<4>};
+  static const Int4Fn avxvnni[4] = {int4_tile_avxvnni<1>, int4_tile_avxvnni<2>, int4_tile_avxvnni<3>,
+                                    int4_tile_avxvnni<4>};
+  static const Int4Fn avx512[8] = {int4_tile_avx512<1>, int4_tile_avx512<2>, int4_tile_avx512<3>, int4_tile_avx512<4>,
+                                   int4_tile_avx512<5>, int4_tile_avx512<6>, int4_tile_avx512<7>, int4_tile_avx512<8>};
+  if (isa == kAvx512Vnni) return {avx512, 8};
+  if (isa == kAvxVnni) return {avxvnni, 4};
+  if (isa == kAvx2) return {avx2, 4};
+  return {nullptr, 0};
+}
+
+Plan<Int8Fn> simd_int8_plan(int64_t isa) {
+  static const Int8Fn avx2[4] = {int8_tile_avx2<1>, int8_tile_avx2<2>, int8_tile_avx2<3>, int8_tile_avx2<4>};
+  static const Int8Fn avxvnni[4] = {int8_tile_avxvnni<1>, int8_tile_avxvnni<2>, int8_tile_avxvnni<3>,
+                                    int8_tile_avxvnni<4>};
+  static const Int8Fn avx512[8] = {int8_tile_avx512<1>, int8_tile_avx512<2>, int8_tile_avx512<3>, int8_tile_avx512<4>,
+                                   int8_tile_avx512<5>, int8_tile_avx512<6>, int8_tile_avx512<7>, int8_tile_avx512<8>};
+  if (isa == kAvx512Vnni) return {avx512, 8};
+  if (isa == kAvxVnni) return {avxvnni, 4};
+  if (isa == kAvx2) return {avx2, 4};
+  return {nullptr, 0};
+}
+
+void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, float* row) { int8_row_avx512_t(lane_bytes, k, row); }
+void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row) { int8_row_avx512_t(lane_bytes, k, row); }
+
+#else
+Plan<Int4Fn> simd_int4_plan(int64_t) { return {nullptr, 0}; }
+Plan<Int8Fn> simd_int8_plan(int64_t) { return {nullptr, 0}; }
+void int8_row_avx512(const uint8_t*, int64_t, float*) {}
+void int8_row_avx512(const uint8_t*, int64_t, at::BFloat16*) {}
+#endif  // AR_X86
+
+}  // namespace active_rag_kernels
