@@ -239,9 +239,12 @@ class LiveRuns:
         return run
 
     def pop(self, run_id: str) -> None:
-        """Forget a finished run (its thread has ended)."""
+        """Forget a finished run, ending its thread (after the result it still waits for the command that would find
+        the generator's end)."""
         with self._lock:
-            self._runs.pop(run_id, None)
+            run = self._runs.pop(run_id, None)
+        if run is not None:
+            run.close()
 
     def close(self, run_id: str | None = None) -> None:
         """Close the run ``run_id`` (``None``: every run) and forget it."""

@@ -41,3 +41,13 @@ def bm25() -> RecordingBM25:
     docs = [Document(page_content=text, id=f"doc-{i}", metadata={"title": title}) for i, (title, text) in enumerate(TEXTS)]
     retriever = BM25sRetriever.from_documents(docs, k=3)
     return RecordingBM25(index=retriever.index, k=3, queries=[])
+
+
+@pytest.fixture(autouse=True)
+def _no_live_run_outlives_its_test():  # type: ignore[no-untyped-def]
+    """Each test's abandoned runs (an interrupt never answered) are closed and their threads joined when it ends, so
+    that no engine thread of this folder is alive in another test (tests/unit_tests/test_batching.py counts them)."""
+    yield
+    from langchain_active_rag.live_run import _close_everything
+
+    _close_everything()

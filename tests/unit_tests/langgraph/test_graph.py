@@ -355,3 +355,15 @@ def test_without_langgraph_the_import_names_the_extra(monkeypatch) -> None:
     monkeypatch.delitem(sys.modules, "langchain_active_rag.graph")
     with pytest.raises(MissingDependencyError, match=r"active-rag\[langgraph\]"):
         importlib.import_module("langchain_active_rag.graph")
+
+
+def test_a_finished_run_leaves_no_engine_thread(graph_lm, bm25) -> None:
+    """The run's thread ends with the run: a graph that answered holds no engine thread (nor its KV session)."""
+    graph = build_graph(graph_lm, bm25, preset="dragin", max_new_tokens=N)
+    graph.invoke({"question": QUESTION})
+    for _ in range(100):
+        alive = [t for t in threading.enumerate() if t.name.startswith("active-rag-live")]
+        if not alive:
+            break
+        threading.Event().wait(0.02)
+    assert not alive
