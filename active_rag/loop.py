@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .methods.answer_stage import AnswerStage
+from .methods.answering import retrieved_passages
 from .methods.date_compare import settle_dates
 from .methods.version_compare import settle_versions
 from .methods.context import ContextPolicy, make_context
@@ -220,7 +221,8 @@ class ActiveRAG(RetrievalSteps):
             **({"answer_options": True} if self.answer_options else {}),
             **({"follow_links": self.follow_links} if self.follow_links else {}),
             **({"settle_dates": True} if self.settle_dates else {}),
-            **({"settle_versions": True} if self.settle_versions else {}),
+            **({"settle_versions": True if self.settle_versions == "reasoning" else self.settle_versions}
+               if self.settle_versions else {}),
             **({"ask_each_name": True} if self.ask_each_name else {}),
         }
 
@@ -392,7 +394,8 @@ class ActiveRAG(RetrievalSteps):
             if look["second"] is not None:
                 draft = first
         answer = run.output_text.strip()
-        settled = settle_versions(run.question, answer) if self.settle_versions else None
+        settled = settle_versions(run.question, answer, retrieved_passages(run, run.answer_passages) if self.settle_versions == "passages"
+                                  else None) if self.settle_versions else None
         if settled is None and self.settle_dates:
             settled = settle_dates(run.question, answer)
         each_name = self._ask_each_name(run) if self.ask_each_name else None

@@ -354,13 +354,16 @@ class EvalWorker:
         """The keys of method ``name``'s engine without the answer rules it has that a resume can carry over
         (``settle_dates``, ``settle_versions``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
         ``focus`` reading comparison looks in full against ``compare=0``; :mod:`active_rag.evaluation.settled`),
-        each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...); empty when it has
-        none."""
+        each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...; ``"version-passages"``:
+        versions read from the reasoning only, ``AnswerStage(versions="reasoning")``); empty when it has none."""
         probe, _ = self._engine(name)
         check = probe.answer_check
         context = probe.context
         switches = {"dates": "settle_dates", "versions": "settle_versions", "each-name": "ask_each_name"}
         has = [rule for rule, attr in switches.items() if getattr(probe, attr)]
+        versions = probe.settle_versions
+        if versions == "passages":
+            has.append("version-passages")
         if check is not None and check.select == "new-evidence":
             has.append("new-evidence")
         if isinstance(context, FocusContext) and context.compare:
@@ -371,6 +374,10 @@ class EvalWorker:
                 check.select = "new-evidence" if on else "second"
             elif rule == "compare-look":
                 probe.context = context if on else dataclasses.replace(context, compare=0)
+            elif rule == "version-passages":  # the reasoning's versions only; off already when "versions" is
+                probe.settle_versions = versions if on else ("reasoning" if probe.settle_versions else False)
+            elif rule == "versions":
+                probe.settle_versions = versions if on else False
             else:
                 setattr(probe, switches[rule], on)
 

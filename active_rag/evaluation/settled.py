@@ -23,7 +23,10 @@ a look the question's form sent to compare what it names: a row written with ``c
 a comparison (the trace's ``choice``) is the row it writes; :func:`looked_to_compare` tells which rows are answered
 again.
 
-``AnswerStage(versions=True)`` (:mod:`active_rag.methods.version_compare`) is such a rule too, read before the dates.
+``AnswerStage(versions=True)`` (:mod:`active_rag.methods.version_compare`) is such a rule too, read before the dates;
+it reads an option's version from its own passage where the reasoning gives none, so a row written without it (or
+with ``versions="reasoning"``, rule ``"version-passages"``) is settled from its prediction and the passages of its
+answer's prompt (``final_passage_ids``, read through ``texts``).
 
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"versions"``, ``"each-name"``,
 ``"new-evidence"``, ``"compare-look"``, joined by ``+``).
@@ -40,6 +43,7 @@ from active_rag.methods.answer_check import grounded_in, unsupported_change
 from active_rag.methods.date_compare import settle_dates
 from active_rag.methods.version_compare import settle_versions
 from active_rag.text import normalize_answer
+from active_rag.types import Passage
 
 __all__ = ["carry_row", "convert_row", "keeps_second", "look_passage_ids", "settle_row"]
 
@@ -47,9 +51,21 @@ __all__ = ["carry_row", "convert_row", "keeps_second", "look_passage_ids", "sett
 PassageTexts = Callable[[Sequence[str]], str]
 
 
-def settle_row(row: Mapping[str, Any], key: str, rules: str = "dates") -> dict[str, Any]:
+def row_passages(row: Mapping[str, Any], texts: PassageTexts) -> list[Passage]:
+    """The passages of a row's answer prompt (``final_passage_ids``), titled and worded as ``texts`` reads them."""
+    out = []
+    for pid in row.get("final_passage_ids") or []:
+        title, _, text = texts([pid]).partition("\n")
+        if title or text:
+            out.append(Passage(id=pid, title=title, text=text))
+    return out
+
+
+def settle_row(row: Mapping[str, Any], key: str, rules: str = "dates",
+               passages: Sequence[Passage] | None = None) -> dict[str, Any]:
     """``row`` as the engine with key ``key`` (the same engine, settling dates and, with ``"versions"`` in ``rules``,
-    versions first, as the engine does) writes it: ``date_comparison`` when the question compares two things in time
+    versions first, as the engine does, from the reasoning and, given ``passages``, the options' own passages)
+    writes it: ``date_comparison`` when the question compares two things in time
     or by version, the settled ``answer`` and its EM/F1 (short-answer datasets; a dataset scored on the whole
     response keeps its scores, as :func:`~active_rag.evaluation.scoring.score_example` does), ``engine_key`` ``key``
     and ``settled_from`` the key the row was written with."""
@@ -58,7 +74,8 @@ def settle_row(row: Mapping[str, Any], key: str, rules: str = "dates") -> dict[s
     out["settled_from"] = row.get("engine_key")
     question, prediction = str(row.get("question", "")), str(row.get("prediction") or "")
     missing = set(rules.split("+"))
-    settled = settle_versions(question, prediction) if "versions" in missing else None
+    settled = (settle_versions(question, prediction, passages)
+               if missing & {"versions", "version-passages"} else None)
     written = row.get("date_comparison") or {}
     if settled is None and "dates" in missing and written.get("event") != "version":
         settled = settle_dates(question, prediction)
@@ -116,6 +133,13 @@ def looked_to_compare(row: Mapping[str, Any]) -> bool:
     return any(entry.get("choice") == "compare" for entry in row.get("trace") or [])
 
 
+def _reads_passages(row: Mapping[str, Any]) -> bool:
+    """Whether ``AnswerStage(versions=True)`` reads the options' own passages on this row: a comparison of versions
+    whose reasoning gives an option none."""
+    written = settle_versions(str(row.get("question", "")), str(row.get("prediction") or ""))
+    return written is not None and None in written.dates
+
+
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
     """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
     joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be answered again
@@ -130,6 +154,10 @@ def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageText
     if "versions" in missing and (row.get("date_comparison") or {}).get("answer") and \
             settle_versions(str(row.get("question", "")), str(row.get("prediction") or "")) is not None:
         return None  # the dates settled it, where the versions go first: the reader's own answer is not in the row
-    if "dates" in missing or "versions" in missing:
-        return settle_row(row, key, rules)
+    reads_passages = bool(missing & {"versions", "version-passages"}) and _reads_passages(row)
+    if reads_passages and texts is None:
+        return None  # the options' own passages cannot be read: the question is answered again
+    if missing & {"dates", "versions", "version-passages"}:
+        passages = row_passages(row, texts) if reads_passages and texts is not None else None
+        return settle_row(row, key, rules, passages)
     return {**row, "engine_key": key, "settled_from": row.get("engine_key")}

@@ -58,10 +58,11 @@ class AnswerStage:
     """Settle a comparison of dates with the dates the reader wrote (:func:`~active_rag.methods.date_compare.settle_dates`):
     the result's ``short_answer`` is the option they choose, and ``date_comparison`` records them."""
 
-    versions: bool = False
+    versions: bool | Literal["reasoning"] = False
     """Settle a comparison of versions with the versions the reader wrote
-    (:func:`~active_rag.methods.version_compare.settle_versions`): the result's ``short_answer`` is the option they
-    choose, and ``date_comparison`` records them (``event`` ``"version"``)."""
+    (:func:`~active_rag.methods.version_compare.settle_versions`) or, for an option it gave none, the version the
+    option's own passage in the prompt states: the result's ``short_answer`` is the option they choose, and
+    ``date_comparison`` records them (``event`` ``"version"``). ``"reasoning"``: the reader's versions only."""
 
     each_name: bool = False
     """Ask a "both" question's names one by one when the answer is "yes" (:mod:`~active_rag.methods.both_names`):
@@ -84,7 +85,7 @@ class AnswerStage:
             options=options,
             links=check_follow_links(self.links, context, retrieves_first),
             dates=bool(self.dates),
-            versions=bool(self.versions),
+            versions=_versions_rule(self.versions),
             each_name=bool(self.each_name),
         )
 
@@ -99,5 +100,18 @@ class ResolvedAnswerStage:
     options: bool
     links: bool | str
     dates: bool = False
-    versions: bool = False
+    versions: Literal[False, "reasoning", "passages"] = False
     each_name: bool = False
+
+
+def _versions_rule(versions: object) -> Literal[False, "reasoning", "passages"]:
+    """``AnswerStage.versions`` as the engine runs it: ``"passages"`` (``True``: the reasoning's versions, then the
+    options' own passages'), ``"reasoning"`` or ``False``."""
+    if versions == "reasoning":
+        return "reasoning"
+    if versions is True or versions == "passages":
+        return "passages"
+    if versions is False or versions is None:
+        return False
+    raise InvalidOptionError(f"versions={versions!r}: use True (the reasoning's versions, then the options' own "
+                             "passages'), 'reasoning' (the reasoning's only) or False.")

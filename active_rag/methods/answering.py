@@ -37,7 +37,7 @@ from ..answer_end import answer_body_end
 from ..decoding.stopping import completed_answer_end, has_completed_answer, last_complete_sentence_end
 from ..types import Passage, StreamEvent, TokenEvent, TokenStep, TriggerDecision
 
-__all__ = ["ANSWER_PHRASE", "AnswerSteps", "resolve_answer_phrase"]
+__all__ = ["ANSWER_PHRASE", "AnswerSteps", "resolve_answer_phrase", "retrieved_passages"]
 
 #: The phrase the DRAGIN and FLARE prompts' exemplars end their answers with ("... So the answer is X.").
 ANSWER_PHRASE = "So the answer is"
@@ -100,10 +100,15 @@ def _kept_draft_reason(check: AnswerCheck, draft: Any, second: Any) -> str:
             f"{second.answer!r} (p={second.min_prob:.3f})")
 
 
+def retrieved_passages(run: Any, ids: Sequence[str]) -> list[Passage]:
+    """The passages ``ids`` that the run retrieved, in that order."""
+    found = {p.id: p for r in run.retrievals for p in r.passages}
+    return [found[i] for i in ids if i in found]
+
+
 def _passage_text(run: Any, ids: Sequence[str]) -> str:
     """The titles and texts of the passages ``ids`` that the run retrieved, in that order."""
-    found = {p.id: p for r in run.retrievals for p in r.passages}
-    return passages_text(found[i] for i in ids if i in found)
+    return passages_text(retrieved_passages(run, ids))
 
 
 class AnswerSteps:
@@ -336,8 +341,7 @@ class AnswerSteps:
         parsed = both_question(run.question)
         if parsed is None or yes_or_no(run.output_text) != "yes":
             return None
-        found = {p.id: p for r in run.retrievals for p in r.passages}
-        docs = [found[i] for i in run.answer_passages if i in found]
+        docs = retrieved_passages(run, run.answer_passages)
         asked: list[dict[str, Any]] = []
         for question in parsed.questions:
             one = dataclasses.replace(run, question=question, output=[], docs=docs, session=None, layout=None,

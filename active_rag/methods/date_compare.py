@@ -65,9 +65,15 @@ class DateComparison:
     options: tuple[str, str]
     dates: tuple[tuple[int, ...] | None, tuple[int, ...] | None]
     answer: str | None
+    read_from: tuple[str | None, str | None] | None = None
+    """Where each option's value was read, when not all from the reasoning: ``"reasoning"``, the id of the option's
+    own passage (:func:`~active_rag.methods.version_compare.versions_in_passages`), or ``None`` (not found)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.read_from is None:
+            del out["read_from"]
+        return out
 
 
 def _has(text: str, words: tuple[str, ...]) -> bool:

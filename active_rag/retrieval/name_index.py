@@ -48,6 +48,7 @@ __all__ = [
     "SOURCE_KEYS",
     "SENTENCE_OPENERS",
     "attach_name_index",
+    "file_stem",
     "is_file_name",
     "name_index_for",
     "name_index_of",
@@ -173,7 +174,7 @@ def source_of(passage: Passage) -> str | None:
     return None
 
 
-def _file_stem(title: str) -> str:
+def file_stem(title: str) -> str:
     """``docs/orion.md`` -> ``orion``; the chunk suffix " (2/5)" that :mod:`active_rag.retrieval.chunking` adds goes too."""
     base = re.split(r"[/\\]", _PARENTHESIS.sub("", title).strip())[-1]
     return _FILE_SUFFIX.sub("", base).replace("_", " ").replace("-", " ")
@@ -349,7 +350,7 @@ class NameIndex:
                 if _keep_subject(subject, title if titled else ""):
                     names.append((_SUBJECT, subject))
             if title and is_file_name(title):
-                names.append((_STEM, _file_stem(title)))
+                names.append((_STEM, file_stem(title)))
             own.append(names)
             if sources[i] is not None:
                 first_of.setdefault(sources[i], i)  # type: ignore[arg-type]
@@ -404,7 +405,7 @@ class NameIndex:
         if self._identifiers is None:
             found = set()
             for p in self.passages:
-                title = _file_stem(p.title) if p.title and is_file_name(p.title) else _PARENTHESIS.sub("", p.title or "").strip()
+                title = file_stem(p.title) if p.title and is_file_name(p.title) else _PARENTHESIS.sub("", p.title or "").strip()
                 if title and " " not in title and (title.islower() or any(c.isupper() for c in title[1:])):
                     found.add(name_key(title))
             self._identifiers = frozenset(found)

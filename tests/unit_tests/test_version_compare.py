@@ -11,7 +11,10 @@ import pytest
 from active_rag import ActiveRAG, AnswerStage
 from active_rag.evaluation.scoring import _read_rows
 from active_rag.evaluation.settled import convert_row
-from active_rag.methods.version_compare import asks_versions, settle_versions, versions_by_option
+from active_rag.errors import InvalidOptionError
+from active_rag.methods.version_compare import asks_versions, settle_versions, versions_by_option, versions_in_passages
+from active_rag.retrieval.name_index import NameIndex
+from active_rag.types import Passage
 from active_rag.settings import engine_kwargs
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
 from tests.unit_tests.test_read_choice import Corpus
@@ -101,3 +104,64 @@ def test_a_row_written_without_the_rule_is_settled_without_the_model(tmp_path: P
     path.write_text(json.dumps(_row("old")) + "\n")
     done = _read_rows(path, "new", unsettled_key={"old": "versions"})
     assert done["q1"]["answer"] == "rpds-py" and done["q1"]["engine_key"] == "new"
+
+
+# -- an option the reasoning gives no version: its own passage's -------------------------------------------------
+RPDS = Passage(id="rpds-py.md#1", title="rpds-py (1/3)",
+               text="# rpds-py 0.27.1\n\nVersion: 0.27.1\nRequires-Python: <4.0,>=3.11\nClassifier: Python :: 3.13")
+CPUINFO = Passage(id="py_cpuinfo2.md#1", title="py_cpuinfo2", text="Version: 9.0.0\nRequires-Python: >=3.9")
+NEAR = Passage(id="rpds-py-extra.md", title="rpds-py-extra", text="Requires-Python: >=3.14")  # another package
+NO_VERSIONS = "rpds-py is older than py-cpuinfo2. So the answer is py-cpuinfo2."
+
+
+def test_an_options_version_is_read_from_the_line_of_its_own_passage_that_bears_on_the_question() -> None:
+    assert versions_in_passages(Q, ("rpds-py", "py-cpuinfo2"), [NEAR, RPDS, CPUINFO]) == (
+        ((3, 11), "rpds-py.md#1"), ((3, 9), "py_cpuinfo2.md#1"))  # not "Version: 0.27.1" nor "<4.0";
+    # not rpds-py-extra's: its file stem is another name
+    assert versions_in_passages(Q, ("rpds-py", "py-cpuinfo2"), [NEAR]) == ((None, None), (None, None))
+
+
+def test_the_passages_settle_what_the_reasoning_leaves_open_and_say_so() -> None:
+    settled = settle_versions(Q, NO_VERSIONS, [RPDS, CPUINFO])
+    assert settled is not None and settled.answer == "rpds-py" and settled.dates == ((3, 11), (3, 9))
+    assert settled.to_dict()["read_from"] == ("rpds-py.md#1", "py_cpuinfo2.md#1")
+    one = settle_versions(Q, "py-cpuinfo2 needs Python 3.12. So the answer is py-cpuinfo2.", [RPDS, CPUINFO])
+    assert one is not None and one.answer == "py-cpuinfo2" and one.read_from == ("rpds-py.md#1", "reasoning")
+    written = settle_versions(Q, WRONG, [RPDS, CPUINFO])  # the reasoning gives both: the passages are not read
+    assert written is not None and written.answer == "rpds-py" and "read_from" not in written.to_dict()
+    assert settle_versions(Q, NO_VERSIONS).answer is None  # without the passages, nothing settles
+    assert settle_versions(Q, NO_VERSIONS, [NEAR]).answer is None
+
+
+class Packages:
+    """Both options' header chunks, whatever the query."""
+
+    name_index = NameIndex.from_passages([RPDS, CPUINFO])
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        return [RPDS, CPUINFO][:k]
+
+
+def test_the_engine_reads_the_versions_of_the_answers_prompt_and_reasoning_only_does_not() -> None:
+    lm = ScriptedLM(script=lambda prompt: words(NO_VERSIONS))
+    result = ActiveRAG.from_preset("sr-rag-choose", lm, Packages(), top_k=2).run(Q)
+    assert result.short_answer == "rpds-py" and tuple(result.date_comparison["read_from"]) == ("rpds-py.md#1", "py_cpuinfo2.md#1")
+    assert set(result.final_passage_ids) >= {"rpds-py.md#1", "py_cpuinfo2.md#1"}
+    reasoning = ActiveRAG.from_preset("sr-rag-choose", lm, Packages(), top_k=2, answer=AnswerStage(
+        options=True, links="choose", dates=True, versions="reasoning", each_name=True))
+    assert reasoning.run(Q).short_answer == "py-cpuinfo2" and reasoning.describe()["settle_versions"] is True
+    assert ActiveRAG.from_preset("sr-rag-choose", lm, Packages(), top_k=2).describe()["settle_versions"] == "passages"
+    with pytest.raises(InvalidOptionError, match="versions='numbers'"):
+        ActiveRAG.from_preset("sr-rag-choose", lm, Packages(), top_k=2, answer=AnswerStage(versions="numbers"))
+
+
+def test_a_row_settled_by_the_reasoning_only_is_settled_again_from_its_passages() -> None:
+    texts = {p.id: f"{p.title}\n{p.text}" for p in (RPDS, CPUINFO)}
+    row = _row("reasoning", prediction=NO_VERSIONS, final_passage_ids=["rpds-py.md#1", "py_cpuinfo2.md#1"],
+               date_comparison={"event": "version", "answer": None})
+    converted = convert_row(row, "passages", "version-passages", lambda ids: "\n".join(texts[i] for i in ids))
+    assert converted is not None and converted["answer"] == "rpds-py" and converted["metrics"]["f1"] == 1.0
+    assert converted["date_comparison"]["read_from"] == ("rpds-py.md#1", "py_cpuinfo2.md#1")
+    assert convert_row(row, "passages", "version-passages") is None  # no passages to read: answered again
+    other = _row("reasoning", question="Who is older, Annie Morton or Terry Richardson?", prediction="Annie Morton.")
+    assert convert_row(other, "passages", "version-passages") is not None  # no versions asked: nothing to read
