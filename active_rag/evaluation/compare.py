@@ -13,6 +13,11 @@ retrieval and evidence columns of :func:`~active_rag.evaluation.scoring.summariz
         dragin-accumulate=results/eval/hotpotqa/qwen2.5-coder-0.5b/dragin@ir@context=accumulate.jsonl \\
         --baseline sr-rag --baseline control [--by choice]
 
+``--settle LABEL`` adds a column ``LABEL+rules``: that file's rows as the engine's answer rules that read only the
+finished answer and its prompt's passages would settle them (dates, and versions from the reasoning or the options'
+own passages; :func:`~active_rag.evaluation.settled.settle_row`), with no model call: a control given the rules
+that are not about what it reads.
+
 ``--by choice`` (or ``form``) adds a table per group of questions: what ``sr-rag-choose`` reads for them, or their
 form. Older rows lack the evidence metrics; for a single-round method (every row one retrieval with
 the question, whose passages the answer's prompt holds) they are derived from the trace, elsewhere the cell reads
@@ -25,6 +30,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -132,6 +138,23 @@ def format_comparison(summary: Mapping[str, Mapping[str, Any]], diffs: Sequence[
     return "\n".join(lines) + "\n"
 
 
+def settled_file(path: Path, dataset: str, data_dir: Path | None, out: Path) -> Path:
+    """``path``'s rows settled by the answer rules of ``--settle`` (see the module docstring), written to ``out``."""
+    from active_rag.evaluation.method_engines import load_corpus_index
+    from active_rag.evaluation.settled import row_passages, settle_row
+    from active_rag.methods.answer_check import passages_text
+
+    index, _, _ = load_corpus_index(dataset, data_dir)
+    by_id = {p.id: p for p in index.passages}
+
+    def texts(ids: Sequence[str]) -> str:
+        return passages_text(by_id[i] for i in ids if i in by_id)
+
+    rows = [settle_row(r, str(r.get("engine_key")), "dates+versions", row_passages(r, texts)) for r in read_rows(path)]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return out
+
+
 def labelled(spec: str) -> tuple[str, Path]:
     label, sep, path = spec.partition("=")
     if not sep or not label or not path:
@@ -152,11 +175,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--all-rows", action="store_true",
                         help="score each file on all its rows (default: only the questions every file answered, so "
                              "that each column is read on the same questions)")
+    parser.add_argument("--settle", action="append", default=[], metavar="LABEL",
+                        help="also LABEL+rules: LABEL's rows settled by the dates and versions rules, from their "
+                             "answers and prompts' passages (reads the dataset's corpus; repeatable)")
     args = parser.parse_args(argv)
     files = dict(args.files)
-    missing = [b for b in args.baseline if b not in files]
+    missing = [b for b in args.settle if b not in files]
+    missing += [b for b in args.baseline if b not in files and b not in {f"{s}+rules" for s in args.settle}]
     if missing:
-        parser.exit(2, f"error: --baseline {missing[0]!r} is not one of the labels {sorted(files)}: name a LABEL=PATH.\n")
+        parser.exit(2, f"error: {missing[0]!r} is not one of the labels {sorted(files)}: name a LABEL=PATH.\n")
+    scratch = tempfile.TemporaryDirectory(prefix="active-rag-compare-")
+    try:
+        for label in args.settle:
+            files[f"{label}+rules"] = settled_file(files[label], args.dataset, args.data_dir,
+                                                   Path(scratch.name) / f"{len(files)}.jsonl")
+    except (FileNotFoundError, json.JSONDecodeError) as exc:
+        parser.exit(2, f"error: {exc}\n")
     try:
         ids = [{str(r.get("id")) for r in read_rows(path)} for path in files.values()]
     except (FileNotFoundError, json.JSONDecodeError) as exc:

@@ -133,3 +133,27 @@ def test_the_cli_reads_every_column_on_the_questions_all_files_answered(tmp_path
     assert "| more | 2 | 100.0 |" in out and "2 question(s) answered in every file" in err
     assert main(["--dataset", "hotpotqa", "--baseline", "base", "--all-rows", f"base={base}", f"more={more}"]) == 0
     assert "| more | 3 | 66.7 |" in capsys.readouterr().out
+
+
+def test_settle_adds_a_column_of_the_rows_settled_by_the_answer_rules(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``--settle LABEL``: LABEL's rows as the dates and versions rules settle them, the versions read from the options'
+    own passages in the folder (no model call); a bad label exits 2."""
+    data = tmp_path / "data"
+    docs = data / "pydocs" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "typer.md").write_text("# typer 0.12\n\nName: typer\nRequires-Python: >=3.11\n", encoding="utf-8")
+    (docs / "Pygments.md").write_text("# Pygments 2.1\n\nName: Pygments\nRequires-Python: >=3.8\n", encoding="utf-8")
+    (data / "pydocs" / "questions_dev.jsonl").write_text("", encoding="utf-8")
+    question = "Which requires a newer minimum Python version, typer or Pygments?"
+    row = {**_row("a", 0.0, passages=["typer.md", "Pygments.md"], gold=[]), "question": question, "gold": ["typer"],
+           "prediction": "Pygments is newer. So the answer is Pygments.", "answer": "Pygments",
+           "final_passage_ids": ["typer.md", "Pygments.md"]}
+    base = _write(tmp_path / "b.jsonl", [row])
+    assert main(["--dataset", "pydocs", f"base={base}", "--settle", "base", "--baseline", "base+rules",
+                 "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "| base+rules | 1 | 100.0 |" in out and "| base | 1 | 0.0 | -100.0" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--dataset", "pydocs", f"base={base}", "--settle", "other", "--data-dir", str(data)])
+    assert exit_info.value.code == 2
