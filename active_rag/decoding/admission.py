@@ -5,7 +5,7 @@ rest), here for the :class:`~active_rag.decoding.decode_scheduler.DecodeSchedule
 
 - A sequence of ``n`` tokens holds ``layers x kv_heads x head_dim x 2 (keys and values) x dtype bytes x n``
   bytes of KV (:func:`kv_bytes_per_token`). A batched decode step reads every admitted sequence's KV, appends
-  one position to it (``DynamicCache`` concatenates into new tensors, layer by layer) and, on the padded
+  one position to it (in place: :class:`~active_rag.decoding.kv_layer.GrowingLayer`) and, on the padded
   attention path (:mod:`active_rag.decoding.ragged_attention`), copies it padded to the longest sequence. Its cost is
   counted as that padded size, ``batch x longest x bytes per token`` (an upper bound of the loop path's sum).
 - :func:`admit` takes the waiting steps in arrival order while that cost stays within the budget (always at

@@ -34,6 +34,7 @@ from .attention import CAPTURE, IMPLEMENTATION, Capture, attention_modules, inst
 from .._aio import check_cancelled
 from .decode_scheduler import DecodeScheduler, roll_back
 from ..errors import AttentionCaptureError
+from .kv_layer import growing_cache, is_full_attention_layer
 from .prefix_cache import PrefixCache, default_prefix_cache_mb
 from ..signals import entropy_from_logprobs
 from ..types import TokenStep
@@ -98,9 +99,7 @@ class DecodingSession:
     def __post_init__(self) -> None:
         if not self.ids:
             raise ValueError("A decoding session needs at least one prompt token.")
-        from transformers import DynamicCache
-
-        self._cache = DynamicCache(config=self.lm.model.config)
+        self._cache = growing_cache(self.lm.model.config)
         self._fed = 0  # number of ids already in the KV cache
         self._next_logits: torch.Tensor | None = None
         self._logits_at: dict[int, torch.Tensor] = {}  # tokens fed -> next-token logits (the last few)
@@ -127,10 +126,8 @@ class DecodingSession:
 
     # -- prefix cache --------------------------------------------------------------------------------
     def _layers(self) -> list[Any] | None:
-        from transformers.cache_utils import DynamicLayer
-
         layers = list(getattr(self._cache, "layers", []))
-        if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        if not layers or not all(is_full_attention_layer(layer) for layer in layers):
             return None  # sliding-window or other cache layouts are not shared
         return layers
 

@@ -8,8 +8,9 @@ vLLM's automatic prefix caching and SGLang's RadixAttention, here for one proces
 
 - Matching is token-exact on the longest common prefix, so a tokenizer that merges tokens across a
   boundary simply gets a shorter match; a prefix that differs in any token is never reused.
-- Entries hold the per-layer key/value tensors of one prompt. Sessions read them through views and
-  ``DynamicLayer.update`` concatenates into new tensors, so a session never changes what it started from.
+- Entries hold copies of the per-layer key/value tensors of one prompt (never views of a session's buffers,
+  which :class:`~active_rag.decoding.kv_layer.GrowingLayer` writes in place). Sessions read them through views
+  and copy them into buffers of their own before writing, so a session never changes what it started from.
 - Memory is bounded: least-recently-used entries are evicted once the total exceeds ``max_bytes``. An
   entry whose tokens are a prefix of a new one is replaced by it.
 - Thread-safe: one lock guards the table; tensors are never written after insertion.
@@ -120,13 +121,13 @@ class PrefixCache:
             return PrefixHit(length=best_len, kv=best.kv)
 
     def insert(self, ids: Sequence[int], kv: KV, *, namespace: Hashable = None) -> None:
-        """Remember the KV tensors of ``ids`` in ``namespace`` (taken as they are: callers never write them
-        again)."""
+        """Remember the KV tensors of ``ids`` in ``namespace``: a copy of their first ``len(ids)`` positions, of
+        exactly that size (the caller's tensors may be views of buffers it writes on, whose size would stay held)."""
         key = tuple(int(i) for i in ids)
         if len(key) < self.min_length or not kv:
             return
-        kv = [(k[:, :, : len(key)], v[:, :, : len(key)]) for k, v in kv]
-        nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+        nbytes = sum((k[:, :, : len(key)].numel() * k.element_size() + v[:, :, : len(key)].numel() * v.element_size())
+                     for k, v in kv)
         if nbytes > self.max_bytes:
             return
         with self._lock:
@@ -138,6 +139,7 @@ class PrefixCache:
                     return
                 if len(other.ids) < len(key) and key[: len(other.ids)] == other.ids:
                     self._drop(other)  # the new entry covers the shorter one
+            kv = [(k[:, :, : len(key)].clone(), v[:, :, : len(key)].clone()) for k, v in kv]
             entry = _Entry(key, kv, nbytes, namespace)
             self._entries[entry.key] = entry
             self._bytes += nbytes
