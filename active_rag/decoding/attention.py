@@ -56,42 +56,7 @@ def _inner_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor
     inner = module._active_rag_inner  # type: ignore[attr-defined]
     if inner == "eager":
         return eager_function(module)
-    kernel = ALL_ATTENTION_FUNCTIONS.get_interface(inner, eager_function(module))
-    if inner != "sdpa":
-        return kernel
-
-    def sdpa_or_one_query(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                          mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if takes_one_query_path(query, key, mask, kwargs):
-            return one_query_attention(module, query, key, value, **kwargs), None
-        return kernel(module, query, key, value, mask, **kwargs)
-
-    return sdpa_or_one_query
-
-
-def takes_one_query_path(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, kwargs: dict[str, Any]) -> bool:
-    """Whether a call of sdpa is a decode step :func:`one_query_attention` computes: one query, no mask, float32 on
-    the CPU, none of the variants it does not implement (a sliding window, sinks, soft-capping, dropout)."""
-    return (query.shape[2] == 1 and mask is None and query.device.type == "cpu" and query.dtype == torch.float32
-            and key.dtype == torch.float32 and query.shape[1] % key.shape[1] == 0
-            and not kwargs.get("sliding_window") and kwargs.get("s_aux") is None and not kwargs.get("softcap")
-            and not kwargs.get("dropout"))
-
-
-def one_query_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                        **kwargs: Any) -> torch.Tensor:
-    """Attention of one query token over ``key``/``value`` as two matrix products and a softmax, the query heads
-    grouped by the key/value head they share (GQA: head ``h`` reads key head ``h // groups``, as ``repeat_kv``
-    lays them out), so no key or value is copied. On the CPU, torch's flash kernel spends several times the time
-    of reading the keys on a one-row query (``docs/speed.md``, "One query a step"). Returns ``[batch, 1, heads,
-    head_dim]``, as transformers' sdpa function does."""
-    batch, heads, _, dim = query.shape
-    kv_heads = key.shape[1]
-    scaling = kwargs.get("scaling")
-    scale = dim**-0.5 if scaling is None else scaling
-    grouped = query.reshape(batch, kv_heads, heads // kv_heads, dim)
-    weights = torch.softmax(torch.matmul(grouped, key.transpose(-1, -2)) * scale, dim=-1)
-    return torch.matmul(weights, value).reshape(batch, 1, heads, dim)
+    return ALL_ATTENTION_FUNCTIONS.get_interface(inner, eager_function(module))
 
 
 def _additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
