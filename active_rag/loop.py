@@ -394,8 +394,8 @@ class ActiveRAG(RetrievalSteps):
             if look["second"] is not None:
                 draft = first
         answer = run.output_text.strip()
-        settled = settle_versions(run.question, answer, retrieved_passages(run, run.answer_passages) if self.settle_versions == "passages"
-                                  else None) if self.settle_versions else None
+        own = retrieved_passages(run, run.answer_passages) if self.settle_versions == "passages" else None
+        settled = settle_versions(run.question, answer, own) if self.settle_versions else None
         if settled is None and self.settle_dates:
             settled = settle_dates(run.question, answer)
         each_name = self._ask_each_name(run) if self.ask_each_name else None

@@ -29,7 +29,7 @@ with ``versions="reasoning"``, rule ``"version-passages"``) is settled from its 
 answer's prompt (``final_passage_ids``, read through ``texts``).
 
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"versions"``, ``"each-name"``,
-``"new-evidence"``, ``"compare-look"``, joined by ``+``).
+``"new-evidence"``, ``"compare-look"``, ``"version-passages"``, joined by ``+``).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _reads_passages(row: Mapping[str, Any]) -> bool:
 
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
-    """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
+    """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"version-passages"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
     joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be answered again
     (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``, :func:`looked_to_compare`)."""
     missing = set(rules.split("+"))

@@ -16,8 +16,8 @@ or the lower, compared as numbers (3.10 is newer than 3.9). A tie settles nothin
 Where the reasoning gives an option no version (qwen2.5-coder-0.5b writes one for 3 of 30 such questions on pydocs
 and then answers with the first option it names), :func:`versions_in_passages` reads it from the option's own
 passage in the prompt (the passage titled with the option, as a folder's file stem titles its chunks): the first
-version on the line that shares the most words with the question ("Requires-Python: >=3.9" for "requires a newer
-minimum Python version", before "Version: 2.31.0"). The record says where each version came from (``read_from``).
+version whose label, the words just before it (:func:`labelled_versions`), shares the most of what the question
+asks ("Requires-Python: >=3.9" for "requires a newer minimum Python version", not "Version: 2.31.0"). The record says where each version came from (``read_from``).
 A version neither gives settles nothing. ``ActiveRAG(answer=AnswerStage(versions=True))``; ``versions="reasoning"``
 reads the reasoning only (the rule before passages were read). On with ``dates`` in the ``sr-rag-choose`` and
 ``look-again-choose`` presets.
@@ -63,8 +63,8 @@ def labelled_versions(line: str) -> list[tuple[set[str], tuple[int, ...]]]:
     :data:`LABEL_WORDS` words before it, after the version before it (``"Requires-Python: <4.0,>=3.10"``: 3.10,
     labelled "requires python").
 
-    >>> labelled_versions('Requires-Dist: zipp>=3.1.0; python_version < "3.10"')
-    [({'requires', 'zipp', 'dist'}, (3, 1, 0))]
+    >>> [(sorted(label), version) for label, version in labelled_versions('Requires-Dist: zipp>=3.1.0; python_version < "3.10"')]
+    [(['dist', 'requires', 'zipp'], (3, 1, 0))]
     """
     low, out, after = line.lower(), [], 0
     for m in _VERSION.finditer(low):
