@@ -20,6 +20,7 @@ vLLM's automatic prefix caching and SGLang's RadixAttention, here for one proces
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -33,13 +34,32 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]
 DEFAULT_PREFIX_CACHE_MB = 1024.0
 
 
+def available_memory_bytes() -> int | None:
+    """The machine's memory available now, in bytes (Linux: ``MemAvailable`` of ``/proc/meminfo``, else the free
+    pages ``sysconf`` gives); ``None`` where neither says."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def default_prefix_cache_mb(device: torch.device) -> float:
-    """The cache's bound when none is given: :data:`DEFAULT_PREFIX_CACHE_MB` on the CPU (and MPS); on a CUDA GPU a
-    fifth of the memory free once the model is loaded, at most that, so the decoding sequences' KV keeps room."""
-    if device.type != "cuda":
-        return DEFAULT_PREFIX_CACHE_MB
-    free, _total = torch.cuda.mem_get_info(device)
-    return min(DEFAULT_PREFIX_CACHE_MB, free / 2**20 / 5)
+    """The cache's bound when none is given, in proportion to the machine: on the CPU (and MPS) an eighth of the
+    memory available once the model is loaded (:func:`available_memory_bytes`), on a CUDA GPU a fifth of its free
+    memory, at most :data:`DEFAULT_PREFIX_CACHE_MB` either way, so the decoding sequences' KV keeps room (a laptop
+    with 4 GB free gets 512 MiB; where the memory available is unknown, the most)."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return min(DEFAULT_PREFIX_CACHE_MB, free / 2**20 / 5)
+    available = available_memory_bytes()
+    return DEFAULT_PREFIX_CACHE_MB if available is None else min(DEFAULT_PREFIX_CACHE_MB, available / 2**20 / 8)
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -168,4 +188,5 @@ class PrefixCache:
             }
 
 
-__all__ = ["PrefixCache", "PrefixHit", "DEFAULT_PREFIX_CACHE_MB", "common_prefix_length", "default_prefix_cache_mb"]
+__all__ = ["PrefixCache", "PrefixHit", "DEFAULT_PREFIX_CACHE_MB", "available_memory_bytes", "common_prefix_length",
+           "default_prefix_cache_mb"]

@@ -169,11 +169,21 @@ def _decodes_with_our_kernel(model: Any) -> bool:
     return any(getattr(layer, "uses_kernel", False) for _, layer in _decode_kernel_layers(model))
 
 
-def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_passages: int | None = None) -> str:
+#: the rules of :func:`~active_rag.methods.linked.follow_links` that change only a folder's (chunked) corpus, named in
+#: the keys of rows of methods that follow links over one: ``continuation`` (a link displaces the next chunk of a
+#: document the question reads only when it bears on the question as much), ``premise`` (a name only a question's
+#: premise states faces that rule too, :func:`~active_rag.methods.linked.premise_names`)
+LINK_RULES = "continuation+premise"
+
+
+def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_passages: int | None = None,
+                link_rules: str = LINK_RULES) -> str:
     """A short hash of everything that changes a method's outputs, stored in each row to guard resumes.
 
     Rows over another corpus than the shared one (``--data-dir`` of a union corpus: ``corpus_passages``, the
-    index's size) and rows with hidden titles get keys of their own, so that they never resume one another."""
+    index's size) and rows with hidden titles get keys of their own, so that they never resume one another.
+    ``link_rules``: the key of rows written with other rules of :data:`LINK_RULES` (``"continuation"``: before
+    ``premise``), for a resume to carry them over."""
     desc = {
         **rag.describe(),
         "prompt_text": [rag.prompt.direct, rag.prompt.with_docs],
@@ -202,7 +212,7 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
         desc["corpus_digest"] = passages_digest(folder)
         check = getattr(rag, "answer_check", None)
         if rag.follow_links or getattr(check, "query", None) in ("linked", "choose"):
-            desc["link_rules"] = "continuation"  # follow_links' continuation gate: it changes only chunked corpora
+            desc["link_rules"] = link_rules  # follow_links' rules that change only chunked corpora (LINK_RULES)
     if getattr(rag.router, "pool", None):  # TA-ARE's similarity-selected demonstrations (absent: fixed ones)
         desc["router_demos"] = {"similar": getattr(rag.router, "n_yes", None), "pool": len(rag.router.pool)}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, default=str).encode()).hexdigest()[:12]

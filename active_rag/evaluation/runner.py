@@ -355,7 +355,9 @@ class EvalWorker:
         (``settle_dates``, ``settle_versions``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
         ``focus`` reading comparison looks in full against ``compare=0``; :mod:`active_rag.evaluation.settled`),
         each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...; ``"version-passages"``:
-        versions read from the reasoning only, ``AnswerStage(versions="reasoning")``); empty when it has none."""
+        versions read from the reasoning only, ``AnswerStage(versions="reasoning")``; ``"premise"``: the links of a
+        folder's corpus followed before a question's premise names faced the continuation rule,
+        :data:`~active_rag.evaluation.method_engines.LINK_RULES`); empty when it has none."""
         probe, _ = self._engine(name)
         check = probe.answer_check
         context = probe.context
@@ -381,16 +383,23 @@ class EvalWorker:
             else:
                 setattr(probe, switches[rule], on)
 
+        passages = self.index_info.get("passages")
         keys: dict[str, str] = {}
-        for n in range(1, 2 ** len(has)):
+        for n in range(2 ** len(has)):
             off = [rule for i, rule in enumerate(has) if n >> i & 1]
             for rule in off:
                 turn(rule, False)
             try:
-                keys[_engine_key(probe, self.config, self.model_name, self.index_info.get("passages"))] = "+".join(off)
+                if off:
+                    keys[_engine_key(probe, self.config, self.model_name, passages)] = "+".join(off)
+                # rows written before a question's premise names faced the continuation rule (LINK_RULES)
+                before = _engine_key(probe, self.config, self.model_name, passages, link_rules="continuation")
+                if before != self._engine(name)[1] or off:
+                    keys.setdefault(before, "+".join(["premise", *off]))
             finally:
                 for rule in off:
                     turn(rule, True)
+        keys.pop(self._engine(name)[1], None)
         return keys
 
     def passage_texts(self, ids: Sequence[str]) -> str:

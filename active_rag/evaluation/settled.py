@@ -28,8 +28,14 @@ it reads an option's version from its own passage where the reasoning gives none
 with ``versions="reasoning"``, rule ``"version-passages"``) is settled from its prediction and the passages of its
 answer's prompt (``final_passage_ids``, read through ``texts``).
 
+On a folder's corpus, :func:`~active_rag.methods.linked.follow_links` lets a name that only a question's premise
+states ("requests depends on a package described as ...") face the continuation rule
+(:func:`~active_rag.methods.linked.premise_names`): a row written before (rule ``"premise"``) is the row it writes
+unless its question has a premise (:func:`~active_rag.methods.linked.asking_sentence`); such a question is answered
+again.
+
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"versions"``, ``"each-name"``,
-``"new-evidence"``, ``"compare-look"``, ``"version-passages"``, joined by ``+``).
+``"new-evidence"``, ``"compare-look"``, ``"version-passages"``, ``"premise"``, joined by ``+``).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from active_rag.evaluation.metrics import qa_scores
 from active_rag.methods.both_names import both_question, yes_or_no
 from active_rag.methods.answer_check import grounded_in, unsupported_change
 from active_rag.methods.date_compare import settle_dates
+from active_rag.methods.linked import asking_sentence
 from active_rag.methods.version_compare import settle_versions
 from active_rag.text import normalize_answer
 from active_rag.types import Passage
@@ -142,9 +149,12 @@ def _reads_passages(row: Mapping[str, Any]) -> bool:
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
     """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"version-passages"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
-    joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be answered again
-    (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``, :func:`looked_to_compare`)."""
+    ``"premise"``, joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be
+    answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``,
+    :func:`looked_to_compare`; ``"premise"``: a question with a premise, :func:`~active_rag.methods.linked.asking_sentence`)."""
     missing = set(rules.split("+"))
+    if "premise" in missing and asking_sentence(str(row.get("question", ""))) is not None:
+        return None  # a question with a premise: its premise's names may now face the continuation rule
     if "compare-look" in missing and looked_to_compare(row):
         return None
     if "each-name" in missing and _asks_each_name(row):

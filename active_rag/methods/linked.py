@@ -26,8 +26,12 @@ retrieving the question's next passages rarely finds it; the name in the passage
 4. on a corpus of chunked documents (a folder, a text splitter's chunks: ``metadata["source"]``), a name the
    passages mention is followed only when its passage bears on the question at least as much as the question's
    next-ranked chunk of a document it already reads (``continuation``): "Who is the author of the joblib
-   package?" reads joblib's next chunk, not NumPy's page that joblib's first chunk mentions. A Wikipedia-shaped
-   corpus (one passage per article) has nothing to continue and is followed as before;
+   package?" reads joblib's next chunk, not NumPy's page that joblib's first chunk mentions. So is a name that only
+   the question's premise states (:func:`premise_names`), scored without its own name: "requests depends on a
+   package described as "...". Who is the author of that package?" asks about the package described, and the
+   page of requests (its author) is read only when the rest of the question bears on it more than on the next
+   chunk of the described package's page. A Wikipedia-shaped corpus (one passage per article) has nothing to
+   continue and is followed as before;
 5. the best passage of each followed name (of a name's chunks, the one sharing most of the question's words),
    then the question's next-ranked passages fill what is left of ``k`` (one retriever call, only when needed; the
    same ranking as step 4's when it was asked for).
@@ -39,7 +43,9 @@ that asked once per name: 76.0%, 24.1 retriever calls a question), 72.0% with th
 2WikiMultihopQA 83.3% (82.0%), 70.0% hidden (30.0%); 1.6 retriever calls a question, at most 2. On pydocs (212
 questions over a folder of 258 package pages, 3,975 chunks; ``results/linked-recall/pydocs*.md``) step 4 takes the
 linked passages without gold from 1.38 to 0.43 a question and every gold passage held from 84.9% to 87.3%
-(``choose``; 2 retriever calls a question), and leaves the Wikipedia unions' figures as they were.
+(``choose``; 2 retriever calls a question), and leaves the Wikipedia unions' figures as they were; with a premise's
+names facing it too, 0.41 and 83.5% (the pydocs gold counts the header of the package a two-hop question names,
+which the reader does not need once the described package's page is read).
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ __all__ = [
     "linked_names",
     "linked_sources",
     "mentioned_names",
+    "asking_sentence",
+    "premise_names",
     "question_articles",
     "question_names",
 ]
@@ -81,6 +89,11 @@ PER_NAME = 3
 _LOWER = re.compile(r"(?<![\w'’-])[a-z]+(?![\w'’-])")
 #: A word of a question that may name a document: lowercase, possibly an identifier ("typing-extensions", "pyyaml").
 _QUESTION_WORD = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
+_WORD = re.compile(r"[A-Za-z]+")
+#: the words a question's asking sentence opens with
+_ASKS = frozenset("who whom whose what which when where why how is are was were do does did can could has have had "
+                  "will would should".split())
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 
 
@@ -176,6 +189,46 @@ def question_names(question: str, known: Callable[[str], bool] | None = None) ->
     return found
 
 
+def asking_sentence(question: str) -> str | None:
+    """The sentence of ``question`` that asks, when a premise comes before it ("requests depends on a package
+    described as "...". Who is the author of that package?"): its last sentence that ends with "?" and opens with
+    a question word ("Who", "What", "Is"); ``None`` for a question of one sentence.
+
+    >>> asking_sentence('requests depends on a package described as "Universal encoding detector". Who wrote it?')
+    'Who wrote it?'
+    >>> asking_sentence("Which filmmaker was known for animation, Lev Yilmaz or Pamela B. Green?") is None
+    True
+    """
+    sentences = split_sentences(question)
+    asking = [s for s in sentences if s.rstrip().endswith("?")]
+    if len(sentences) < 2 or not asking:
+        return None
+    words = _WORD.findall(asking[-1])
+    if not words or words[0].lower() not in _ASKS:  # "Green?" ends a name with an initial, not a question
+        return None
+    return asking[-1]
+
+
+def premise_names(question: str, names: Sequence[str]) -> list[str]:
+    """Of ``names`` (the question's own, :func:`question_names`), those only its premise states: a question that says
+    something and then asks may point with a name of its statement at what it asks about ("requests depends on a
+    package described as "...". Who is the author of that package?" asks about the package described, not about
+    requests). A name the asking sentence (:func:`asking_sentence`) or a quotation of the question holds (a
+    description, a title) is not the premise's; a question of one sentence has no premise.
+
+    >>> premise_names('requests depends on a package described as "Universal encoding detector". Who wrote it?',
+    ...               ["requests", "Universal"])
+    ['requests']
+    >>> premise_names("Who is the author of the weasel package?", ["weasel"])
+    []
+    """
+    asking = asking_sentence(question)
+    if asking is None:
+        return []
+    quoted = " ".join(a or b for a, b in _QUOTED.findall(question)).lower()
+    return [n for n in names if n.lower() not in asking.lower() and n.lower() not in quoted]
+
+
 def _own_names(passages: Sequence[Passage]) -> set[str]:
     """The name keys of what ``passages`` are about: their titles (a file name is not one) and the names their texts
     open with (:func:`~active_rag.retrieval.name_index.text_subjects`): names the prompt already holds."""
@@ -210,7 +263,9 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     folder's or a text splitter's chunks are) and the question's next-ranked passages continue one of them, a name
     the passages mention is followed only when its passage bears on the question (:class:`~active_rag.retrieval.
     relevance.Relevance`) at least as much as the least relevant of those continuing chunks: a link displaces the
-    next chunk of the document the question reads only when it earns that place. The next-ranked passages are
+    next chunk of the document the question reads only when it earns that place. A name only the question's premise
+    states (:func:`premise_names`) faces that rule too, its passage scored against the question without the name.
+    The next-ranked passages are
     asked for once, and the same ranking fills what the links leave. A corpus of one passage per article
     (Wikipedia) has no chunks to continue and is followed as before."""
     links = Links()
@@ -271,7 +326,8 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
     followed only when its passage bears on the question (:class:`~active_rag.retrieval.relevance.Relevance`: at
     least ``min_share`` of the score of the least relevant of ``passages``; 0 follows every one); the others are
     listed in ``links.unrelated``; with ``ahead`` (the question's next-ranked passages), one whose passage bears on
-    the question less than the next chunk of a document the question reads is listed in ``links.outranked``."""
+    the question less than the next chunk of a document the question reads is listed in ``links.outranked``, and
+    so is a name only the question's premise states whose passage bears less on the rest of the question."""
     asked = set(content_words(question))
     index = name_index_of(retriever)
     held_ids = set(held) | {p.id for p in passages}
@@ -279,6 +335,7 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
     known = index.names_document if index is not None else None
     candidates = [n for n in mentioned_names(passages, question, known) if name_key(n) not in own]
     asked_names: list[str] = []
+    premise: set[str] = set()  # the question names that only its premise states (premise_names)
     if index is None:
         _warn_no_index(retriever)
         candidates = candidates[:MAX_NAMES]
@@ -289,6 +346,7 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
         asked_names = ([n for n in question_names(question, known) if name_key(n) not in own]
                        if with_question_names else [])
         candidates = asked_names + [n for n in candidates if n not in asked_names]
+        premise = set(premise_names(question, asked_names))
         found = {n: index.articles(n) for n in candidates}
     relevance = relevance_of(index) if index is not None and min_share > 0 else None
     floor = _continuation_floor(index, question, passages, ahead) if index is not None else None
@@ -302,9 +360,11 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
         if relevance is not None and name not in asked_names and not relevance.bears_on(question, best, passages, min_share):
             links.unrelated.append(name)  # a name the passages mention whose passage does not bear on the question
             continue
-        if floor is not None and name not in asked_names and relevance_of(index).score(asked_terms, best) < floor:
-            links.outranked.append(name)  # the next chunk of a document the question reads bears on it more
-            continue
+        if floor is not None and (name not in asked_names or name in premise):
+            scored = asked_terms - terms(name) if name in premise else asked_terms  # its own name is not what is asked
+            if relevance_of(index).score(scored, best) < floor:
+                links.outranked.append(name)  # the next chunk of a document the question reads bears on it more
+                continue
         ranked.append((-_overlap(asked, best), order, name, best))
     ranked.sort(key=lambda r: r[:2])
     return [(name, best) for *_, name, best in ranked[:MAX_NAMES]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from active_rag.markup import identifiers, prose
 from active_rag.methods.answer_options import question_options
+from active_rag.methods import linked
 from active_rag.methods.linked import follow_links, mentioned_names, question_names
 from active_rag.retrieval.name_index import NameIndex, attach_name_index
 from active_rag.types import Passage
@@ -213,3 +214,25 @@ def test_a_link_that_bears_on_the_question_more_than_the_next_chunk_is_still_rea
     links = follow_links(retriever, [docs[0]], question, 1, {docs[0].id})
     assert [p.id for p in links.passages] == ["yaml.md"] and links.outranked == []
     assert links.retriever_calls == 1  # the ranking the gate compared with
+
+
+def test_a_name_only_the_premise_states_faces_the_next_chunk_of_the_document_read(monkeypatch) -> None:
+    """'sklearn depends on a package described as ...': the question asks about the package described, so sklearn's
+    own page (its author) is read only when it bears on the rest of the question more than the next chunk of the
+    page the question reads; a name the asking sentence holds is read as before."""
+    docs = _chunked_corpus()
+    docs[1] = Passage(id="joblib.md#2", title="joblib (2/3)", metadata={"source": "joblib.md", "chunk": 2, "chunks": 3},
+                      text="joblib is lightweight pipelining: a package of tools for Python functions.")
+    sklearn = Passage(id="sklearn.md", title="sklearn", text="Name: sklearn\nAuthor: The sklearn developers\n"
+                                                             "Requires-Dist: joblib\nMachine learning in Python.")
+    docs.append(sklearn)
+    retriever = _Ranked(docs)
+    attach_name_index(retriever, docs)
+    premise = 'sklearn depends on a package described as "Lightweight pipelining". Who is the author of that package?'
+    links = follow_links(retriever, [docs[0]], premise, 1, {docs[0].id})
+    assert [p.id for p in links.passages] == ["joblib.md#2"] and "sklearn" in links.outranked
+    monkeypatch.setattr(linked, "premise_names", lambda question, names: [])  # the rule before: sklearn's page read
+    assert [p.id for p in follow_links(retriever, [docs[0]], premise, 1, {docs[0].id}).passages] == ["sklearn.md"]
+    monkeypatch.undo()
+    asked = "Who is the author of the package sklearn depends on for lightweight pipelining?"
+    assert "sklearn.md" in [p.id for p in follow_links(retriever, [docs[0]], asked, 1, {docs[0].id}).passages]

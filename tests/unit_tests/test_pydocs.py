@@ -73,3 +73,32 @@ def test_a_malformed_pydocs_record_names_the_file_and_line(tmp_path: Path) -> No
 
 def test_the_prompt_is_hotpotqas() -> None:
     assert build_eval_prompt("pydocs", "Q?") == build_eval_prompt("hotpotqa", "Q?")
+
+
+def test_rows_written_before_premise_names_faced_the_continuation_rule_resume_but_those_with_a_premise(
+        tiny_lm, tmp_path: Path) -> None:
+    """Rows of a method that follows links over a folder, written before a name only a question's premise states
+    faced the continuation rule (``link_rules: "continuation"``), resume under the new key: a question of one
+    sentence is carried over, one with a premise ("alpha depends on ... . Who is ...?") is answered again, and the
+    rows it replaces are set aside."""
+    from active_rag.evaluation import method_engines
+    from active_rag.evaluation.runner import EvalConfig, run_eval
+
+    data = _data(tmp_path)
+
+    def config() -> EvalConfig:
+        return EvalConfig(dataset="pydocs", data_dir=data, out_dir=tmp_path / "out", index_cache=tmp_path / "idx",
+                          methods=["sr-rag-choose"], max_new_tokens=6, plots=False)
+
+    with pytest.MonkeyPatch.context() as mp:  # the key as it was
+        mp.setattr(method_engines._engine_key, "__defaults__", (None, "continuation"))
+        old = run_eval(config(), lm=tiny_lm, progress=False)
+    path = old.out_dir / "sr-rag-choose.jsonl"
+    written = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+    run_eval(config(), lm=tiny_lm, progress=False)
+    rows = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+    assert sorted(rows) == ["q1", "q2", "q3"]
+    assert {q for q, r in rows.items() if "settled_from" in r} == {"q1", "q3"}  # q2 has a premise
+    assert all(rows[q]["engine_key"] != written[q]["engine_key"] for q in rows)
+    aside = [json.loads(line) for p in (old.out_dir / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
+    assert len(aside) == len(written)  # nothing lost
