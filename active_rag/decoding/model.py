@@ -35,6 +35,7 @@ from .._aio import check_cancelled
 from .decode_scheduler import DecodeScheduler, roll_back
 from ..errors import AttentionCaptureError
 from .kv_layer import growing_cache, is_full_attention_layer
+from .host_memory import trim_host_memory
 from .prefix_cache import PrefixCache, default_prefix_cache_mb
 from ..signals import entropy_from_logprobs
 from ..types import TokenStep
@@ -198,6 +199,9 @@ class DecodingSession:
         self.forward_passes += 1
         self._fed += len(new_ids)
         self._keep_logits(out.logits[0, -1].float())
+        if len(new_ids) > 1 and model.device.type == "cpu":
+            del out
+            trim_host_memory()  # the prefill's activations were just freed: their pages go back to the machine
         if cap is None:
             return None
         if cap.row is None:
