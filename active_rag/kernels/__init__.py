@@ -6,7 +6,8 @@ weight-only kernels convert each weight to float first (the int4 one is bound by
 groups of 32 inputs, and multiply integers four bytes at a time: ``vpdpbusd`` with AVX512-VNNI or AVX-VNNI,
 ``vpmaddubsw`` + ``vpmaddwd`` with AVX2 alone, a scalar reference elsewhere. Every path gives bit-identical outputs;
 they differ from a float product by the activations' int8 rounding (at most half a step of ``max|x| / 127`` per
-input within each group of 32).
+input within each group of 32). :func:`int8_linear` and :func:`int4_linear` are a packed layer's whole decode
+forward in one op (its input and output rounded to bfloat16 and its bias added, as the layer's torch ops did).
 
 The library is compiled ahead of time (``make setup`` runs :mod:`active_rag.kernels.build`); a process only loads a
 finished build. Where there is none (no compiler, another torch, a non-x86 machine, no AVX2), or when
@@ -49,6 +50,16 @@ def _register_fake() -> None:
 
     @torch.library.register_fake("active_rag::int8_gemm")
     def _int8(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, isa: int = 0) -> torch.Tensor:
+        return x.new_empty((x.shape[0], n), dtype=torch.float32)
+
+    @torch.library.register_fake("active_rag::int4_linear")
+    def _int4_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, bias: torch.Tensor | None,
+                     isa: int = 0) -> torch.Tensor:
+        return x.new_empty((x.shape[0], n), dtype=torch.float32)
+
+    @torch.library.register_fake("active_rag::int8_linear")
+    def _int8_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, bias: torch.Tensor | None,
+                     isa: int = 0) -> torch.Tensor:
         return x.new_empty((x.shape[0], n), dtype=torch.float32)
 
 
@@ -143,6 +154,22 @@ def int8_gemm(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_fe
     return ops.int8_gemm(x, tiles, scales, out_features, code)  # type: ignore[attr-defined]
 
 
+def int4_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int,
+                bias: torch.Tensor | None = None, isa: str | None = None) -> torch.Tensor:
+    """A packed int4 layer's decode forward in one op: float32 ``x`` ``[rows, in]`` rounded to bfloat16, times the
+    weight, the output rounded to bfloat16 (float32 ``[rows, out_features]``) plus ``bias``; the same values as
+    ``int4_gemm(x.to(torch.bfloat16), ...).to(torch.bfloat16).float() + bias``, without the small ops."""
+    ops, code = _ops(isa)
+    return ops.int4_linear(x, tiles, scales, out_features, bias, code)  # type: ignore[attr-defined]
+
+
+def int8_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int,
+                bias: torch.Tensor | None = None, isa: str | None = None) -> torch.Tensor:
+    """:func:`int4_linear` for an int8 weight (:func:`~.layout.pack_int8`)."""
+    ops, code = _ops(isa)
+    return ops.int8_linear(x, tiles, scales, out_features, bias, code)  # type: ignore[attr-defined]
+
+
 def int4_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """Write the int4 weight (``(q - 8) * step + zero``) into ``out`` ``[out_features, in_features]`` (float32 or
     bfloat16, contiguous) and return it: the dense prefill's weight."""
@@ -167,7 +194,9 @@ __all__ = [
     "describe",
     "int4_dequant",
     "int4_gemm",
+    "int4_linear",
     "int8_gemm",
+    "int8_linear",
     "int8_unpack",
     "loaded",
     "pack_int4",

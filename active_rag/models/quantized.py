@@ -145,6 +145,8 @@ class PackedLinear(nn.Module):
             out = rows.new_zeros((0, self.out_features), dtype=KERNEL_DTYPE)
         elif limit is None or rows.shape[0] <= limit:
             self.packed_calls += 1
+            if self.uses_kernel and x.dtype == torch.float32:  # the rounding and the bias in the kernel's own op
+                return self._linear(rows).reshape(*shape[:-1], self.out_features)
             # the kernels read their input as a dense row-major matrix: a strided view (a transposed attention
             # output) must be copied first, and .to() keeps a view's strides
             out = self._kernel(rows.to(KERNEL_DTYPE).contiguous())
@@ -158,6 +160,11 @@ class PackedLinear(nn.Module):
         return out.reshape(*shape[:-1], self.out_features)
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _linear(self, rows: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        """The whole decode forward of float32 ``rows`` in active-rag's kernel: the input and output rounding and
+        the bias of :meth:`forward`'s other path, in one op (:func:`active_rag.kernels.int8_linear`)."""
         raise NotImplementedError
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:  # pragma: no cover - abstract
@@ -236,6 +243,9 @@ class Int8Linear(PackedLinear):
         if self.uses_kernel:
             return kernels.int8_gemm(rows, self.tiles, self.scales, self.out_features)
         return torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
+
+    def _linear(self, rows: torch.Tensor) -> torch.Tensor:
+        return kernels.int8_linear(rows, self.tiles, self.scales, self.out_features, self.bias)
 
     def integers(self) -> torch.Tensor:
         """The int8 ``[out, in]`` weight before scaling."""
@@ -398,6 +408,9 @@ class Int4Linear(PackedLinear):
         if self.uses_kernel:
             return kernels.int4_gemm(rows, self.tiles, self.tile_scales, self.out_features)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group_size, self.scales_and_zeros)
+
+    def _linear(self, rows: torch.Tensor) -> torch.Tensor:
+        return kernels.int4_linear(rows, self.tiles, self.tile_scales, self.out_features, self.bias)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The weight the kernel multiplies by, with its rounded constants."""

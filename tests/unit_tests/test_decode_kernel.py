@@ -252,6 +252,31 @@ def test_layers_decode_with_the_kernel_and_its_state_loads_either_way(monkeypatc
         assert mine.weight_bytes <= 1.2 * theirs.weight_bytes
 
 
+@needs_kernel
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_layer_s_fused_decode_op_equals_its_unfused_ops_bit_for_bit(monkeypatch, bias: bool) -> None:
+    """The layer's decode forward in one op (input and output rounded to bfloat16, the bias added in the kernel)
+    gives exactly the values of the unfused path: the kernel on bfloat16 input, then two casts and an add."""
+    torch.manual_seed(1)
+    linear = nn.Linear(224, 72, bias=bias)
+    x = torch.randn(4, 3, 224) * 3
+    x[0, 0, :7] = torch.tensor([1e-8, -0.0, 65504.0, 1.00390625, 1.01171875, -2.5e-3, 0.0])  # ties, tiny, large
+    strided = torch.randn(224, 5).t()  # a transposed view
+    for cls in (Int8Linear, Int4Linear):
+        layer = cls.from_linear(linear)
+        fused = [layer(x), layer(strided)]
+        assert layer.packed_calls == 2
+        monkeypatch.setattr(cls, "_linear", lambda self, rows: pytest.fail("the unfused path ran the fused op"))
+        monkeypatch.setattr(layer, "uses_kernel", True)
+        unfused_x = layer._kernel(x.reshape(-1, 224).to(torch.bfloat16).contiguous()).to(torch.bfloat16).float()
+        unfused_s = layer._kernel(strided.to(torch.bfloat16).contiguous()).to(torch.bfloat16).float()
+        if bias:
+            unfused_x, unfused_s = unfused_x + linear.bias, unfused_s + linear.bias
+        assert torch.equal(fused[0], unfused_x.view(4, 3, 72)) and torch.equal(fused[1], unfused_s)
+        monkeypatch.undo()
+        assert fused[0].dtype == torch.float32
+
+
 def test_torch_kernels_decode_when_the_library_is_not_built(monkeypatch, caplog) -> None:
     """No build (or no compiler): one debug line, torch's kernels, and the same layers and cache format."""
     monkeypatch.setattr(kernels, "_STATE", {})

@@ -139,7 +139,9 @@ static void quantize_row(const float* v, int64_t k, int64_t kp, int8_t* xq, floa
   }
 }
 
-static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset) {
+// `round_inputs`: a float32 row is first rounded to bfloat16 (to nearest even, as torch's conversion), which is what
+// the layers' unfused path feeds the kernel (`x.to(torch.bfloat16)`), so the fused ops give the same integers.
+static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, bool round_inputs = false) {
   const int64_t rows = x.size(0), k = x.size(1);
   Activations a;
   a.kp = kp;
@@ -151,9 +153,16 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset) {
   int8_t* xq = a.xq_t.data_ptr<int8_t>();
   float* sx = a.sx_t.data_ptr<float>();
   int32_t* sums = a.start_t.data_ptr<int32_t>();  // the integer sums first, then -offset * S in place
-  if (x.scalar_type() == at::kFloat) {
+  if (x.scalar_type() == at::kFloat && !round_inputs) {
     const float* p = x.data_ptr<float>();
     for (int64_t r = 0; r < rows; ++r) quantize_row(p + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+  } else if (x.scalar_type() == at::kFloat) {
+    const float* p = x.data_ptr<float>();
+    std::vector<float> row(size_t(std::max<int64_t>(k, 1)));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < k; ++i) row[size_t(i)] = float(c10::BFloat16(p[r * k + i]));
+      quantize_row(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+    }
   } else {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
     std::vector<float> row(size_t(std::max<int64_t>(k, 1)));
@@ -267,8 +276,8 @@ static at::Tensor rows_of(const at::Tensor& x) {
 }
 
 // x [rows, K] float32/bfloat16; tiles uint8 [ceil(n / 16), K / 8, 64]; scales bfloat16 [ceil(n / 16), K / 32, 2, 16].
-static at::Tensor int4_gemm(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
-                            int64_t isa) {
+static at::Tensor int4_run(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                           int64_t isa, bool round_inputs) {
   const at::Tensor x = rows_of(x_in);
   const int64_t k = x.size(1), count = (n + kTile - 1) / kTile;
   TORCH_CHECK(k % kGroup == 0, "int4_gemm: in_features must be a multiple of 32");
@@ -280,7 +289,7 @@ static at::Tensor int4_gemm(const at::Tensor& x_in, const at::Tensor& tiles, con
   const Plan<Int4Fn> plan = int4_plan(resolve(isa));
   at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(at::kFloat));
   if (x.size(0) == 0 || n == 0) return out;
-  const Activations a = quantize(x, k, 8);
+  const Activations a = quantize(x, k, 8, round_inputs);
   const int64_t groups = k / kGroup;
   const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>());
   run_tiles(plan, tiles.data_ptr<uint8_t>(), k * 8, sc,
@@ -290,8 +299,8 @@ static at::Tensor int4_gemm(const at::Tensor& x_in, const at::Tensor& tiles, con
 }
 
 // x [rows, K] float32/bfloat16; tiles uint8 [ceil(n / 16), Kp / 4, 64] (Kp: K rounded up to 32); scales float32 [n].
-static at::Tensor int8_gemm(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
-                            int64_t isa) {
+static at::Tensor int8_run(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                           int64_t isa, bool round_inputs) {
   const at::Tensor x = rows_of(x_in);
   const int64_t k = x.size(1), count = (n + kTile - 1) / kTile, kp = (k + kGroup - 1) / kGroup * kGroup;
   TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous() && tiles.dim() == 3 && tiles.size(0) == count &&
@@ -302,11 +311,60 @@ static at::Tensor int8_gemm(const at::Tensor& x_in, const at::Tensor& tiles, con
   const Plan<Int8Fn> plan = int8_plan(resolve(isa));
   at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(at::kFloat));
   if (x.size(0) == 0 || n == 0) return out;
-  const Activations a = quantize(x, kp, 128);
+  const Activations a = quantize(x, kp, 128, round_inputs);
   run_tiles(plan, tiles.data_ptr<uint8_t>(), kp * kTile, scales.data_ptr<float>(),
             [](const float* s, int64_t t) { return s + t * kTile; }, kp / kGroup, a, x.size(0), out.data_ptr<float>(),
             n);
   return out;
+}
+
+static at::Tensor int4_gemm(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                            int64_t isa) {
+  return int4_run(x, tiles, scales, n, isa, false);
+}
+
+static at::Tensor int8_gemm(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                            int64_t isa) {
+  return int8_run(x, tiles, scales, n, isa, false);
+}
+
+// ------------------------------------------------------------------------------------------------ a whole layer
+
+// The packed layer's decode forward in one op (active_rag.models.quantized.PackedLinear): its float32 input rounded
+// to bfloat16, the product, the output rounded to bfloat16 and the bias (float32) added, each as the unfused path's
+// torch ops do it, so the outputs are identical; without them a step ran four small ops a layer besides the product.
+static at::Tensor finish(at::Tensor out, const c10::optional<at::Tensor>& bias) {
+  float* o = out.data_ptr<float>();
+  const int64_t rows = out.size(0), n = out.size(1);
+  const float* b = nullptr;
+  at::Tensor bias_f;
+  if (bias.has_value() && bias->defined()) {
+    TORCH_CHECK(bias->numel() == n && bias->device().is_cpu(), "active_rag linear: bias must have out_features values");
+    bias_f = bias->to(at::kFloat).contiguous();
+    b = bias_f.data_ptr<float>();
+  }
+  at::parallel_for(0, rows * n, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = float(c10::BFloat16(o[i]));
+      o[i] = b != nullptr ? v + b[i % n] : v;
+    }
+  });
+  return out;
+}
+
+static at::Tensor linear_input(const at::Tensor& x) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "active_rag linear: x must be float32");
+  return x;
+}
+
+static at::Tensor int4_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                              const c10::optional<at::Tensor>& bias, int64_t isa) {
+  return finish(int4_run(linear_input(x), tiles, scales, n, isa, true), bias);
+}
+
+static at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                              const c10::optional<at::Tensor>& bias, int64_t isa) {
+  return finish(int8_run(linear_input(x), tiles, scales, n, isa, true), bias);
 }
 
 // ------------------------------------------------------------------------------------------------ dequantisation
@@ -408,6 +466,8 @@ static void int8_unpack(const at::Tensor& tiles, at::Tensor out) {
 TORCH_LIBRARY(active_rag, m) {
   m.def("int4_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
   m.def("int8_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
+  m.def("int4_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
+  m.def("int8_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
   m.def("int4_dequant(Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
   m.def("int8_unpack(Tensor tiles, Tensor(a!) out) -> ()");
   m.def("best_isa() -> int", &active_rag_kernels::best_isa);
@@ -417,6 +477,8 @@ TORCH_LIBRARY(active_rag, m) {
 TORCH_LIBRARY_IMPL(active_rag, CPU, m) {
   m.impl("int4_gemm", &active_rag_kernels::int4_gemm);
   m.impl("int8_gemm", &active_rag_kernels::int8_gemm);
+  m.impl("int4_linear", &active_rag_kernels::int4_linear);
+  m.impl("int8_linear", &active_rag_kernels::int8_linear);
   m.impl("int4_dequant", &active_rag_kernels::int4_dequant);
   m.impl("int8_unpack", &active_rag_kernels::int8_unpack);
 }
