@@ -199,9 +199,8 @@ class DecodingSession:
         self.forward_passes += 1
         self._fed += len(new_ids)
         self._keep_logits(out.logits[0, -1].float())
-        if len(new_ids) > 1 and model.device.type == "cpu":
-            del out
-            trim_host_memory()  # the prefill's activations were just freed: their pages go back to the machine
+        if len(new_ids) > 1 and model.device.type == "cpu":  # a prefill's activations were freed: hand the pages back
+            trim_host_memory()
         if cap is None:
             return None
         if cap.row is None:
