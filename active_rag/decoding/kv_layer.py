@@ -19,8 +19,11 @@ Every other way the tensors change keeps its meaning:
 - tensors set from outside (a prefix-cache hit hands a session views of a shared entry; ``batch_select_indices``)
   are not the layer's buffer, so the next update copies them into a new buffer of its own and never writes into
   what it was given (:meth:`GrowingLayer.owns`);
-- the prefix cache keeps copies, never views of a session's buffer
-  (:meth:`~active_rag.decoding.prefix_cache.PrefixCache.insert`).
+- the prefix cache keeps views of the first positions of the session's buffer that computed a prompt
+  (:meth:`GrowingLayer.share`), not copies: those positions are frozen, and a write below the frozen length (a
+  crop into the prompt, then a step) first copies the cache into a new buffer of the layer's own, so a session
+  never writes into what the prefix cache holds. A prompt's KV is then held once, not once by the session and
+  once by the cache.
 
 The buffers are made with ``new_empty`` of the incoming keys, so they live on the model's device and dtype.
 """
@@ -50,6 +53,17 @@ class GrowingLayer(DynamicLayer):
         super().__init__(*args, **kwargs)
         self._key_buffer: torch.Tensor | None = None
         self._value_buffer: torch.Tensor | None = None
+        self._frozen = 0  # the buffer's first positions others hold views of (share): never written again
+
+    def share(self, length: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Views of the first ``length`` positions of this layer's own buffers, which are frozen from now on (a
+        later write there goes to a new buffer); ``None`` when the layer does not own its tensors or holds fewer
+        positions."""
+        if not self.owns() or self.keys is None or self.keys.shape[-2] < length:
+            return None
+        assert self._key_buffer is not None and self._value_buffer is not None
+        self._frozen = max(self._frozen, length)
+        return self._key_buffer[:, :, :length], self._value_buffer[:, :, :length]
 
     def owns(self) -> bool:
         """Whether ``keys`` and ``values`` are the first positions of this layer's own buffers (not tensors set
@@ -70,7 +84,7 @@ class GrowingLayer(DynamicLayer):
         end = length + key_states.shape[-2]
         kb = self._key_buffer
         fits = (self.owns() and kb is not None and end <= kb.shape[-2] and kb.dtype == key_states.dtype
-                and kb.shape[:2] == key_states.shape[:2])
+                and kb.shape[:2] == key_states.shape[:2] and length >= self._frozen)
         if not fits:
             self._reserve(length, end, key_states, value_states)
         assert self._key_buffer is not None and self._value_buffer is not None
@@ -89,9 +103,11 @@ class GrowingLayer(DynamicLayer):
             kb[:, :, :length].copy_(self.keys)
             vb[:, :, :length].copy_(self.values)
         self._key_buffer, self._value_buffer = kb, vb
+        self._frozen = 0
 
     def reset(self) -> None:
         self._key_buffer = self._value_buffer = None
+        self._frozen = 0
         super().reset()
 
 

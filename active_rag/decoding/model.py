@@ -1,18 +1,16 @@
 """``ActiveLM``: a local Hugging Face causal LM that exposes, for every generated token, its id, text,
 log-probability, entropy of the full distribution, and its attention row over all earlier positions.
 
-Everything comes from the one KV-cached generation pass. Only the captured layer (by default the last,
-as DRAGIN uses, §3.1 footnote 2) computes explicit attention weights, and only on one-token decode
-steps; every other layer, and every prefill, keeps the model's fast kernel (sdpa). The attention row of
-token ``t_i`` is the row it writes as the query when it is fed back to the model, i.e. ``A_{i,<i}`` of
-DRAGIN's Eq. 2. Extra memory is one row per live token, linear in the sequence length.
-
-Two things make many questions cheap (issues 10 and 15):
+Everything comes from the one KV-cached generation pass. Only the captured layer (by default the last, as DRAGIN
+uses, §3.1 footnote 2) computes explicit attention weights, and only on one-token decode steps; every other layer,
+and every prefill, keeps the model's fast kernel (sdpa). The attention row of token ``t_i`` is the row it writes as
+the query when it is fed back to the model, i.e. ``A_{i,<i}`` of DRAGIN's Eq. 2. Extra memory is one row per live
+token, linear in the sequence length. Two things make many questions cheap:
 
 - a :class:`~active_rag.decoding.prefix_cache.PrefixCache` of prompt prefixes: a session starts from the longest
   token-identical prefix already computed (the shared exemplars) and prefills only the rest;
-- a :class:`~active_rag.decoding.decode_scheduler.DecodeScheduler`: the one-token steps of sessions decoding at the same
-  time (threads, asyncio workers, :meth:`ActiveRAG.run_batch`) share one batched forward pass.
+- a :class:`~active_rag.decoding.decode_scheduler.DecodeScheduler`: the one-token steps of sessions decoding at the
+  same time (threads, asyncio workers, :meth:`ActiveRAG.run_batch`) share one batched forward pass.
 
 The wiring is in :mod:`active_rag.decoding.attention` (transformers' ``AttentionInterface``).
 """
@@ -34,7 +32,7 @@ from .attention import CAPTURE, IMPLEMENTATION, Capture, attention_modules, inst
 from .._aio import check_cancelled
 from .decode_scheduler import DecodeScheduler, roll_back
 from ..errors import AttentionCaptureError
-from .kv_layer import growing_cache, is_full_attention_layer
+from .kv_layer import GrowingLayer, growing_cache, is_full_attention_layer
 from .host_memory import trim_host_memory
 from .prefix_cache import PrefixCache, default_prefix_cache_mb
 from ..signals import entropy_from_logprobs
@@ -156,11 +154,13 @@ class DecodingSession:
     def _remember_prompt(self) -> None:
         cache = self.lm.prefix_cache
         layers = self._layers()
-        if cache is None or layers is None or self._fed > len(self.ids):
-            return
-        if any(layer.keys is None or layer.keys.shape[-2] != self._fed for layer in layers):
-            return  # a model that does not fill this cache layout
-        cache.insert(self.ids[: self._fed], [(layer.keys, layer.values) for layer in layers], namespace=self.lm.cache_namespace)
+        if cache is None or layers is None or self._fed > len(self.ids) or any(
+                layer.keys is None or layer.keys.shape[-2] != self._fed for layer in layers):
+            return  # no cache, or a model that does not fill this cache layout
+        kv = [v for layer in layers if isinstance(layer, GrowingLayer) and (v := layer.share(self._fed)) is not None]
+        shared = len(kv) == len(layers)  # the prompt's KV held once: the cache views this session's buffers
+        cache.insert(self.ids[: self._fed], kv if shared else [(layer.keys, layer.values) for layer in layers],
+                     namespace=self.lm.cache_namespace, shared=shared)
 
     # -- low level -----------------------------------------------------------------------------------
     @torch.inference_mode()

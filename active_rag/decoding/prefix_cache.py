@@ -140,14 +140,20 @@ class PrefixCache:
             self.hits += 1
             return PrefixHit(length=best_len, kv=best.kv)
 
-    def insert(self, ids: Sequence[int], kv: KV, *, namespace: Hashable = None) -> None:
+    def insert(self, ids: Sequence[int], kv: KV, *, namespace: Hashable = None, shared: bool = False) -> None:
         """Remember the KV tensors of ``ids`` in ``namespace``: a copy of their first ``len(ids)`` positions, of
-        exactly that size (the caller's tensors may be views of buffers it writes on, whose size would stay held)."""
+        exactly that size (the caller's tensors may be views of buffers it writes on, whose size would stay held);
+        with ``shared``, the tensors themselves: views of buffers whose first ``len(ids)`` positions their owner
+        never writes again (:meth:`~active_rag.decoding.kv_layer.GrowingLayer.share`), counted at their buffers'
+        whole size."""
         key = tuple(int(i) for i in ids)
         if len(key) < self.min_length or not kv:
             return
-        nbytes = sum((k[:, :, : len(key)].numel() * k.element_size() + v[:, :, : len(key)].numel() * v.element_size())
-                     for k, v in kv)
+        if shared:
+            nbytes = sum(k.untyped_storage().nbytes() + v.untyped_storage().nbytes() for k, v in kv)
+        else:
+            nbytes = sum((k[:, :, : len(key)].numel() * k.element_size()
+                          + v[:, :, : len(key)].numel() * v.element_size()) for k, v in kv)
         if nbytes > self.max_bytes:
             return
         with self._lock:
@@ -159,7 +165,8 @@ class PrefixCache:
                     return
                 if len(other.ids) < len(key) and key[: len(other.ids)] == other.ids:
                     self._drop(other)  # the new entry covers the shorter one
-            kv = [(k[:, :, : len(key)].clone(), v[:, :, : len(key)].clone()) for k, v in kv]
+            kv = [(k[:, :, : len(key)], v[:, :, : len(key)]) if shared else
+                  (k[:, :, : len(key)].clone(), v[:, :, : len(key)].clone()) for k, v in kv]
             entry = _Entry(key, kv, nbytes, namespace)
             self._entries[entry.key] = entry
             self._bytes += nbytes

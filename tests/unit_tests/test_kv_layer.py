@@ -72,6 +72,32 @@ def test_the_prefix_cache_keeps_copies_of_exactly_the_prompts_size() -> None:
     assert torch.equal(hit.kv[0][0], saved)
 
 
+def test_a_shared_prompt_is_held_once_and_a_write_below_it_goes_to_a_new_buffer() -> None:
+    """The session that computed a prompt hands the prefix cache views of its own buffer (no copy); a crop into
+    those positions and a step then copy the cache into a new buffer of the layer's own, so the entry never
+    changes, while steps past the prompt write in place as before."""
+    layer = GrowingLayer()
+    layer.update(*_kv(100))
+    views = layer.share(100)
+    assert views is not None
+    cache = PrefixCache(max_bytes=2**20)
+    cache.insert(list(range(100)), [views], shared=True)
+    hit = cache.lookup(list(range(100)))
+    assert hit is not None
+    entry_k = hit.kv[0][0]
+    assert entry_k.untyped_storage().data_ptr() == layer.keys.untyped_storage().data_ptr()  # held once
+    assert cache.stats()["mb"] == round(2 * entry_k.untyped_storage().nbytes() / 2**20, 2)  # counted whole
+    saved = entry_k.clone()
+    buffer = layer.keys.data_ptr()
+    layer.update(*_kv(5, seed=2))  # past the prompt: in place
+    assert layer.keys.data_ptr() == buffer and torch.equal(hit.kv[0][0], saved)
+    layer.crop(-15)  # into the prompt
+    k, _ = layer.update(*_kv(10, seed=3))
+    assert torch.equal(hit.kv[0][0], saved) and layer.keys.data_ptr() != buffer  # a buffer of its own
+    assert torch.equal(k[:, :, :90], saved[:, :, :90]) and layer.owns() and layer.get_seq_length() == 100
+    assert GrowingLayer().share(1) is None  # nothing of its own to share
+
+
 def test_the_cache_of_a_model_config_uses_growing_layers() -> None:
     from transformers import Qwen2Config
 

@@ -84,6 +84,24 @@ def test_a_prefix_that_differs_in_its_last_token_is_not_reused(tiny_lm) -> None:
     assert hit is not None and hit.length == 3
 
 
+def test_the_session_that_computed_a_prompt_shares_its_kv_with_the_cache(model, tiny_tokenizer) -> None:
+    """A prompt's KV is held once: the cache's entry views the buffers of the session that computed it."""
+    cached, _ = lms(model, tiny_tokenizer)
+    ids = cached.prompt_ids(EXEMPLARS + QUESTIONS[0])
+    session = cached.session(ids)
+    entry = next(iter(cached.prefix_cache._entries.values()))
+    assert len(entry.ids) == len(ids)
+    for (k, v), layer in zip(entry.kv, session._cache.layers, strict=True):
+        assert k.untyped_storage().data_ptr() == layer.keys.untyped_storage().data_ptr()
+        assert v.untyped_storage().data_ptr() == layer.values.untyped_storage().data_ptr()
+    before = [(k.clone(), v.clone()) for k, v in entry.kv]
+    list(session.generate(12))
+    session.crop(len(ids))  # the logits after the prompt are gone: its last token is fed again
+    list(session.generate(4))
+    for (k0, v0), (k1, v1) in zip(before, entry.kv, strict=True):
+        assert torch.equal(k0, k1) and torch.equal(v0, v1)
+
+
 def test_session_never_changes_the_cached_tensors(model, tiny_tokenizer) -> None:
     cached, _ = lms(model, tiny_tokenizer)
     ids = cached.prompt_ids(EXEMPLARS + QUESTIONS[0])
