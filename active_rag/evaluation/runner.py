@@ -390,16 +390,15 @@ class EvalWorker:
             for rule in off:
                 turn(rule, False)
             try:
-                if off:
-                    keys[_engine_key(probe, self.config, self.model_name, passages)] = "+".join(off)
-                # rows written before a question's premise names faced the continuation rule (LINK_RULES)
-                before = _engine_key(probe, self.config, self.model_name, passages, link_rules="continuation")
-                if before != self._engine(name)[1] or off:
-                    keys.setdefault(before, "+".join(["premise", *off]))
+                keys.setdefault(_engine_key(probe, self.config, self.model_name, passages), "+".join(off))
+                # rows written before a question's premise names faced the continuation rule (the same key where
+                # the engine's key names no link rules)
+                keys.setdefault(_engine_key(probe, self.config, self.model_name, passages, link_rules="continuation"),
+                                "+".join(["premise", *off]))
             finally:
                 for rule in off:
                     turn(rule, True)
-        keys.pop(self._engine(name)[1], None)
+        keys.pop(self._engine(name)[1])  # the engine's own key: its rows need no conversion
         return keys
 
     def passage_texts(self, ids: Sequence[str]) -> str:
