@@ -14,6 +14,11 @@ from typing import Any
 
 _SENTENCE_END = re.compile(r"[.!?\n]")
 
+#: Verbs that open a yes/no question ("Is ...", "Did ...", "Was A or B born first?").
+AUXILIARIES = frozenset("is are was were do does did can could has have had will would should".split())
+#: Words that open a question asking for something ("Who ...", "Which ...", "How ...").
+WH_WORDS = frozenset("who whom whose what which when where why how".split())
+
 
 @functools.lru_cache(maxsize=1)
 def _punkt() -> Any:

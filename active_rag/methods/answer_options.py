@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from ..text import AUXILIARIES, WH_WORDS
+
 __all__ = ["OptionsConstraint", "check_options_model", "question_options"]
 
 #: Words that may sit inside a name without a capital ("Trader Tom of the China Seas", "Joe + Belle", "Mahbub ul Haq").
@@ -32,14 +34,11 @@ _JOINERS = frozenset(
 )
 _ARTICLES = frozenset(("the", "a", "an"))
 #: Capitalised words that open a question rather than a name.
-_QUESTION_WORDS = frozenset(
-    "which who whom whose what when where why how was were is are did does do has have had can could will would "
-    "in of for between".split()
-)
+_QUESTION_WORDS = WH_WORDS | (AUXILIARIES - {"should"}) | frozenset(("in", "of", "for", "between"))
 #: Question words that ask which of the named things: "Which was founded first, Tesla or Ford?", "Who is older, ...".
 _CHOICE_WORDS = frozenset(("which", "who", "whom", "whose"))
 #: Verbs that open a question whose options sit around "or": "Was David Fennario or Peter Emanuel Falck born first?".
-_AUXILIARIES = frozenset("was were is are did does do has have had can could will would should".split())
+_AUXILIARIES = AUXILIARIES
 #: Words that may come before the question word ("In which genus ...").
 _PREPOSITIONS = frozenset("in of for at from on by to with between among".split())
 #: What "which ..." asks for when the answer is a time or a quantity, not one of the options ("Which year did ...").

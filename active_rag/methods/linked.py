@@ -63,7 +63,7 @@ from ..retrieval.name_index import (NameIndex, is_file_name, name_index_of, name
 from ..retrieval.rankings import fetch_rankings
 from ..retrieval.relevance import MIN_SHARE, relevance_of, terms
 from ..markup import identifiers, prose
-from ..text import split_sentences, stop_words
+from ..text import AUXILIARIES, WH_WORDS, split_sentences, stop_words
 from ..types import Passage
 
 __all__ = [
@@ -92,8 +92,7 @@ _QUESTION_WORD = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _WORD = re.compile(r"[A-Za-z]+")
 #: the words a question's asking sentence opens with
-_ASKS = frozenset("who whom whose what which when where why how is are was were do does did can could has have had "
-                  "will would should".split())
+_ASKS = WH_WORDS | AUXILIARIES
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
 
 

@@ -43,6 +43,7 @@ from typing import Literal
 
 from .answer_options import question_options
 from .linked import question_names
+from ..text import AUXILIARIES
 
 __all__ = ["RELATION_WORDS", "ReadChoice", "choose_reading", "question_form"]
 
@@ -55,7 +56,7 @@ RELATION_WORDS = frozenset(
     "brother sister composer author writer founder creator producer performer singer actor actress star owner "
     "manufacturer designer".split()
 )
-_YES_NO = frozenset("is are was were do does did can could has have had will would should".split())
+_YES_NO = AUXILIARIES
 _WORD = re.compile(r"[A-Za-z]+")
 
 

@@ -153,21 +153,17 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, boo
   int8_t* xq = a.xq_t.data_ptr<int8_t>();
   float* sx = a.sx_t.data_ptr<float>();
   int32_t* sums = a.start_t.data_ptr<int32_t>();  // the integer sums first, then -offset * S in place
-  if (x.scalar_type() == at::kFloat && !round_inputs) {
+  const bool is_float = x.scalar_type() == at::kFloat;
+  if (is_float && !round_inputs) {
     const float* p = x.data_ptr<float>();
     for (int64_t r = 0; r < rows; ++r) quantize_row(p + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
-  } else if (x.scalar_type() == at::kFloat) {
-    const float* p = x.data_ptr<float>();
+  } else {  // each row read as bfloat16 values first: a bfloat16 input, or a float32 one rounded to it
+    const float* pf = is_float ? x.data_ptr<float>() : nullptr;
+    const uint16_t* pb = is_float ? nullptr : reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
     std::vector<float> row(size_t(std::max<int64_t>(k, 1)));
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < k; ++i) row[size_t(i)] = float(c10::BFloat16(p[r * k + i]));
-      quantize_row(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
-    }
-  } else {
-    const uint16_t* p = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
-    std::vector<float> row(size_t(std::max<int64_t>(k, 1)));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < k; ++i) row[size_t(i)] = bf16_to_float(p[r * k + i]);
+      for (int64_t i = 0; i < k; ++i)
+        row[size_t(i)] = is_float ? float(c10::BFloat16(pf[r * k + i])) : bf16_to_float(pb[r * k + i]);
       quantize_row(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
     }
   }
