@@ -74,8 +74,10 @@ demo: $(DEMO_STAMP)
 test: $(STAMP) $(KERNEL_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# The unit tests without those marked slow (subprocesses, a Ray cluster, mkdocs, real timeouts): under two minutes
+# on two cores. `make test` runs everything.
 unit: $(STAMP) $(KERNEL_STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/unit_tests $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow" tests/unit_tests $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml: README as the home page, docs/, API reference from the docstrings) into site/.
 docs: $(STAMP)

@@ -45,7 +45,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
                         help="recompute every prompt from scratch (default: reuse the KV cache of shared prompt prefixes)")
     parser.add_argument("--prefix-cache-mb", type=parse_number, default=None, metavar="MB",
-                        help="memory bound of the prefix KV cache in MiB (default: an eighth of the memory available on the CPU, a fifth of the free memory on a GPU, at most 1024)")
+                        help="memory bound of the prefix KV cache in MiB (default: an eighth of the memory available on the CPU, at most 512; a fifth of the free memory on a GPU, at most 1024)")
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -13,6 +13,12 @@ vLLM's automatic prefix caching and SGLang's RadixAttention, here for one proces
   and copy them into buffers of their own before writing, so a session never changes what it started from.
 - Memory is bounded: least-recently-used entries are evicted once the total exceeds ``max_bytes``. An
   entry whose tokens are a prefix of a new one is replaced by it.
+- What prompts share is kept on its own: when a new prompt shares a prefix of at least :data:`STEM_MIN` tokens with
+  an entry but neither holds the other (two questions after the same instruction and exemplars), the cache also
+  keeps a copy of just that prefix, a *stem*, which a longer entry never replaces and which a lookup prefers at an
+  equal match. The whole prompts then age out under a small bound while the part every question reuses stays: on
+  pydocs (`sr-rag-choose`, one prompt a question) the prompts share their first 629 tokens and nothing else, so the
+  CPU's default bound (:data:`CPU_PREFIX_CACHE_MB`) is 512 MiB, not 1024.
 - Thread-safe: one lock guards the table; tensors are never written after insertion.
 - Entries belong to a ``namespace`` (:attr:`~active_rag.decoding.model.ActiveLM.cache_namespace`: the model object, its
   dtype and device): a cache shared by several models, dtypes or devices never hands one of them another's KV.
@@ -32,6 +38,18 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer ``(keys, values)``, each ``[1, kv_heads, length, head_dim]``."""
 
 DEFAULT_PREFIX_CACHE_MB = 1024.0
+"""The most the default bound takes on a GPU."""
+
+CPU_PREFIX_CACHE_MB = 512.0
+"""The most the default bound takes on the CPU (and MPS), where the cache's bytes are the process's resident set:
+the stems keep what prompts share, so a larger bound mostly holds whole prompts nothing reads again. Measured on
+pydocs at batch 8 (``docs/speed.md``, "Memory"): the 1.5B model's `sr-rag-choose` peaked at 4.10 GB with 1024 MiB,
+3.86 GB with 512 and 3.70 GB with 256 (2.5% fewer prompt tokens from the cache at both); the 0.5B model's
+`look-again-choose`, whose look re-reads its first prompt, read as many from the cache with 512 as with 1024
+(21,409 and 21,412 of 40,395) but 8% fewer with 256."""
+
+STEM_MIN = 64
+"""The fewest tokens a shared prefix needs to be kept as a stem of its own."""
 
 
 def available_memory_bytes() -> int | None:
@@ -52,14 +70,14 @@ def available_memory_bytes() -> int | None:
 
 def default_prefix_cache_mb(device: torch.device) -> float:
     """The cache's bound when none is given, in proportion to the machine: on the CPU (and MPS) an eighth of the
-    memory available once the model is loaded (:func:`available_memory_bytes`), on a CUDA GPU a fifth of its free
-    memory, at most :data:`DEFAULT_PREFIX_CACHE_MB` either way, so the decoding sequences' KV keeps room (a laptop
-    with 4 GB free gets 512 MiB; where the memory available is unknown, the most)."""
+    memory available once the model is loaded (:func:`available_memory_bytes`), at most :data:`CPU_PREFIX_CACHE_MB`;
+    on a CUDA GPU a fifth of its free memory, at most :data:`DEFAULT_PREFIX_CACHE_MB`; so the decoding sequences'
+    KV keeps room (a machine with 1 GB available gets 128 MiB; where the memory available is unknown, the most)."""
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return min(DEFAULT_PREFIX_CACHE_MB, free / 2**20 / 5)
     available = available_memory_bytes()
-    return DEFAULT_PREFIX_CACHE_MB if available is None else min(DEFAULT_PREFIX_CACHE_MB, available / 2**20 / 8)
+    return CPU_PREFIX_CACHE_MB if available is None else min(CPU_PREFIX_CACHE_MB, available / 2**20 / 8)
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -80,6 +98,7 @@ class _Entry:
     kv: KV
     nbytes: int
     namespace: Hashable = None
+    stem: bool = False  # a prefix other prompts share, kept on its own (see the module docstring)
 
     @property
     def key(self) -> tuple[Hashable, tuple[int, ...]]:
@@ -131,7 +150,8 @@ class PrefixCache:
                 if entry.namespace != namespace:
                     continue
                 n = common_prefix_length(entry.ids, ids[:limit])
-                if n > best_len:
+                # at an equal match the shorter entry (a stem): it is the one kept for this, keep it recent
+                if n > best_len or (best is not None and n == best_len and len(entry.ids) < len(best.ids)):
                     best, best_len = entry, n
             if best is None or best_len < self.min_length:
                 self.misses += 1
@@ -145,7 +165,8 @@ class PrefixCache:
         exactly that size (the caller's tensors may be views of buffers it writes on, whose size would stay held);
         with ``shared``, the tensors themselves: views of buffers whose first ``len(ids)`` positions their owner
         never writes again (:meth:`~active_rag.decoding.kv_layer.GrowingLayer.share`), counted at their buffers'
-        whole size."""
+        whole size. The longest prefix ``ids`` share with another entry that neither holds whole is kept as a stem
+        (a copy of its size; see the module docstring)."""
         key = tuple(int(i) for i in ids)
         if len(key) < self.min_length or not kv:
             return
@@ -157,6 +178,7 @@ class PrefixCache:
         if nbytes > self.max_bytes:
             return
         with self._lock:
+            stem = 0  # the longest prefix shared with an entry that neither holds whole
             for other in list(self._entries.values()):
                 if other.namespace != namespace:
                     continue
@@ -164,15 +186,26 @@ class PrefixCache:
                     self._entries.move_to_end(other.key)  # a longer entry already covers these tokens
                     return
                 if len(other.ids) < len(key) and key[: len(other.ids)] == other.ids:
-                    self._drop(other)  # the new entry covers the shorter one
+                    if not other.stem:
+                        self._drop(other)  # the new entry covers the shorter one
+                    continue
+                stem = max(stem, common_prefix_length(other.ids, key))
+            if stem >= max(STEM_MIN, self.min_length) and (namespace, key[:stem]) not in self._entries:
+                stem_kv = [(k[:, :, :stem].clone(), v[:, :, :stem].clone()) for k, v in kv]
+                self._add(_Entry(key[:stem], stem_kv, _nbytes(stem_kv), namespace, stem=True))
             kv = [(k[:, :, : len(key)], v[:, :, : len(key)]) if shared else
                   (k[:, :, : len(key)].clone(), v[:, :, : len(key)].clone()) for k, v in kv]
-            entry = _Entry(key, kv, nbytes, namespace)
-            self._entries[entry.key] = entry
-            self._bytes += nbytes
-            while self._bytes > self.max_bytes and self._entries:
-                self._drop(next(iter(self._entries.values())))
-                self.evictions += 1
+            self._add(_Entry(key, kv, nbytes, namespace))
+
+    def _add(self, entry: _Entry) -> None:
+        """Hold ``entry`` (the most recent) and evict the least recently used beyond the bound."""
+        if entry.nbytes > self.max_bytes:
+            return
+        self._entries[entry.key] = entry
+        self._bytes += entry.nbytes
+        while self._bytes > self.max_bytes and self._entries:
+            self._drop(next(iter(self._entries.values())))
+            self.evictions += 1
 
     def _drop(self, entry: _Entry) -> None:
         del self._entries[entry.key]
@@ -187,6 +220,7 @@ class PrefixCache:
         with self._lock:
             return {
                 "entries": len(self._entries),
+                "stems": sum(1 for e in self._entries.values() if e.stem),
                 "mb": round(self._bytes / 2**20, 2),
                 "max_mb": round(self.max_bytes / 2**20, 2),
                 "hits": self.hits,
@@ -195,5 +229,9 @@ class PrefixCache:
             }
 
 
-__all__ = ["PrefixCache", "PrefixHit", "DEFAULT_PREFIX_CACHE_MB", "available_memory_bytes", "common_prefix_length",
-           "default_prefix_cache_mb"]
+def _nbytes(kv: KV) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+
+
+__all__ = ["CPU_PREFIX_CACHE_MB", "DEFAULT_PREFIX_CACHE_MB", "PrefixCache", "PrefixHit", "STEM_MIN",
+           "available_memory_bytes", "common_prefix_length", "default_prefix_cache_mb"]

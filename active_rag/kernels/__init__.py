@@ -31,7 +31,8 @@ DECODE_KERNEL_VARIABLE = "ACTIVE_RAG_DECODE_KERNEL"
 """Environment variable: ``torch`` (or ``off``) makes layers built afterwards decode with torch's kernels."""
 
 ISA_VARIABLE = "ACTIVE_RAG_KERNEL_ISA"
-"""Environment variable forcing the instruction set of the kernels: one of :data:`ISAS`."""
+"""Environment variable forcing the instruction set of the kernels: one of :data:`ISAS`; packed layers read it
+when they are built (:attr:`active_rag.models.quantized.PackedLinear.isa`), the functions here at each call."""
 
 ISAS = {"scalar": 1, "avx2": 2, "avx-vnni": 3, "avx512-vnni": 4}
 """The instruction-set paths of the library, by name, with the codes its ops take (0: the best this CPU has)."""

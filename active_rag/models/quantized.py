@@ -128,6 +128,9 @@ class PackedLinear(nn.Module):
     uses_kernel = False
     """Whether this layer decodes with active-rag's kernel (:mod:`active_rag.kernels`), else torch's: chosen when
     it is built, from :func:`active_rag.kernels.available`."""
+    isa: str | None = None
+    """The kernel's instruction-set path (:func:`active_rag.kernels.default_isa`), chosen when the layer is built
+    as :attr:`uses_kernel` is: a decode step reads no environment variable."""
 
     def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -210,6 +213,7 @@ class Int8Linear(PackedLinear):
             raise ValueError("Int8Linear needs qweight, or tiles and in_features")
         super().__init__(in_features, out_features, bias)
         self.uses_kernel = kernels.available()
+        self.isa = kernels.default_isa() if self.uses_kernel else None
         scales = scales.to(KERNEL_DTYPE)  # what the kernels multiply by (float32 values of bfloat16 in ours)
         if self.uses_kernel:
             self.register_buffer("tiles", _aligned(tiles) if tiles is not None else kernels.pack_int8(qweight))
@@ -241,11 +245,11 @@ class Int8Linear(PackedLinear):
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         if self.uses_kernel:
-            return kernels.int8_gemm(rows, self.tiles, self.scales, self.out_features)
+            return kernels.int8_gemm(rows, self.tiles, self.scales, self.out_features, self.isa)
         return torch.ops.aten._weight_int8pack_mm(rows, self.qweight, self.scales)
 
     def _linear(self, rows: torch.Tensor) -> torch.Tensor:
-        return kernels.int8_linear(rows, self.tiles, self.scales, self.out_features, self.bias)
+        return kernels.int8_linear(rows, self.tiles, self.scales, self.out_features, self.bias, self.isa)
 
     def integers(self) -> torch.Tensor:
         """The int8 ``[out, in]`` weight before scaling."""
@@ -361,6 +365,7 @@ class Int4Linear(PackedLinear):
         super().__init__(in_features, out_features, bias)
         self.group_size = group_size
         self.uses_kernel = kernels.available() and group_size == kernels.GROUP
+        self.isa = kernels.default_isa() if self.uses_kernel else None
         zero = None
         if codes is not None:
             assert low is not None and step is not None
@@ -406,11 +411,11 @@ class Int4Linear(PackedLinear):
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:
         if self.uses_kernel:
-            return kernels.int4_gemm(rows, self.tiles, self.tile_scales, self.out_features)
+            return kernels.int4_gemm(rows, self.tiles, self.tile_scales, self.out_features, self.isa)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group_size, self.scales_and_zeros)
 
     def _linear(self, rows: torch.Tensor) -> torch.Tensor:
-        return kernels.int4_linear(rows, self.tiles, self.tile_scales, self.out_features, self.bias)
+        return kernels.int4_linear(rows, self.tiles, self.tile_scales, self.out_features, self.bias, self.isa)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The weight the kernel multiplies by, with its rounded constants."""

@@ -28,6 +28,7 @@ def _positive(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+@pytest.mark.slow
 def test_bench_runs_on_tiny_model(tiny_lm: ActiveLM, tmp_path: Path) -> None:
     config = BenchConfig(model="tiny", tokens=[6, 12], prompts=2, repeats=1, out_dir=tmp_path / "bench", naive_prompts=1)
     result = run_bench(config, lm=tiny_lm, progress=False)

@@ -290,6 +290,7 @@ def test_the_cli_passes_llama_cpp_native_to_the_suite(monkeypatch, tmp_path: Pat
         bench.LlamaCppBenchConfig(llama_cpp="fastest")
 
 
+@pytest.mark.slow
 def test_a_real_engine_side_process_on_the_tiny_model_returns_timings_memory_and_prompt_ids(tiny_dir: Path) -> None:
     settings = {"batch_sizes": [1, 2], "tokens": 3, "prefill_tokens": 16, "repeats": 1, "threads": 1, "n_batch": 8}
     out = sides.run_side({"side": "engine", "model": str(tiny_dir), "weights": "float32", "settings": settings},

@@ -298,6 +298,22 @@ def test_torch_kernels_decode_when_the_library_is_not_built(monkeypatch, caplog)
     assert decode_kernel(model).startswith("torch (the active-rag kernel is not built")
 
 
+@needs_kernel
+def test_a_layer_keeps_the_instruction_set_it_was_built_with(monkeypatch) -> None:
+    """A packed layer chooses the kernel's path when it is built, as it chooses the kernel: its decode steps read
+    no environment variable, and a layer built under ``ACTIVE_RAG_KERNEL_ISA=scalar`` keeps that path after."""
+    torch.manual_seed(0)
+    linear = nn.Linear(128, 32)
+    x = torch.randn(1, 128)
+    best = {cls: cls.from_linear(linear) for cls in (Int8Linear, Int4Linear)}
+    monkeypatch.setenv(kernels.ISA_VARIABLE, "scalar")
+    scalar = {cls: cls.from_linear(linear) for cls in (Int8Linear, Int4Linear)}
+    monkeypatch.delenv(kernels.ISA_VARIABLE)
+    for cls in (Int8Linear, Int4Linear):
+        assert best[cls].isa == kernels.default_isa() and scalar[cls].isa == "scalar"
+        assert torch.equal(scalar[cls](x), best[cls](x))  # every path gives the same values
+
+
 def test_the_environment_variable_chooses_torch_kernels(monkeypatch) -> None:
     monkeypatch.setenv(kernels.DECODE_KERNEL_VARIABLE, "torch")
     assert not kernels.available() and kernels.describe() == "torch (ACTIVE_RAG_DECODE_KERNEL=torch)"

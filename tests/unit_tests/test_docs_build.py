@@ -181,6 +181,7 @@ def test_griffe_roles_rewrites_a_docstring() -> None:
     assert not _ROLE_TEXT.search(out.replace("`", "<code>")) and "doctest" not in out and "code-block" not in out
 
 
+@pytest.mark.slow
 def test_griffe_roles_resolves_the_packages_names() -> None:
     """The extension on the packages as mkdocstrings loads them: every docstring loses its roles and doctest
     directives; bare names, module-scoped and cross-package names resolve to where the object is defined."""

@@ -222,6 +222,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["nologprobs", "500", "slow", "unreachable"])
 def test_cli_failures_exit_2_with_one_line(mode: str, capsys: pytest.CaptureFixture[str]) -> None:
     if mode == "unreachable":

@@ -169,6 +169,7 @@ def _trickle(where: str, interval: float = 0.2, count: int = 40):  # noqa: ANN20
     return respond
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["headers", "body", "stream"])
 def test_a_trickled_reply_ends_at_the_deadline(where: str) -> None:
     with raw_endpoint(_trickle(where)) as (url, requests):

@@ -167,6 +167,7 @@ def _comparable(path: Path) -> dict[str, tuple[Any, ...]]:
     return {r["id"]: (r["prediction"], r["answer"], r["metrics"]["f1"], r.get("error")) for r in rows}
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_then_resume_equals_one_clean_run(tmp_path: Path) -> None:
     data = _write_data(tmp_path / "data")
     zygote = _Zygote(data)
@@ -242,6 +243,7 @@ def _flaky_endpoint(script: Script) -> Iterator[str]:
         thread.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_an_endpoint_down_for_some_questions_fails_them_and_a_resume_answers_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     questions = ["Who founded Zorblatt?", "Where is Quenvira?", "When did Pallaxo open?", "Who runs Drimmon?"]

@@ -113,6 +113,7 @@ def test_a_failed_question_is_a_failure_not_a_score_and_a_resume_answers_it(
     assert sorted(r["id"] for r in rows) == ["q1", "q2", "q3"] and not any(r.get("error") for r in rows)
 
 
+@pytest.mark.slow
 def test_cli_eval_against_a_dead_endpoint_exits_1_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = _data(tmp_path / "data")
     code = main(["eval", "--dataset", "hotpotqa", "--data-dir", str(data), "--methods", "sr-rag", "--limit", "1",

@@ -120,6 +120,7 @@ def local_ray():
         ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_run_resumes_local_rows_and_survives_a_killed_actor(local_ray: Any, data_dir: Path, tiny_dir: Path,
                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:

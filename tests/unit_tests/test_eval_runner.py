@@ -139,6 +139,7 @@ def test_build_methods_ablation_grid_sweep_router(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ end to end
 
 
+@pytest.mark.slow
 def test_eval_end_to_end_files_metrics_and_resume(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = _config(hotpot_dir, tmp_path, methods=["wo-rag", "sr-rag", "dragin"])
@@ -218,6 +219,7 @@ def test_eval_end_to_end_files_metrics_and_resume(tiny_lm: ActiveLM, hotpot_dir:
     assert len(calls) == 3
 
 
+@pytest.mark.slow
 def test_eval_sweep_one_row_per_theta(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path) -> None:
     cfg = _config(hotpot_dir, tmp_path, methods=["dragin"], sweep=("theta", [0.0, 1e9]), limit=2)
     report = run_eval(cfg, lm=tiny_lm, progress=False)
@@ -342,6 +344,7 @@ def test_cli_eval_runs(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path, monk
     assert (tmp_path / "cli/hotpotqa/tiny-llama/wo-rag.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_a_calibration_cached_between_runs_is_named_and_keeps_the_paper_rows(
         tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`eval --methods dragin` uses a calibration cached since the last run (theta="auto"): results.md says so,

@@ -296,6 +296,7 @@ def test_streaming_source_nodes_are_known_before_the_first_token(tiny_lm: Active
     assert asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_responses_carry_the_short_answer(tiny_lm: ActiveLM) -> None:
     engine = ActiveRAGQueryEngine(tiny_lm, FakeLIRetriever(), **recipe("look-again"), top_k=2, max_new_tokens=12)
     response = engine.query(QUESTION)

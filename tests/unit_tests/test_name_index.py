@@ -146,6 +146,7 @@ def test_the_name_index_is_saved_and_loaded_with_the_bm25_index(tmp_path, monkey
     assert (tmp_path / "idx" / "names.json").is_file()
 
 
+@pytest.mark.slow
 def test_building_the_name_index_takes_about_a_second_for_twenty_thousand_passages() -> None:
     import time
 

@@ -210,6 +210,7 @@ def _tokens_under(capability: str | None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_avx2_gives_the_tokens_of_the_default_capability() -> None:
     """The packed kernels' layouts and the prefill dtype depend on the CPU's instruction set; the greedy tokens
     of a tiny model do not (AVX2 forced as on an AVX2-only CPU, against this CPU's default)."""

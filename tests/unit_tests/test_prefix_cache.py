@@ -272,23 +272,62 @@ def test_a_cache_shared_across_models_and_dtypes_never_reuses_another_s_kv(model
 
 
 def test_the_default_bound_follows_the_device_s_free_memory(monkeypatch: pytest.MonkeyPatch, model, tiny_tokenizer) -> None:
-    """On a GPU the prefix cache takes a fifth of the memory free after loading, on the CPU an eighth of the memory
-    available, at most 1024 MiB either way (the most where the machine does not say)."""
+    """On a GPU the prefix cache takes a fifth of the memory free after loading, at most 1024 MiB; on the CPU an
+    eighth of the memory available, at most 512 MiB (the most where the machine does not say)."""
     from active_rag.decoding import prefix_cache
-    from active_rag.decoding.prefix_cache import DEFAULT_PREFIX_CACHE_MB, default_prefix_cache_mb
+    from active_rag.decoding.prefix_cache import CPU_PREFIX_CACHE_MB, DEFAULT_PREFIX_CACHE_MB, default_prefix_cache_mb
 
-    available = {"bytes": 4 * 2**30}
+    available = {"bytes": 1 * 2**30}
     monkeypatch.setattr(prefix_cache, "available_memory_bytes", lambda: available["bytes"])
-    assert default_prefix_cache_mb(torch.device("cpu")) == pytest.approx(512)  # a laptop with 4 GiB free
+    assert default_prefix_cache_mb(torch.device("cpu")) == pytest.approx(128)  # 1 GiB available
     available["bytes"] = 64 * 2**30
-    assert default_prefix_cache_mb(torch.device("cpu")) == DEFAULT_PREFIX_CACHE_MB
+    assert default_prefix_cache_mb(torch.device("cpu")) == CPU_PREFIX_CACHE_MB == 512
     available["bytes"] = None
-    assert default_prefix_cache_mb(torch.device("cpu")) == DEFAULT_PREFIX_CACHE_MB
+    assert default_prefix_cache_mb(torch.device("cpu")) == CPU_PREFIX_CACHE_MB
     free = {"bytes": 2 * 2**30}
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 80 * 2**30))
     assert default_prefix_cache_mb(torch.device("cuda")) == pytest.approx(2048 / 5)
     free["bytes"] = 40 * 2**30
     assert default_prefix_cache_mb(torch.device("cuda")) == DEFAULT_PREFIX_CACHE_MB
-    available["bytes"] = 2 * 2**30
+    available["bytes"] = 1 * 2**30
     lm = ActiveLM(model, tiny_tokenizer, name="tiny")  # no bound given: the CPU's
-    assert lm.prefix_cache is not None and lm.prefix_cache.max_bytes == int(256 * 2**20)
+    assert lm.prefix_cache is not None and lm.prefix_cache.max_bytes == int(128 * 2**20)
+
+
+def test_what_prompts_share_is_kept_as_a_stem_that_outlives_the_prompts() -> None:
+    """Two prompts after the same instruction share a prefix that neither holds whole: the cache keeps a copy of just
+    that prefix (a stem, counted at its own size); a lookup prefers it at an equal match, a longer prompt never
+    replaces it, and it stays when the bound evicts the whole prompts."""
+    from active_rag.decoding.prefix_cache import STEM_MIN
+
+    def kv(ids):
+        t = torch.tensor(ids, dtype=torch.float32).reshape(1, 1, len(ids), 1)
+        return [(t, t + 0.5)]
+
+    common = list(range(1, STEM_MIN + 11))
+    first, second = common + [900, 901, 902], common + [800, 801]
+    per_token = 2 * 4  # keys and values, one float each
+    cache = PrefixCache(per_token * (len(first) + len(second) + len(common)))
+    cache.insert(first, kv(first))
+    assert cache.stats()["stems"] == 0
+    cache.insert(second, kv(second))
+    assert cache.stats()["stems"] == 1 and len(cache) == 3
+    stem = cache._entries[(None, tuple(common))]
+    assert stem.stem and stem.nbytes == per_token * len(common)
+    k, v = stem.kv[0]
+    assert k.flatten().tolist() == [float(i) for i in common] and torch.equal(v, k + 0.5)
+    assert k.untyped_storage().nbytes() == 4 * len(common)  # a copy of its own size, not a view of a prompt
+    hit = cache.lookup(common + [700])
+    assert hit is not None and hit.length == len(common) and hit.kv[0][0].shape[2] == len(common)  # the stem
+    cache.insert(common + [700, 701], kv(common + [700, 701]))  # covers the stem: the stem stays
+    assert (None, tuple(common)) in cache._entries
+    for i in range(3):  # prompts that share only the stem: the whole prompts age out, the stem is read and stays
+        ids = common + [600 + i] * 8
+        assert cache.lookup(ids).length == len(common)
+        cache.insert(ids, kv(ids))
+        assert cache.nbytes <= cache.max_bytes
+    assert (None, tuple(common)) in cache._entries and cache.stats()["stems"] == 1
+    short = PrefixCache(2**20)
+    short.insert([1, 2, 3, 9], kv([1, 2, 3, 9]))
+    short.insert([1, 2, 3, 8], kv([1, 2, 3, 8]))
+    assert short.stats()["stems"] == 0  # three shared tokens: no stem below STEM_MIN

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +29,7 @@ print("done")
 """
 
 
+@pytest.mark.slow
 def test_loading_and_answering_print_no_warning_and_no_progress_bar(tmp_path: Path, tiny_tokenizer) -> None:
     folder = tmp_path / "tiny-model"
     build_tiny_model(len(tiny_tokenizer)).save_pretrained(folder)

@@ -47,6 +47,7 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+@pytest.mark.slow
 def test_batch_suite_structure(tiny_lm: ActiveLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the scheduler's leader waits wait_s for the other sessions' steps: on a loaded machine 10 ms can pass before
     # they enqueue, and the questions then step alone; they still share forwards when it waits long enough
@@ -65,6 +66,7 @@ def test_batch_suite_structure(tiny_lm: ActiveLM, tmp_path: Path, monkeypatch: p
     assert "| dragin | 3 |" in result["table"]
 
 
+@pytest.mark.slow
 def test_prefix_suite_reuses_the_shared_prompt(tiny_lm: ActiveLM, data_dir: Path, tmp_path: Path) -> None:
     config = ThroughputConfig(suite="prefix", prefix_methods=["wo-rag", "sr-rag"], questions=3, data_dir=data_dir,
                               prefix_batch=2, max_new_tokens=8, out_dir=tmp_path / "p")
@@ -79,6 +81,7 @@ def test_prefix_suite_reuses_the_shared_prompt(tiny_lm: ActiveLM, data_dir: Path
     assert (tmp_path / "p" / "bench-prefix.md").read_text().startswith("| method |")
 
 
+@pytest.mark.slow
 def test_eval_batch_size_gives_the_serial_rows(tiny_lm: ActiveLM, data_dir: Path, tmp_path: Path) -> None:
     def rows(batch: int) -> dict[str, list[dict[str, Any]]]:
         config = EvalConfig(dataset="hotpotqa", data_dir=data_dir, out_dir=tmp_path / f"out{batch}", methods=["sr-rag", "dragin"],
@@ -98,6 +101,7 @@ def test_eval_batch_size_gives_the_serial_rows(tiny_lm: ActiveLM, data_dir: Path
         assert all(set(r["prompt_tokens"]) == {"cached", "prefilled", "read"} for r in batched[method])
 
 
+@pytest.mark.slow
 def test_prefix_suite_resumes_from_its_pass_files(tiny_lm: ActiveLM, data_dir: Path, tmp_path: Path, monkeypatch) -> None:
     from active_rag.evaluation import throughput
 
