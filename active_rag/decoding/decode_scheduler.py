@@ -36,6 +36,7 @@ import torch
 
 from .admission import admit, batch_cost, default_kv_budget_bytes, is_out_of_memory, kv_bytes_per_token, release_cached_memory
 from .attention import RAGGED
+from .lean_step import lean_step
 from ..errors import DecodeOutOfMemoryError
 from .ragged_attention import ATTENTION_MODES, RaggedBatch, RaggedCache
 
@@ -89,6 +90,10 @@ class DecodeScheduler:
         """The most KV bytes one batched forward reads (:mod:`active_rag.decoding.admission`); steps beyond it wait."""
         self.lock = threading.RLock()
         """Held around every model call (batched decode and prefill): one forward at a time."""
+        self._lean = lean_step(model)
+        self.step_path = "lean" if self._lean is not None else "transformers"
+        """How a batched step runs: ``lean`` (:mod:`active_rag.decoding.lean_step`, the same ops without
+        transformers' per-call machinery) or ``transformers`` (``model(...)``)."""
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._active = 0
@@ -218,16 +223,19 @@ class DecodeScheduler:
         with self.lock:
             token = RAGGED.set(ragged)
             try:
-                out = self.model(
-                    input_ids=input_ids,
-                    cache=RaggedCache(ragged),
-                    position_ids=position_ids,
-                    use_cache=True,
-                    logits_to_keep=1,
-                )
+                if self._lean is not None and not self._lean.hooked():
+                    logits = self._lean(input_ids, position_ids, RaggedCache(ragged)).float()
+                else:
+                    out = self.model(
+                        input_ids=input_ids,
+                        cache=RaggedCache(ragged),
+                        position_ids=position_ids,
+                        use_cache=True,
+                        logits_to_keep=1,
+                    )
+                    logits = out.logits[:, -1].float()
             finally:
                 RAGGED.reset(token)
-        logits = out.logits[:, -1].float()
         for b, r in enumerate(batch):
             r.logits = logits[b]
             r.row = ragged.rows[b]

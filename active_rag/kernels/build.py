@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = (CSRC / "decode_kernel.cpp", CSRC / "simd.cpp")
 """The kernels' C++ sources (shipped inside the package, so an installed wheel can build them too)."""
-HEADERS = (CSRC / "kernels.h",)
+HEADERS = (CSRC / "kernels.h", CSRC / "pool.h")
 
 LIBRARY_NAME = "libactive_rag_kernels.so"
 
@@ -47,8 +47,8 @@ FLAGS = ("-O3", "-std=c++17", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off
          "-Wall", "-Wno-unused-function", "-Wno-unknown-pragmas")
 """Compiler flags. No ``-march``: the vector code has per-function target attributes and is chosen at run time.
 ``-ffp-contract=off`` keeps every path's float operations the ones written (no fused multiply-add where the scalar
-reference has none), so all paths give the same outputs; ``-fopenmp`` is what ``at::parallel_for`` runs on (the
-OpenMP runtime is the one torch loaded)."""
+reference has none), so all paths give the same outputs; ``-fopenmp`` links the OpenMP runtime torch loaded, which
+``at::get_num_threads`` reads (the kernels' threads are their own: ``csrc/pool.h``)."""
 
 
 class BuildError(RuntimeError):

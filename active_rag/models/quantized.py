@@ -137,8 +137,17 @@ class PackedLinear(nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone(), requires_grad=False)
-        self.packed_calls = 0
-        self.dense_calls = 0
+        self._calls = [0, 0]  # packed, dense: a list, so that counting a call is not an nn.Module attribute write
+
+    @property
+    def packed_calls(self) -> int:
+        """Forwards that ran the packed decode kernel."""
+        return self._calls[0]
+
+    @property
+    def dense_calls(self) -> int:
+        """Forwards that dequantised for a dense matrix product (a prefill)."""
+        return self._calls[1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
@@ -147,14 +156,14 @@ class PackedLinear(nn.Module):
         if rows.shape[0] == 0:
             out = rows.new_zeros((0, self.out_features), dtype=KERNEL_DTYPE)
         elif limit is None or rows.shape[0] <= limit:
-            self.packed_calls += 1
+            self._calls[0] += 1
             if self.uses_kernel and x.dtype == torch.float32:  # the rounding and the bias in the kernel's own op
                 return self._linear(rows).reshape(*shape[:-1], self.out_features)
             # the kernels read their input as a dense row-major matrix: a strided view (a transposed attention
             # output) must be copied first, and .to() keeps a view's strides
             out = self._kernel(rows.to(KERNEL_DTYPE).contiguous())
         else:
-            self.dense_calls += 1
+            self._calls[1] += 1
             dtype = prefill_dtype()
             out = self._dense(rows.to(KERNEL_DTYPE).to(dtype), dtype)
         out = out.to(KERNEL_DTYPE).to(x.dtype)  # the kernel's output rounding, on both paths

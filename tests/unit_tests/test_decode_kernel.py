@@ -193,6 +193,71 @@ def test_bfloat16_and_float32_activations_and_threads_agree() -> None:
         torch.set_num_threads(threads)
 
 
+def _pool_case() -> tuple[list[torch.Tensor], list]:
+    """Layers large enough that the kernels' pool splits them (hundreds of tiles), their inputs, and the calls."""
+    codes, step, zero, _ = _int4_weights(4096, 1024, seed=5)
+    tiles4, scales4 = kernels.pack_int4(codes, step, zero)
+    q, scales8, _ = _int8_weights(4096, 1024, seed=6)
+    tiles8 = kernels.pack_int8(q)
+    bias = torch.randn(4096)
+    x = torch.randn(3, 1024)
+    calls = [lambda: kernels.int4_linear(x, tiles4, scales4, 4096, bias), lambda: kernels.int8_linear(x, tiles8, scales8, 4096),
+             lambda: kernels.int4_gemm(x[:1], tiles4, scales4, 4096), lambda: kernels.int8_gemm(x, tiles8, scales8, 4096)]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        serial = [call() for call in calls]  # one thread: the pool is not used
+    finally:
+        torch.set_num_threads(previous)
+    return serial, calls
+
+
+@needs_kernel
+def test_the_kernels_pool_gives_the_serial_outputs_from_any_thread_and_after_a_fork() -> None:
+    """The kernels' own threads (csrc/pool.h) split a layer's tiles; any split, any number of Python threads calling
+    at once (one job at a time, the others computing alone) and a forked child give the one-thread outputs."""
+    import multiprocessing
+    import threading
+
+    serial, calls = _pool_case()
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(2, previous))
+    try:
+        for _ in range(3):
+            assert all(torch.equal(call(), ref) for call, ref in zip(calls, serial, strict=True))
+        failures: list[str] = []
+
+        def hammer(seed: int) -> None:
+            for i in range(40):
+                k = (seed + i) % len(calls)
+                if not torch.equal(calls[k](), serial[k]):
+                    failures.append(f"thread {seed} call {k}")
+
+        threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads) and failures == []
+        _FORKED.update(calls=calls, serial=serial)
+        context = multiprocessing.get_context("fork")
+        with context.Pool(1) as pool:  # a child forked while the parent's workers exist: its own pool
+            assert pool.apply_async(_forked_outputs_equal).get(timeout=120) == [True] * len(calls)
+    finally:
+        _FORKED.clear()
+        torch.set_num_threads(previous)
+
+
+_FORKED: dict = {}
+"""The calls and their serial outputs, for a forked child (which inherits them; torch's own parallel ops are not
+safe to run in a child forked after they ran, the kernels are)."""
+
+
+def _forked_outputs_equal() -> list[bool]:
+    torch.set_num_threads(2)
+    return [torch.equal(call(), ref) for call, ref in zip(_FORKED["calls"], _FORKED["serial"], strict=True)]
+
+
 @needs_kernel
 def test_non_finite_and_zero_activations() -> None:
     q, scales, _ = _int8_weights(16, 64)

@@ -16,11 +16,12 @@
 //
 // Every instruction-set path computes the same integers and the same float operations in the same order, so all of
 // them (and the scalar reference) give bit-identical outputs. One binary serves every x86-64 CPU: the vector code
-// (simd.cpp) is compiled with per-function target attributes and chosen by cpuid at run time. Threads:
-// at::parallel_for over tiles (torch.get_num_threads()). This file: CPU detection, the activations' quantisation,
+// (simd.cpp) is compiled with per-function target attributes and chosen by cpuid at run time. Threads: the kernels'
+// own pool over tiles (pool.h, torch.get_num_threads() threads), not OpenMP. This file: CPU detection, the activations' quantisation,
 // the scalar reference, the dispatch, the dequantisation for the dense prefill and the ops' registration.
 
 #include "kernels.h"
+#include "pool.h"
 
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -250,7 +251,7 @@ static void run_tiles(const Plan<Fn>& plan, const uint8_t* tiles, int64_t tile_b
                       TileScales scales_of, int64_t groups, const Activations& a, int64_t rows, float* out, int64_t n) {
   const int64_t count = (n + kTile - 1) / kTile;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(tile_bytes, 1));
-  at::parallel_for(0, count, grain, [&](int64_t begin, int64_t end) {
+  SpinPool::parallel_for(count, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
       const int64_t step = plan.max_rows > 0 ? plan.max_rows : rows;
@@ -339,7 +340,7 @@ static at::Tensor finish(at::Tensor out, const c10::optional<at::Tensor>& bias) 
     bias_f = bias->to(at::kFloat).contiguous();
     b = bias_f.data_ptr<float>();
   }
-  at::parallel_for(0, rows * n, 1 << 16, [&](int64_t begin, int64_t end) {
+  SpinPool::parallel_for(rows * n, 1 << 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float v = float(c10::BFloat16(o[i]));
       o[i] = b != nullptr ? v + b[i % n] : v;
@@ -371,7 +372,7 @@ static at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& tiles, cons
 template <typename T>
 static void int4_dequant_into(const uint8_t* tiles, const uint16_t* sc, int64_t n, int64_t k, T* out) {
   const int64_t count = (n + kTile - 1) / kTile, groups = k / kGroup;
-  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+  SpinPool::parallel_for(count, 1, [&](int64_t begin, int64_t end) {
     T table[16];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
@@ -401,7 +402,7 @@ static void int8_unpack_into(const uint8_t* tiles, int64_t n, int64_t k, int64_t
   const int64_t count = (n + kTile - 1) / kTile, chunks = kp / 4, full = k / 4;
   T table[256];
   for (int b = 0; b < 256; ++b) table[b] = T(float(b - 128));
-  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+  SpinPool::parallel_for(count, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
       const uint8_t* tile = tiles + t * chunks * kChunk;

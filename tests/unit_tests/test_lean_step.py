@@ -1,0 +1,138 @@
+"""The decode scheduler's lean step (active_rag.decoding.lean_step): the same batched step as ``model(...)`` without
+transformers' per-call machinery. Tiny random Llama and Qwen2 models, float32 and bfloat16, dense and packed:
+the logits and captured attention rows of a ragged batch equal ``model(...)``'s to the bit; a model it does not
+know, a sliding window, the environment variable or a forward hook send the step through ``model(...)``."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+from torch import nn
+
+from active_rag import ActiveLM
+from active_rag.decoding import lean_step as lean_module
+from active_rag.decoding.attention import RAGGED, RaggedBatch
+from active_rag.decoding.lean_step import DECODE_STEP_VARIABLE, lean_step
+from active_rag.decoding.ragged_attention import RaggedCache
+from active_rag.models.weights import quantize_model
+from tests.conftest import build_tiny_model
+
+
+def _qwen2(vocab: int, **overrides) -> nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(2)
+    settings = dict(vocab_size=vocab, hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=False,
+                    attn_implementation="sdpa", eos_token_id=None, bos_token_id=None, pad_token_id=None)
+    settings.update(overrides)
+    return Qwen2ForCausalLM(Qwen2Config(**settings)).eval()
+
+
+def _model(family: str, vocab: int, dtype: torch.dtype, weights: str) -> nn.Module:
+    model = build_tiny_model(vocab, seed=3, layers=3) if family == "llama" else _qwen2(vocab)
+    model = model.to(dtype)
+    if weights != "dense":
+        quantize_model(model, weights)
+    return model
+
+
+def _prompts(tokenizer) -> list[list[int]]:
+    texts = ["Who wrote Hamlet? Think step by step.", "Which is older, the Eiffel Tower or Big Ben?",
+             "The capital of France is a city on the Seine, and its"]
+    return [tokenizer.encode(t) for t in texts]
+
+
+def _ragged_steps(lm: ActiveLM, use_lean: bool, steps: int = 6) -> list[tuple[torch.Tensor, list[torch.Tensor | None]]]:
+    """Prefill three prompts of different lengths, then run ``steps`` batched steps of all three (greedy), through
+    the lean step or ``model(...)``; the logits and the captured rows of every step."""
+    scheduler = lm.scheduler
+    assert scheduler is not None
+    sessions = [lm.session(ids, capture_attention=True) for ids in _prompts(lm.tokenizer)]
+    caches = [s._cache for s in sessions]
+    tokens = [int(torch.argmax(s._next_logits)) for s in sessions]
+    positions = [s._fed for s in sessions]
+    out = []
+    for _ in range(steps):
+        ragged = RaggedBatch(caches=caches, capture=[True, False, True], mode="auto")
+        input_ids = torch.tensor([[t] for t in tokens])
+        position_ids = torch.tensor([[p] for p in positions])
+        token = RAGGED.set(ragged)
+        try:
+            with torch.inference_mode():
+                if use_lean:
+                    assert scheduler._lean is not None
+                    logits = scheduler._lean(input_ids, position_ids, RaggedCache(ragged)).float()
+                else:
+                    logits = lm.model(input_ids=input_ids, cache=RaggedCache(ragged), position_ids=position_ids,
+                                      use_cache=True, logits_to_keep=1).logits[:, -1].float()
+        finally:
+            RAGGED.reset(token)
+        out.append((logits, list(ragged.rows)))
+        tokens = [int(t) for t in logits.argmax(-1)]
+        positions = [p + 1 for p in positions]
+    return out
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("dtype,weights", [(torch.float32, "dense"), (torch.bfloat16, "dense"), (torch.float32, "int8"),
+                                           (torch.float32, "int4")])
+def test_a_ragged_step_gives_the_logits_and_rows_of_the_model_s_own_forward(tiny_tokenizer, family, dtype, weights) -> None:
+    model = _model(family, len(tiny_tokenizer), dtype, weights)
+    lm = ActiveLM(model, tiny_tokenizer, name=f"tiny-{family}", prefix_cache=False)
+    assert lm.scheduler is not None and lm.scheduler.step_path == "lean"
+    lean, plain = _ragged_steps(lm, True), _ragged_steps(lm, False)
+    for (a, rows_a), (b, rows_b) in zip(lean, plain, strict=True):
+        assert torch.equal(a, b)
+        assert rows_a[1] is None and rows_b[1] is None
+        for x, y in zip(rows_a, rows_b, strict=True):
+            assert (x is None) == (y is None) and (x is None or torch.equal(x, y))
+
+
+def test_sessions_decode_the_same_tokens_and_signals_through_either_step(tiny_tokenizer) -> None:
+    model = _model("qwen2", len(tiny_tokenizer), torch.float32, "dense")
+    lm = ActiveLM(model, tiny_tokenizer, name="tiny-qwen2", prefix_cache=False)
+    ids = _prompts(tiny_tokenizer)[0]
+    lean = list(lm.session(ids, capture_attention=True).generate(12))
+    assert lm.scheduler is not None
+    lm.scheduler._lean = None
+    plain = list(lm.session(ids, capture_attention=True).generate(12))
+    assert [(s.id, s.logprob, s.entropy) for s in lean] == [(s.id, s.logprob, s.entropy) for s in plain]
+    assert all(torch.equal(a.attention, b.attention) for a, b in zip(lean, plain, strict=True))
+
+
+def test_a_forward_hook_sends_the_step_through_the_model(tiny_tokenizer) -> None:
+    model = _model("llama", len(tiny_tokenizer), torch.float32, "dense")
+    lm = ActiveLM(model, tiny_tokenizer, name="tiny-llama", prefix_cache=False)
+    assert lm.scheduler is not None and lm.scheduler._lean is not None and not lm.scheduler._lean.hooked()
+    seen: list[int] = []
+    handle = model.model.layers[1].mlp.up_proj.register_forward_hook(lambda m, i, o: seen.append(o.shape[0]))
+    try:
+        assert lm.scheduler._lean.hooked()
+        session = lm.session(_prompts(tiny_tokenizer)[1])
+        seen.clear()
+        list(session.generate(3))
+        assert len(seen) >= 2  # the decode steps ran the module, hook and all
+    finally:
+        handle.remove()
+    assert not lm.scheduler._lean.hooked()
+
+
+def test_families_and_layouts_it_does_not_know_step_through_the_model(tiny_tokenizer, monkeypatch) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    vocab = len(tiny_tokenizer)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_embd=32, n_layer=1, n_head=2)).eval()
+    assert lean_step(gpt2) is None and "not a family" in lean_module._unsupported(gpt2)
+    sliding = _qwen2(vocab, use_sliding_window=True, sliding_window=16, max_window_layers=1)
+    assert lean_step(sliding) is None and "every position" in lean_module._unsupported(sliding)
+    plain = _qwen2(vocab)
+    assert lean_step(plain) is not None
+    monkeypatch.setenv(DECODE_STEP_VARIABLE, "transformers")
+    assert lean_step(plain) is None
+    lm = ActiveLM(plain, tiny_tokenizer, name="tiny-qwen2", prefix_cache=False)
+    assert lm.scheduler is not None and lm.scheduler.step_path == "transformers"
