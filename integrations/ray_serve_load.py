@@ -272,6 +272,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _start_serve(serve: ModuleType, attempts: int = 5) -> int:
+    """Start Serve's proxy on a free 127.0.0.1 port, chosen after Ray has opened its own ports; a port taken between
+    the choice and the bind (Ray's workers open ports too) is retried with another. Returns the port."""
+    for attempt in range(attempts):
+        port = _free_port()
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            return port
+        except Exception as error:  # noqa: BLE001 - Ray wraps the proxy's bind error in its task error
+            if "Failed to bind" not in str(error) or attempt == attempts - 1:
+                raise
+            serve.shutdown()
+    raise AssertionError("unreachable")
+
+
 @contextmanager
 def serve_recipe(*, model: str = "smollm2", max_new_tokens: int = 32, theta: float = 0.25, max_ongoing: int = 16,
                  max_queued: int = 8, prefix_cache_mb: float | None = None, ray_cpus: int = 2) -> Iterator[str]:
@@ -282,10 +297,9 @@ def serve_recipe(*, model: str = "smollm2", max_new_tokens: int = 32, theta: flo
 
     recipe = _recipe()
     cloudpickle.register_pickle_by_value(recipe)  # the replicas cannot import integrations/ by name
-    port = _free_port()
     ray.init(num_cpus=ray_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        port = _start_serve(serve)
         serve.run(recipe.build_app(model, max_new_tokens=max_new_tokens, theta=theta, max_ongoing_requests=max_ongoing,
                                    max_queued_requests=max_queued, prefix_cache_mb=prefix_cache_mb),
                   name="active-rag", route_prefix=recipe.ROUTE_PREFIX)
