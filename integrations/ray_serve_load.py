@@ -275,16 +275,17 @@ def _free_port() -> int:
 def _start_serve(serve: ModuleType, attempts: int = 5) -> int:
     """Start Serve's proxy on a free 127.0.0.1 port, chosen after Ray has opened its own ports; a port taken between
     the choice and the bind (Ray's workers open ports too) is retried with another. Returns the port."""
-    for attempt in range(attempts):
+    tries = 0
+    while True:
         port = _free_port()
         try:
             serve.start(http_options={"host": "127.0.0.1", "port": port})
             return port
         except Exception as error:  # noqa: BLE001 - Ray wraps the proxy's bind error in its task error
-            if "Failed to bind" not in str(error) or attempt == attempts - 1:
+            tries += 1
+            if "Failed to bind" not in str(error) or tries == attempts:
                 raise
             serve.shutdown()
-    raise AssertionError("unreachable")
 
 
 @contextmanager

@@ -173,8 +173,7 @@ class PrefixCache:
         if shared:
             nbytes = sum(k.untyped_storage().nbytes() + v.untyped_storage().nbytes() for k, v in kv)
         else:
-            nbytes = sum((k[:, :, : len(key)].numel() * k.element_size()
-                          + v[:, :, : len(key)].numel() * v.element_size()) for k, v in kv)
+            nbytes = _nbytes([(k[:, :, : len(key)], v[:, :, : len(key)]) for k, v in kv])
         if nbytes > self.max_bytes:
             return
         with self._lock:
