@@ -6,10 +6,7 @@ for importing torch and transformers.
 
 from __future__ import annotations
 
-import importlib
-import importlib.machinery
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 
@@ -51,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     'ReplaceContext': 'methods.context',
     'RerankContext': 'methods.context',
     'make_context': 'methods.context',
-    'ActiveRAG': 'loop',
+    'ActiveRAG': 'engine.loop',
     'merge_rankings': 'retrieval.rankings',
     'ActiveLM': 'decoding.model',
     'DecodingSession': 'decoding.model',
@@ -112,86 +109,6 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
-# The modules that lived directly in active_rag/ before its subpackages (models/, decoding/, methods/, retrieval/,
-# remote/, cli/, viz/): their old paths still import, as the very module they moved to (``import active_rag.context``
-# gives ``active_rag.methods.context``). ``active_rag.retrieval``, ``.remote``, ``.viz`` and ``.cli`` are packages
-# of the same names that re-export the old modules' public names.
-_MOVED: dict[str, str] = {
-    'loading': 'models.loading',
-    'gguf_files': 'models.gguf_files',
-    'model_cache': 'models.model_cache',
-    'model_specs': 'models.model_specs',
-    'registry': 'models.registry',
-    'installing': 'models.installing',
-    'weights': 'models.weights',
-    'quantized': 'models.quantized',
-    'devices': 'models.devices',
-    'device_audit': 'models.device_audit',
-    'model': 'decoding.model',
-    'decode_scheduler': 'decoding.decode_scheduler',
-    'ragged_attention': 'decoding.ragged_attention',
-    'admission': 'decoding.admission',
-    'prefix_cache': 'decoding.prefix_cache',
-    'attention': 'decoding.attention',
-    'context_window': 'decoding.context_window',
-    'constrained': 'decoding.constrained',
-    'stopping': 'decoding.stopping',
-    'many_questions': 'decoding.many_questions',
-    'triggers': 'methods.triggers',
-    'thresholds': 'methods.thresholds',
-    'calibration': 'methods.calibration',
-    'queries': 'methods.queries',
-    'context': 'methods.context',
-    'linked': 'methods.linked',
-    'read_choice': 'methods.read_choice',
-    'answer_check': 'methods.answer_check',
-    'answer_options': 'methods.answer_options',
-    'answer_span': 'methods.answer_span',
-    'answering': 'methods.answering',
-    'retrieving': 'methods.retrieving',
-    'routing': 'methods.routing',
-    'profiles': 'methods.profiles',
-    'prompts': 'methods.prompts',
-    'prompt_layout': 'methods.prompt_layout',
-    'presets': 'methods.presets',
-    'rankings': 'retrieval.rankings',
-    'chunking': 'retrieval.chunking',
-    'name_index': 'retrieval.name_index',
-    'embeddings': 'retrieval.embeddings',
-    'remote_clients': 'remote.clients',
-    'remote_http': 'remote.http',
-    'remote_parse': 'remote.parse',
-    'remote_vocab': 'remote.vocab',
-    'cli_calibrate': 'cli.calibrate',
-    'cli_output': 'cli.output',
-    'doctor': 'cli.doctor',
-    'ask_defaults': 'cli.ask_defaults',
-    'viz_trace': 'viz.trace',
-}
-
-
-class _MovedModules:
-    """The finder (and loader) of the old paths, asked last: a module or package that exists is found first."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        package, _, name = fullname.rpartition(".")
-        if package != __name__ or name not in _MOVED:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self)
-
-    def create_module(self, spec: Any) -> None:
-        return None
-
-    def exec_module(self, module: Any) -> None:
-        # the import system returns what sys.modules holds under the name once this returns: the moved module
-        moved = _MOVED[module.__name__.rpartition(".")[2]]
-        sys.modules[module.__name__] = importlib.import_module(f"{__name__}.{moved}")
-
-
-if not any(type(finder).__name__ == "_MovedModules" for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModules())
-
-
 if TYPE_CHECKING:  # pragma: no cover
     from .errors import (
         ActiveRAGError,
@@ -231,7 +148,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .methods.answer_stage import AnswerStage
     from .settings import RunSettings
     from .answer_stream import AnswerStream
-    from .loop import ActiveRAG
+    from .engine.loop import ActiveRAG
     from .remote.lm import RemoteLM
     from .retrieval.rankings import merge_rankings
     from .decoding.decode_scheduler import DecodeScheduler

@@ -18,7 +18,7 @@ answer goes on ("3." then "10"), so a stop rule waits one token and the caller c
 end of a generation (``final``) the end of the text ends the answer too.
 
 The engine's stop rule (:func:`active_rag.decoding.stopping.has_completed_answer`), the forced answer
-(:meth:`~active_rag.methods.answering.AnswerSteps._force_answer`) and the answer span
+(:class:`~active_rag.engine.answer_steps.ForceAnswer`) and the answer span
 (:func:`active_rag.methods.answer_span.answer_span`, the result's ``short_answer``) all use it.
 """
 

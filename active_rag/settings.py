@@ -14,7 +14,6 @@ line, the LangChain runnable (``engine_options``) and the LlamaIndex query engin
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,26 +68,20 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
 _COMPONENTS = {"answer": AnswerStage, "settings": RunSettings}
 
 
-def engine_kwargs(kwargs: Mapping[str, Any], *, deprecated: bool = False) -> dict[str, Any]:
+def engine_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``kwargs`` for :class:`~active_rag.ActiveRAG`, with every flat name (:data:`FLAT_NAMES`) set as its field
     of ``answer`` / ``settings`` (taken from ``kwargs`` when given there, else the defaults) and the other keys
     as they are.
 
     >>> engine_kwargs({"top_k": 6, "answer_options": True, "initial_retrieval": True})  # doctest: +ELLIPSIS
     {'top_k': 6, 'answer': AnswerStage(..., options=True, ...), 'settings': RunSettings(initial_retrieval=True, ...)}
-
-    ``deprecated``: warn for each flat name (``ActiveRAG(answer_check=...)`` itself; use the components)."""
+"""
     out = {k: v for k, v in kwargs.items() if k not in FLAT_NAMES}
     fields: dict[str, dict[str, Any]] = {}
     for name, value in kwargs.items():
         if name in FLAT_NAMES:
             component, field = FLAT_NAMES[name]
             fields.setdefault(component, {})[field] = value
-    if deprecated and fields:
-        flat = ", ".join(f"{name}=..." for name in kwargs if name in FLAT_NAMES)
-        new = ", ".join(f"{c}={_COMPONENTS[c].__name__}({', '.join(f'{f}=...' for f in fs)})" for c, fs in fields.items())
-        warnings.warn(f"ActiveRAG({flat}) is deprecated: pass {new} (ActiveRAG.from_preset still takes the flat names).",
-                      DeprecationWarning, stacklevel=3)
     for component, changes in fields.items():
         base = out.get(component) or _COMPONENTS[component]()
         if not isinstance(base, _COMPONENTS[component]):

@@ -94,7 +94,7 @@ class TriggerDecision:
     output_start: int | None = None  # set by the loop: index in the accepted output of the segment's first token
     passage_ids: list[str] | None = None  # set by the loop: ids of the passages in the prompt that wrote the segment
     # where ``threshold`` comes from: "default" (the paper's value), "user", "profile:<name>" or
-    # "calibrated:<cache file>" (see active_rag.methods.calibration)
+    # "calibrated:<cache file>" (see active_rag.engine.calibration)
     threshold_source: str | None = None
     entities: list[str] | None = None  # the bridge trigger: names the checked sentence adds to the question
 

@@ -27,7 +27,7 @@ DEFAULT_QUESTION = "What was the father of Kasper Schmeichel voted to be by the 
 
 def build_vectorstore(limit: int | None = None, embeddings: Any = None) -> Any:
     """An in-process (ephemeral) Chroma collection over the demo corpus, embedded with MiniLM."""
-    from active_rag.embeddings import ephemeral_chroma_client
+    from active_rag.retrieval.embeddings import ephemeral_chroma_client
     from langchain_chroma import Chroma
 
     passages = read_jsonl_passages(demo_corpus_path())[:limit]

@@ -20,8 +20,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.workflow import Event, StopEvent
 from llama_index.retrievers.bm25 import BM25Retriever
 
-from active_rag import ActiveLM
-from active_rag.routing import make_router
+from active_rag import ActiveLM, make_router
 from llamaindex_active_rag import (
     ActiveRAGQueryEngine,
     ActiveRAGWorkflow,

@@ -112,8 +112,7 @@ class ActiveRAGServer:
                  max_new_tokens: int = 64, top_k: int = 3, theta: float | None = None,
                  prefix_cache_mb: float | None = None, limits: dict[str, int] | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from active_rag import BM25Index, make_trigger
-        from active_rag.presets import PRESETS
+        from active_rag import PRESETS, BM25Index, make_trigger
         from langchain_active_rag import ActiveRAG, BM25sRetriever
 
         index = BM25Index.demo() if corpus in (None, "demo") else BM25Index.from_jsonl(corpus)

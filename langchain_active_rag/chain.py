@@ -36,8 +36,10 @@ entropy), ``active_rag.decision`` (every trigger decision), ``active_rag.retriev
 retrievals and one for the router's decision. Retriever calls go through the retriever's own
 ``invoke`` with this run's child config, so traces nest them under the chain.
 
-Nothing of the method lives here: one :class:`active_rag.ActiveRAG` is built per call (cheap) around a
-per-call :class:`~langchain_active_rag.adapter.RetrieverAdapter`.
+Nothing of the method lives here. The runnable holds one configured :class:`active_rag.ActiveRAG` per settings
+(:meth:`ActiveRAG.configured_engine`: built at the first call, again when its settings change) and each call runs a
+shallow copy of it with the call's own :class:`~langchain_active_rag.adapter.RetrieverAdapter`
+(:func:`active_rag.per_call.engine_for_call`), as the LlamaIndex query engine does.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import AddableDict, ConfigurableField, RunnableConfig, RunnableSerializable
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, PrivateAttr, field_validator
 from typing_extensions import TypedDict
 
 import active_rag
@@ -70,6 +72,7 @@ from active_rag import (
 
 from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.answer_stream import AnswerStream
+from active_rag.per_call import PER_CALL_RETRIEVER, EngineCache, engine_for_call
 from active_rag.settings import engine_kwargs
 
 from ._convert import question_of, resolve_lm
@@ -191,6 +194,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     engine does (docs/endpoint.md); ``None``: plain text prompts."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
+    _engines: EngineCache = PrivateAttr(default_factory=EngineCache)  # configured engines by their settings
 
     def __init__(
         self,
@@ -277,17 +281,39 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
         switched = {name: configurable[name] for name in CONFIGURABLE if name in configurable}
         return {**{name: getattr(self, name) for name in OVERRIDABLE}, **switched, **overrides}
 
+    def configured_engine(self, config: RunnableConfig | None = None, *, retrieves: bool | None = None,
+                          **overrides: Any) -> active_rag.ActiveRAG:
+        """The configured :class:`active_rag.ActiveRAG` of this runnable's settings (its fields, then the
+        ``CONFIGURABLE`` keys of ``config``'s ``configurable``, then ``overrides``): built at the first call with
+        these settings and shared by every call with them, built again when they change (a field set anew, another
+        ``with_config``, a per-call override). Calls run a copy of it with their own retriever (:meth:`build_engine`);
+        its own retriever only stands in for theirs (:data:`active_rag.per_call.PER_CALL_RETRIEVER`).
+
+        ``retrieves``: whether calls bring a retriever (default: whether this runnable has one); without one, a method
+        that retrieves raises the engine's ``ValueError``."""
+        s = self._settings(overrides, config)
+        if retrieves is None:
+            retrieves = self.retriever is not None
+        key = {"settings": s, "model": self.model, "weights": self.weights, "tokenizer": self.tokenizer,
+               "stop": self.stop, "engine_options": self.engine_options, "retrieves": retrieves}
+        return self._engines.get(key, lambda: self._build(s, PER_CALL_RETRIEVER if retrieves else None))
+
     def build_engine(
         self, retriever: Any = None, config: RunnableConfig | None = None, **overrides: Any
     ) -> active_rag.ActiveRAG:
-        """The :class:`active_rag.ActiveRAG` this runnable runs.
+        """The :class:`active_rag.ActiveRAG` one call runs: a shallow copy of :meth:`configured_engine` (sharing its
+        model, trigger, query formulator, prompt and router) with the call's retriever swapped in.
 
         ``retriever`` is an engine retriever; by default a :class:`RetrieverAdapter` over this runnable's
         LangChain retriever whose calls run with ``config``, whose ``configurable`` may switch the
         ``CONFIGURABLE`` settings."""
-        s = self._settings(overrides, config)
         if retriever is None and self.retriever is not None:
             retriever = adapt(self.retriever, config, pass_k=self.pass_k)
+        base = self.configured_engine(config, retrieves=retriever is not None, **overrides)
+        return engine_for_call(base, retriever=retriever)
+
+    def _build(self, s: dict[str, Any], retriever: Any) -> active_rag.ActiveRAG:
+        """A new engine of the settings ``s`` (:meth:`_settings`) around ``retriever``."""
         lm = resolve_lm(self.model, self.weights, self.tokenizer)
         kwargs: dict[str, Any] = dict(self.engine_options)
         trigger, query = s["trigger"], s["query"]

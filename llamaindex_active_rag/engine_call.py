@@ -25,13 +25,11 @@ through ``LLMCompletionStartEvent`` / ``LLMCompletionInProgressEvent`` / ``LLMCo
 active retrieval loop does not call an LLM object: it decodes with the engine. :class:`GenerationTrace`
 reports what the engine did in those terms, from the engine's own stream:
 
-- one completion per *generation segment*: the answer tokens generated with one set of passages (the
-  first segment starts at the question; a retrieval at output position ``p`` starts a new segment at
-  the token of position ``p``, because from there the model is prompted with the new passages. With
-  FL-RAG / FS-RAG the retrieval after a segment is made before that segment's tokens are streamed;
-  they still belong to the segment before it). An answer written again from its first word (``reanswer``,
-  an answer check: a new ``TokenEvent.attempt``) starts a completion of its own; a kept draft that the engine
-  streams once more was not generated again and is not reported twice. ``prompt`` is the text the model
+- one completion per *generation segment*: the answer tokens the engine accepted from one prompt. Where a segment
+  begins and ends (a retrieval, even one that FL-RAG / FS-RAG make after a segment and stream before its tokens; an
+  answer written again from its first word, ``reanswer`` or an answer check; a kept draft streamed once more, which
+  was not generated again and is not reported twice) is decided once, for every adapter, by
+  :class:`active_rag.event_segments.EventSegmenter`. ``prompt`` is the text the model
   continued: the chat template around the method's prompt with the passages that prompt held (each token's
   ``passage_ids``; ``PromptTemplate.render``),
   followed by the answer accepted so far; ``additional_kwargs`` of the start event names the method,
@@ -48,7 +46,6 @@ so they are in no event; ``ActiveRAGResult.generated_tokens`` counts them.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +59,9 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.schema import NodeWithScore
 
 from active_rag.answer_stream import AnswerStream
-from active_rag.loop import ActiveRAG
+from active_rag.event_segments import EventSegmenter, RouterCall, SegmentEnd, SegmentEvent, SegmentStart, SegmentToken
+from active_rag.engine import ActiveRAG
+from active_rag.per_call import engine_for_call
 from active_rag.types import ActiveRAGResult, Passage, Retrieval, RouteDecision, TokenEvent, TriggerDecision
 
 from .events import ActiveRetrievalEvent, ActiveRouteEvent, decision_fields, dispatch, retrieval_fields
@@ -81,106 +80,89 @@ class GenerationTrace:
     """Turns one question's engine events into LlamaIndex LLM completion events (see the module docstring).
 
     ``model_dict`` identifies the LLM in the start events (``ActiveHFLLM.to_dict()``: class, model name,
-    settings). Call :meth:`token`, :meth:`retrieval`, :meth:`route` as the engine streams, then :meth:`close`.
+    settings). :meth:`feed` it the engine's events in order (or call :meth:`token`, :meth:`retrieval`, :meth:`route`
+    as the engine streams, then :meth:`close`). Where a completion begins and ends is
+    :class:`~active_rag.event_segments.EventSegmenter`'s to say; this class dispatches its events.
     """
 
     def __init__(self, rag: ActiveRAG, question: str, model_dict: dict[str, Any]) -> None:
         self.rag = rag
         self.question = question
         self.model_dict = model_dict
-        self.docs: list[Passage] = []
-        self.passages: dict[str, Passage] = {}  # every retrieved passage by id
-        self.pending: list[Retrieval] = []  # retrievals whose position no streamed token has reached yet
-        self.attempt = 0  # the latest answer attempt reported
-        self.tokens: list[str] = []  # every accepted token of the current attempt so far
-        self.ids: tuple[str, ...] | None = None  # the open segment's passage ids, as its tokens name them
-        self.segments = 0
+        self.segments = EventSegmenter()
         self.prompt: str | None = None  # the open segment's prompt (None: no segment open)
-        self.events: list[TokenEvent] = []
 
-    def segment_prompt(self) -> str:
-        """The text the model continues now: the chat template around the method's prompt with the
-        current passages, then the answer accepted so far."""
-        user = self.rag.prompt.render(self.question, self.docs)
+    def segment_prompt(self, start: SegmentStart) -> str:
+        """The text the model continued in the segment ``start`` begins: the chat template around the method's prompt
+        with the segment's passages, then the answer accepted before it."""
+        user = self.rag.prompt.render(self.question, list(start.passages))
         before, after = self.rag.model.chat_parts(user)
-        return before + user + after + "".join(self.tokens)
+        return before + user + after + start.prefix
+
+    def feed(self, event: CallEvent) -> None:
+        """Dispatch the completion events that the engine's next ``event`` completes."""
+        for segment_event in self.segments.feed(event):
+            self._dispatch(segment_event)
 
     def token(self, event: TokenEvent) -> None:
-        if event.attempt < self.attempt:  # the kept draft streamed once more: not generated again
-            return
-        if event.attempt > self.attempt or event.position < len(self.tokens):  # the answer from its first word
-            self.close()
-            self.attempt = event.attempt
-            del self.tokens[event.position:]
-            while self.pending:  # every retrieval so far holds for the new answer from its first token
-                self.docs = list(self.pending.pop(0).passages)
-        if self.pending and self.pending[0].position <= event.position:
-            self.close()  # the passages changed: a new segment starts with this token
-            while self.pending and self.pending[0].position <= event.position:
-                self.docs = list(self.pending.pop(0).passages)
-        ids = tuple(event.passage_ids) if event.passage_ids is not None else None
-        if ids is not None and ids != self.ids:
-            self.close()
-            self.docs = [self.passages[i] for i in ids if i in self.passages]  # exactly what the prompt held
-        self.ids = ids
-        if self.prompt is None:
-            self.prompt = self.segment_prompt()
-            self.events = []
+        self.feed(event)
+
+    def retrieval(self, retrieval: Retrieval) -> None:
+        """The tokens from ``retrieval.position`` on are generated with these passages."""
+        self.feed(retrieval)
+
+    def route(self, decision: RouteDecision) -> None:
+        """The router's own completion (its prompt, its raw output)."""
+        self.feed(decision)
+
+    def close(self) -> None:
+        """End the open segment, if any (the end of the answer)."""
+        for end in self.segments.close("end"):
+            self._dispatch(end)
+
+    def _dispatch(self, event: SegmentEvent) -> None:
+        if isinstance(event, SegmentToken):
+            assert self.prompt is not None
+            token = event.token
+            response = CompletionResponse(
+                text=event.text,
+                delta=token.text,
+                logprobs=[[_logprob(token)]],
+                additional_kwargs={"token_id": token.token_id, "entropy": token.entropy, "position": token.position},
+            )
+            dispatch(LLMCompletionInProgressEvent(prompt=self.prompt, response=response))
+        elif isinstance(event, SegmentStart):
+            self.prompt = self.segment_prompt(event)
             dispatch(
                 LLMCompletionStartEvent(
                     prompt=self.prompt,
                     additional_kwargs={
                         "method": self.rag.method,
-                        "segment": self.segments,
+                        "segment": event.index,
                         "output_start": event.position,
-                        "passage_ids": [p.id for p in self.docs],
+                        "passage_ids": event.passage_ids,
                     },
                     model_dict=self.model_dict,
                 )
             )
-            self.segments += 1
-        self.events.append(event)
-        self.tokens.append(event.text)
-        text = "".join(e.text for e in self.events)
-        response = CompletionResponse(
-            text=text,
-            delta=event.text,
-            logprobs=[[_logprob(event)]],
-            additional_kwargs={"token_id": event.token_id, "entropy": event.entropy, "position": event.position},
-        )
-        dispatch(LLMCompletionInProgressEvent(prompt=self.prompt, response=response))
-
-    def retrieval(self, retrieval: Retrieval) -> None:
-        """The tokens from ``retrieval.position`` on are generated with these passages."""
-        self.pending.append(retrieval)
-        self.passages.update((p.id, p) for p in retrieval.passages)
-
-    def route(self, decision: RouteDecision) -> None:
-        """The router's own completion (its prompt, its raw output)."""
-        dispatch(
-            LLMCompletionStartEvent(
-                prompt=decision.prompt, additional_kwargs={"router": decision.router}, model_dict=self.model_dict
+        elif isinstance(event, SegmentEnd):
+            prompt, self.prompt = self.prompt, None
+            assert prompt is not None
+            response = CompletionResponse(
+                text=event.text,
+                logprobs=[[_logprob(t)] for t in event.tokens],
+                additional_kwargs={"token_ids": event.token_ids, "entropies": event.entropies, "positions": event.positions},
             )
-        )
-        response = CompletionResponse(text=decision.raw_output, additional_kwargs={"retrieve": decision.retrieve})
-        dispatch(LLMCompletionEndEvent(prompt=decision.prompt, response=response))
-
-    def close(self) -> None:
-        """End the open segment, if any (a retrieval, or the end of the answer)."""
-        if self.prompt is None:
-            return
-        events, prompt = self.events, self.prompt
-        self.prompt, self.events = None, []
-        response = CompletionResponse(
-            text="".join(e.text for e in events),
-            logprobs=[[_logprob(e)] for e in events],
-            additional_kwargs={
-                "token_ids": [e.token_id for e in events],
-                "entropies": [e.entropy for e in events],
-                "positions": [e.position for e in events],
-            },
-        )
-        dispatch(LLMCompletionEndEvent(prompt=prompt, response=response))
+            dispatch(LLMCompletionEndEvent(prompt=prompt, response=response))
+        elif isinstance(event, RouterCall):
+            decision = event.decision
+            dispatch(
+                LLMCompletionStartEvent(
+                    prompt=decision.prompt, additional_kwargs={"router": decision.router}, model_dict=self.model_dict
+                )
+            )
+            response = CompletionResponse(text=decision.raw_output, additional_kwargs={"retrieve": decision.retrieve})
+            dispatch(LLMCompletionEndEvent(prompt=decision.prompt, response=response))
 
 
 class FixedRouter:
@@ -234,11 +216,12 @@ class EngineCall:
         """A per-question copy of ``base``. ``adapter`` (fresh per question) records nodes; ``retriever``
         replaces what the engine calls (default: the adapter); ``router`` replaces the engine's router;
         ``model_dict`` (the LLM's ``to_dict()``) turns on the LLM completion events."""
-        rag = copy.copy(base)
+        swap: dict[str, Any] = {}
         if retriever is not None or adapter is not None:
-            rag.retriever = retriever if retriever is not None else adapter
+            swap["retriever"] = retriever if retriever is not None else adapter
         if router is not None:
-            rag.router = router
+            swap["router"] = router
+        rag = engine_for_call(base, **swap)
         call = cls(rag=rag, adapter=adapter, question=question)
         if model_dict is not None:
             call.trace = GenerationTrace(rag, question.strip(), model_dict)
@@ -281,28 +264,21 @@ class EngineCall:
                     dispatch(ActiveRetrievalEvent(question=self.question, method=self.method, **fields))
                     yield event
                 continue
-            trace = self.trace
+            if self.trace is not None:
+                self.trace.feed(event)  # the LLM completion events first, then the active-retrieval ones
             if isinstance(event, TokenEvent):
                 self.accepted += 1
                 if event.passage_ids is not None:
                     self.prompt_ids = list(event.passage_ids)
-                if trace is not None:
-                    trace.token(event)
             elif isinstance(event, Retrieval):
                 self.retrievals.append(event)
-                if trace is not None:
-                    trace.retrieval(event)
                 fields = self._fields[id(event)] = retrieval_fields(event)
                 dispatch(ActiveRetrievalEvent(question=self.question, method=self.method, **fields))
             elif isinstance(event, RouteDecision):
                 self.route = event
-                if trace is not None:
-                    trace.route(event)
                 dispatch(ActiveRouteEvent.from_decision(event, question=self.question))
             elif isinstance(event, ActiveRAGResult):
                 self.result = event
-                if trace is not None:
-                    trace.close()
             yield event
 
     def decision_position(self, decision: TriggerDecision) -> int:

@@ -16,7 +16,7 @@ from llama_index.core.schema import QueryBundle
 
 from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.errors import EmptyQuestionError
-from active_rag.loop import ActiveRAG, Router
+from active_rag.engine import ActiveRAG, Router
 from active_rag.decoding.model import ActiveLM
 from active_rag.remote.lm import RemoteLM
 from active_rag.methods.prompts import PromptTemplate as EnginePrompt

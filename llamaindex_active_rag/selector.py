@@ -11,7 +11,7 @@ from llama_index.core.tools.types import ToolMetadata
 
 from active_rag._aio import run_in_thread
 from active_rag.errors import EmptyQuestionError
-from active_rag.loop import Router
+from active_rag.engine import Router
 from active_rag.decoding.model import ActiveLM
 from active_rag.methods.routing import make_router
 

@@ -36,7 +36,7 @@ from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Wor
 
 from active_rag._aio import run_in_thread
 from active_rag.errors import EmptyQuestionError
-from active_rag.loop import ActiveRAG, Router
+from active_rag.engine import ActiveRAG, Router
 from active_rag.methods.routing import make_router
 from active_rag.retrieval.name_index import NameIndex
 from active_rag.types import Passage, Retrieval, RouteDecision, TriggerDecision

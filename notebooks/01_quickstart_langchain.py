@@ -100,7 +100,7 @@ print(f"\n({time.perf_counter() - t0:.1f} s)")
 # %%
 import uuid
 
-from active_rag.embeddings import ephemeral_chroma_client
+from active_rag.retrieval.embeddings import ephemeral_chroma_client
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 

@@ -93,7 +93,7 @@ import uuid
 
 from llama_index.core import StorageContext, VectorStoreIndex
 
-from active_rag.embeddings import ephemeral_chroma_client
+from active_rag.retrieval.embeddings import ephemeral_chroma_client
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llamaindex_active_rag import MiniLMEmbedding

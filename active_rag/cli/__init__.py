@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
-    'build_parser': 'commands',
     'main': 'commands',
 }
 
@@ -22,4 +21,4 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .commands import build_parser, main
+    from .commands import main

@@ -1,5 +1,5 @@
 """The ``active-rag calibrate`` subcommand: run DRAGIN's or FLARE's trigger with retrieval off on a few dozen
-questions and cache the threshold that gives the paper's retrieval rate (:mod:`active_rag.methods.calibration` runs it)."""
+questions and cache the threshold that gives the paper's retrieval rate (:mod:`active_rag.engine.calibration` runs it)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ _CALIBRATE_METHODS = ("dragin", "flare")
 
 
 def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """The ``active-rag calibrate`` subcommand (:mod:`active_rag.methods.calibration` runs it)."""
+    """The ``active-rag calibrate`` subcommand (:mod:`active_rag.engine.calibration` runs it)."""
     p = subparsers.add_parser(
         "calibrate",
         help="calibrate DRAGIN's or FLARE's threshold on this model to the paper's retrieval rate",
@@ -64,9 +64,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """``active-rag calibrate``: print (and cache) the calibrated threshold."""
     import math
 
-    from ..methods.calibration import NoRetrieval, calibrate
+    from ..engine.calibration import NoRetrieval, calibrate
     from ..errors import InvalidOptionError
-    from ..loop import ActiveRAG
+    from ..engine import ActiveRAG
     from ..methods.profiles import get_profile, profile_for_dataset
     from ..methods.prompt_layout import check_prompt_mode
     from ..methods.thresholds import cache_path

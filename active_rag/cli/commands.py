@@ -192,7 +192,7 @@ def _answer_budget(engine: Any, limit: int) -> dict[str, Any]:
     model write up to ``forced_answer_tokens`` more: both come out of ``limit``, the model's writing keeping at
     least half of what is left after the phrase. A limit that cannot hold the phrase, a token before it and one
     after it gets no forced phrase (the model's own tokens only)."""
-    from ..methods.answering import FORCED_ANSWER_TOKENS
+    from ..engine.answer_steps import FORCED_ANSWER_TOKENS
 
     phrase = engine.answer_phrase
     if not phrase:
@@ -207,7 +207,7 @@ def _answer_budget(engine: Any, limit: int) -> dict[str, Any]:
 
 
 def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dict[str, Any]) -> Any:
-    from ..loop import ActiveRAG
+    from ..engine import ActiveRAG
     from ..methods.routing import make_router
     from ..settings import engine_kwargs
 

@@ -222,7 +222,7 @@ def _out_of_memory(lm: ActiveLM, ids: list[int]) -> str:
 
 def _presets(lm: ActiveLM, presets: list[str]) -> str:
     from ..models.device_audit import audited
-    from ..loop import ActiveRAG
+    from ..engine import ActiveRAG
     from ..retrieval.bm25 import BM25Index
 
     index = BM25Index.demo()

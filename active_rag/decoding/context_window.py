@@ -8,7 +8,7 @@ with the reason, and the call warns once (:data:`DROP_WARNING`). The prompt grow
 binary search needs O(log n) prompt renderings.
 
 Which passages the prompt holds in the first place is the context policy's (:mod:`active_rag.methods.context`);
-the loop (:class:`~active_rag.loop.ActiveRAG`) applies the policy, then this.
+the loop (:class:`~active_rag.engine.loop.ActiveRAG`) applies the policy, then this.
 """
 
 from __future__ import annotations

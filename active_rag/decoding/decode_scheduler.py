@@ -8,7 +8,7 @@ crops, documents and prompt. Prefills (a new question, the re-prompt after a ret
 the same model lock. Sequences join and leave at any step: continuous batching.
 
 Because the callers are ordinary threads, everything built on the engine gets batching without code
-changes: :meth:`~active_rag.loop.ActiveRAG.run_batch`, LangChain's ``batch``/``abatch``, concurrent
+changes: :meth:`~active_rag.engine.loop.ActiveRAG.run_batch`, LangChain's ``batch``/``abatch``, concurrent
 ``ainvoke`` calls behind a web server, LlamaIndex's ``aquery``.
 
 How a step is formed: a caller enqueues its request; the first caller that finds no forward running

@@ -27,7 +27,7 @@ _DONE = object()
 
 
 class Streams(Protocol):
-    """What answers one question as a stream of events: :class:`~active_rag.loop.ActiveRAG` (this module sits
+    """What answers one question as a stream of events: :class:`~active_rag.engine.loop.ActiveRAG` (this module sits
     below the loop, which calls it, so it names only the method it uses)."""
 
     def stream(self, question: str) -> Iterator[StreamEvent]: ...

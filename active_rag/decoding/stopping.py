@@ -1,6 +1,6 @@
 """When generation stops: the stop rules every method uses, and the stop sequences of the framework wrappers.
 
-Stop rules, plain text functions of the output so far (:class:`~active_rag.loop.ActiveRAG` applies them):
+Stop rules, plain text functions of the output so far (:class:`~active_rag.engine.loop.ActiveRAG` applies them):
 
 - :func:`has_completed_answer` (:data:`COMPLETED_ANSWER_RE`): the answer sentence is finished ("So the answer
   is X." followed by a new sentence or a line break, the DRAGIN exemplars' format), so generation may stop; it

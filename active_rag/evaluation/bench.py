@@ -335,7 +335,7 @@ def run_bench(config: BenchConfig, lm: ActiveLM | None = None, progress: bool = 
 
 def _retrieval_share(lm: ActiveLM, questions: Sequence[str], n: int) -> dict[str, Any]:
     from active_rag.evaluation.method_engines import _TimedRetriever
-    from active_rag.loop import ActiveRAG
+    from active_rag.engine import ActiveRAG
     from active_rag.retrieval.bm25 import BM25Index
 
     t0 = time.perf_counter()

@@ -64,7 +64,7 @@ class LoopRun:
 
 def loop_run(lm: ActiveLM, method: str, question: str, n: int) -> LoopRun:
     """(a): the engine's ``method`` loop for exactly ``n`` tokens, retrieval disabled, signals on."""
-    from active_rag.loop import ActiveRAG
+    from active_rag.engine import ActiveRAG
     from active_rag.methods.triggers import make_trigger
 
     clone, opened = _no_eos(lm)

@@ -106,7 +106,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--sweep", type=_sweep, default=None, metavar="PARAM=V1,V2,...",
                    help="run each method whose trigger has PARAM once per value, e.g. theta=0.5,1,1.5; check_theta: the "
                    "answer check's theta (check_theta=1 looks again after every answer: "
-                   "python -m active_rag.evaluation.answer_check_sweep reads any lower theta off those rows)")
+                   "python research/answer_check_sweep.py reads any lower theta off those rows)")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="skip questions already in the JSONL files (default: on)")
     p.add_argument("--retry-failed", action=argparse.BooleanOptionalAction, default=True,

@@ -33,7 +33,7 @@ from active_rag.decoding.stopping import has_completed_answer
 from active_rag.types import Passage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from active_rag.loop import ActiveRAG
+    from active_rag.engine import ActiveRAG
     from active_rag.decoding.model import ActiveLM
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -102,7 +102,7 @@ def build_engine(
     router: Any = None,
 ) -> ActiveRAG:
     """The engine object for one method, with the eval prompt, stop rule, answer phrase and limits of ``config``."""
-    from active_rag.loop import ActiveRAG
+    from active_rag.engine import ActiveRAG
     from active_rag.methods.presets import PRESETS
     from active_rag.methods.triggers import make_trigger
     from active_rag.settings import engine_kwargs
@@ -233,7 +233,7 @@ def default_index_cache() -> Path:
 
 def hidden_titles(passages: Sequence[Passage]) -> list[Passage]:
     """``passages`` with each title replaced by ``doc-<n>.txt``, ``n`` its position (from 0, as
-    :mod:`~active_rag.evaluation.linked_recall` numbers them): nothing of the passage's own name is indexed or shown
+    ``research/linked_recall.py`` numbers them): nothing of the passage's own name is indexed or shown
     (ids, texts and metadata stay)."""
     return [Passage(id=p.id, text=p.text, title=f"doc-{n}.txt", metadata=dict(p.metadata)) for n, p in enumerate(passages)]
 

@@ -98,7 +98,7 @@ from active_rag.validation import check_date
 from active_rag.types import ActiveRAGResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    from active_rag.loop import ActiveRAG
+    from active_rag.engine import ActiveRAG
     from active_rag.decoding.model import ActiveLM
 
 __all__ = [
@@ -371,17 +371,20 @@ class EvalWorker:
         if isinstance(context, FocusContext) and context.compare:
             has.append("compare-look")
 
+        stage_fields = {"dates": "dates", "each-name": "each_name"}
+
         def turn(rule: str, on: bool) -> None:
             if rule == "new-evidence":
                 check.select = "new-evidence" if on else "second"
             elif rule == "compare-look":
                 probe.context = context if on else dataclasses.replace(context, compare=0)
             elif rule == "version-passages":  # the reasoning's versions only; off already when "versions" is
-                probe.settle_versions = versions if on else ("reasoning" if probe.settle_versions else False)
+                now = probe.settle_versions
+                probe.stage = dataclasses.replace(probe.stage, versions=versions if on else ("reasoning" if now else False))
             elif rule == "versions":
-                probe.settle_versions = versions if on else False
+                probe.stage = dataclasses.replace(probe.stage, versions=versions if on else False)
             else:
-                setattr(probe, switches[rule], on)
+                probe.stage = dataclasses.replace(probe.stage, **{stage_fields[rule]: on})
 
         passages = self.index_info.get("passages")
         keys: dict[str, str] = {}

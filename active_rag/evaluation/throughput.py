@@ -2,7 +2,7 @@
 prompt once. Every figure is a ratio measured in the same run, on the same prompts.
 
 **batch**. Generated tokens per second of the DRAGIN and FLARE loops at several batch sizes
-(:meth:`~active_rag.loop.ActiveRAG.run_batch`: one batched forward per step through the decode scheduler),
+(:meth:`~active_rag.engine.loop.ActiveRAG.run_batch`: one batched forward per step through the decode scheduler),
 with retrieval disabled and signals on, exactly N tokens per question (as ``active-rag bench``'s loop
 overhead), against ``model.generate`` on the same prompt ids at the same batch size (left-padded, greedy,
 exactly N tokens) and against the batch-1 loop. Peak RSS growth per batch size (Linux ``VmHWM``).
@@ -80,7 +80,7 @@ def _loop_batch(lm: ActiveLM, method: str, questions: Sequence[str], n: int) -> 
     import threading
 
     from active_rag.evaluation.bench import LOOP_METHODS, _no_eos, _NoRetriever
-    from active_rag.loop import ActiveRAG
+    from active_rag.engine import ActiveRAG
     from active_rag.methods.triggers import make_trigger
 
     clone, _ = _no_eos(lm)

@@ -5,7 +5,7 @@ A method is a trigger ("when", :mod:`active_rag.methods.triggers`), a query form
 this stage, which says what happens around the answer itself:
 
 - ``phrase``: the phrase forced when the answer ends without it (DRAGIN, Su et al. 2024, App. B: "So the answer
-  is"; :func:`active_rag.methods.answering.resolve_answer_phrase`);
+  is"; :func:`resolve_answer_phrase`);
 - ``check``: look again at the finished answer when a token of it is unsure
   (:class:`~active_rag.methods.answer_check.AnswerCheck`);
 - ``reanswer``: answer again from the first word with every passage held, once a retrieval after the first token
@@ -34,8 +34,19 @@ from typing import Any, Literal
 from ..errors import InvalidOptionError
 from .answer_check import AnswerCheck, make_answer_check
 from .answer_options import check_options_model
-from .answering import resolve_answer_phrase
 from .linked import check_follow_links
+
+#: The phrase the DRAGIN and FLARE prompts' exemplars end their answers with ("... So the answer is X.").
+ANSWER_PHRASE = "So the answer is"
+
+
+def resolve_answer_phrase(phrase: str | None, answer_check: bool, answer_options: bool) -> str | None:
+    """The engine's ``answer_phrase``: ``"auto"`` is :data:`ANSWER_PHRASE` when an answer check or ``answer_options``
+    reads the answer span after it (without it the check finds no span and looks again every time), else ``None``;
+    anything else as given."""
+    if phrase == "auto":
+        return ANSWER_PHRASE if answer_check or answer_options else None
+    return phrase
 
 
 @dataclass(frozen=True)

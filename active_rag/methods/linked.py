@@ -37,7 +37,7 @@ retrieving the question's next passages rarely finds it; the name in the passage
    same ranking as step 4's when it was asked for).
 
 So a linked look costs at most one retriever call, not one per name. Evidence recall with BM25 top-3 as the
-first retrieval and 3 passages added, without the model (``python -m active_rag.evaluation.linked_recall``,
+first retrieval and 3 passages added, without the model (``python research/linked_recall.py``,
 ``results/linked-recall/``): HotpotQA 150 dev questions 80.0% of prompts hold every gold paragraph (the look
 that asked once per name: 76.0%, 24.1 retriever calls a question), 72.0% with the titles hidden (48.0%);
 2WikiMultihopQA 83.3% (82.0%), 70.0% hidden (30.0%); 1.6 retriever calls a question, at most 2. On pydocs (212

@@ -2,7 +2,7 @@
 choice; any field can be overridden, and any trigger can be combined with any query formulator.
 
 The thresholds of ``flare`` and ``dragin`` are ``"auto"``: the model's calibrated threshold when one is
-cached (``active-rag calibrate``, :mod:`active_rag.methods.calibration`), else the profile's (DRAGIN Table 9) or the
+cached (``active-rag calibrate``, :mod:`active_rag.engine.calibration`), else the profile's (DRAGIN Table 9) or the
 paper's default. A profile (:mod:`active_rag.methods.profiles`) also sets DRAGIN's segment length, QFS ``top_n``
 and the answer length.
 
@@ -71,7 +71,8 @@ class Preset:
     source: str = ""
     """The paper or group the preset comes from (:data:`SOURCES`): how ``active-rag methods`` groups them."""
     use_for: str = ""
-    """What data and questions the preset is recommended for, by the evidence (README, "Which preset for my data")."""
+    """What data and questions the preset is recommended for (README, "Which preset for my data"); what each scored
+    is in the docs (docs/presets.md), not here."""
 
 
 #: ``look-again-choose``'s theta: below it, an answer token sends the question on to read more (chosen on HotpotQA dev
@@ -85,7 +86,7 @@ SOURCES = (
     "baselines (Jiang et al. 2023; Su et al. 2024; Press et al. 2023)",
     "FLARE (Jiang et al. 2023)",
     "DRAGIN (Su et al. 2024)",
-    "beyond the papers (chosen on this library's evidence: docs/context.md)",
+    "beyond the papers (chosen on the evidence: docs/presets.md)",
 )
 _BASE, _FLARE, _DRAGIN, _BEYOND = SOURCES
 _PAPER = "reproducing the paper (docs/fidelity.md)"
@@ -95,11 +96,10 @@ PRESETS: dict[str, Preset] = {
     for p in (
         Preset("wo-rag", "no retrieval (DRAGIN §4.3)", "never", "input", source=_BASE,
                use_for="questions the model knows; the floor every method is measured against"),
-        # six passages: on the first 50 HotpotQA dev questions F1 37.4 against 27.1 with three (docs/context.md);
-        # `active-rag eval` keeps --top-k 3 for every method, as the papers compare them
+        # six passages (docs/presets.md, "What each scored"); `active-rag eval` keeps --top-k 3 for every method, as
+        # the papers compare them
         Preset("sr-rag", "single-round: retrieve once with the question (6 passages), then answer", "once", "input",
-               top_k=6, source=_BASE, use_for="one fact a question, yes/no questions on world knowledge, models under "
-               "1B: nothing measured beats retrieving once there"),
+               top_k=6, source=_BASE, use_for="one fact a question, yes/no questions on world knowledge"),
         Preset("fl-rag", "fixed length: retrieve every 16 tokens with the previous window (FLARE §4)",
                "fixed-length", "last-tokens", prompt="flare", settings=_INPUT_FIRST, source=_BASE, use_for=_PAPER),
         Preset("fs-rag", "fixed sentence: retrieve every sentence with the previous sentence (IRCoT)",
@@ -117,14 +117,14 @@ PRESETS: dict[str, Preset] = {
         Preset("dragin-code", "DRAGIN as its released code truncates: drop the whole hallucinated sentence, "
                "regenerate it with the QFS documents", "rind", "attention",
                trigger_kwargs=(("theta", "auto"), ("truncate", "sentence")), source=_DRAGIN,
-               use_for="reproducing the released code (the best paper method on StrategyQA, 0.5B)"),
+               use_for="reproducing DRAGIN's released code"),
         Preset("look-again-grounded", "retrieve with the question and answer; when an answer token has p < theta, "
                "add the question's next passages, answer again and keep the answer its own passages contain when only "
                "one of the two does (else the surer one); a choice question is answered with one of its options",
                "once", "input", context="accumulate",
                answer=AnswerStage(check=AnswerCheck(theta=1.0, select="grounded"), options=True),
-               source=_BEYOND, use_for="models under 1B on multi-hop questions (the best F1 of qwen2.5-coder-0.5b on "
-               "HotpotQA, above SR-RAG on 2WikiMultihopQA)"),
+               source=_BEYOND, use_for="models under 1B on multi-hop questions: a second look at the question's "
+               "next passages when the answer is unsure"),
         Preset("sr-rag-linked", "retrieve once with the question, add the articles its passages link to (the names "
                "they mention that the question does not, looked up in the index's names, own articles only), then "
                "answer once, a choice question with one of its options", "once", "input", context="accumulate",
@@ -137,8 +137,7 @@ PRESETS: dict[str, Preset] = {
                "(active_rag.methods.both_names)", "once", "input", context="accumulate",
                answer=AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True), source=_BEYOND,
                use_for="recommended (the ask default with a model of 1B parameters or more): questions about things "
-               "they only describe, over documents that name what they mention; +8.7 F1 over retrieving once on "
-               "HotpotQA, +9.9 on 2WikiMultihopQA (1.5B)"),
+               "they only describe, over documents that name what they mention, and comparisons of named things"),
         Preset("look-again-choose", "answer from the question's passages; when an answer token has p < 0.95 or the "
                "answer is not found in those passages, read what sr-rag-choose reads (active_rag.methods.read_choice) "
                "and answer again, keeping the second answer unless it only repeats the draft's passages (the draft and it both "
@@ -149,13 +148,13 @@ PRESETS: dict[str, Preset] = {
                                                     ground_draft=True), options=True, dates=True, versions=True,
                                    each_name=True),
                source=_BEYOND, use_for="a mix of questions the first passages often answer and bridge questions, over titled "
-               "documents: sr-rag-choose's gain at fewer retriever calls (1.0-1.5), reading nothing more for 43-90% of "
-               "questions; StrategyQA +3.1 over six passages (1.5B); with hidden titles -3.2 against sr-rag-choose on HotpotQA dev"),
+               "documents: it reads more only where the first answer is unsure or not found in its passages; with "
+               "context='focus', models under 1B on multi-hop questions (the ask default with such a model)"),
     )
 }
 
 def preset_kwargs(name: str, profile: Any = None, **overrides: Any) -> dict[str, Any]:
-    """Keyword arguments for :class:`~active_rag.loop.ActiveRAG` that build the named method.
+    """Keyword arguments for :class:`~active_rag.engine.loop.ActiveRAG` that build the named method.
 
     A DRAGIN Table 9 ``profile`` (name or :class:`~active_rag.methods.profiles.Profile`; also taken from
     ``overrides``) sets RIND's segment length, QFS ``top_n`` and ``max_new_tokens`` (RIND's ``theta="auto"`` falls

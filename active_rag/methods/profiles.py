@@ -9,7 +9,7 @@ Table 9 gives, per LLM and dataset, the RIND threshold ``theta``, the number of 
 A profile sets the RIND threshold and segment length, the QFS ``top_n`` and the answer length
 (``max_new_tokens``: the released code stops once the answer is longer than ``generate_max_length``). It
 also carries the retrieval rates of Table 3 (retrievals per question of DRAGIN and FLARE), the default
-targets of threshold calibration (:mod:`active_rag.methods.calibration`).
+targets of threshold calibration (:mod:`active_rag.engine.calibration`).
 
 The values are those printed in the paper. DRAGIN's released configurations (``config/<LLM>/<dataset>/
 DRAGIN.json``) differ in places (e.g. Llama2-13b-chat 2WikiMultihopQA theta 0.8 there, 0.6 in Table 9);

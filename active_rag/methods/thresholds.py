@@ -1,4 +1,4 @@
-"""Calibrated thresholds: the cache of :mod:`active_rag.methods.calibration`'s results, and how ``theta="auto"`` resolves.
+"""Calibrated thresholds: the cache of :mod:`active_rag.engine.calibration`'s results, and how ``theta="auto"`` resolves.
 
 A calibration is cached per model, trigger (+ scale), profile and prompt mode (:func:`calibration_key`) in
 ``calibration.json`` under the model cache folder (:func:`~active_rag.models.model_cache.cache_dir`:
@@ -9,7 +9,7 @@ paper's value, and says which in ``threshold_source`` (trace, ``--json``, ``acti
 
 Also here: :class:`Calibration` (one cached threshold and the evidence behind it) and
 :func:`threshold_for_rate` (the threshold at which a given share of scores fires). Running the model to
-measure the scores is :mod:`active_rag.methods.calibration`'s, above the loop; this module sits below it.
+measure the scores is :mod:`active_rag.engine.calibration`'s, above the loop; this module sits below it.
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ class LowConfidenceTrigger(Trigger):
     App. A) and retrieve if any of its tokens has probability below ``theta``.
 
     ``theta = 0.8`` is the setting of FLARE's released 2WikiMultihopQA configuration. ``theta="auto"`` uses the
-    model's calibrated threshold (:mod:`active_rag.methods.calibration`) when one is cached, else 0.8. The look-ahead
+    model's calibrated threshold (:mod:`active_rag.engine.calibration`) when one is cached, else 0.8. The look-ahead
     is generated without retrieved documents (FLARE §3); only its regeneration sees the new documents."""
 
     name: ClassVar[str] = "low-confidence"
@@ -262,7 +262,7 @@ class RindTrigger(Trigger):
       the whole prompt. Scores are then far below the paper's thresholds (about 0.5 at most on small models):
       calibrate (``theta="auto"``, ``active-rag calibrate``) or pick a small theta.
 
-    ``theta="auto"`` uses the calibrated threshold of the model (:mod:`active_rag.methods.calibration`) when one is
+    ``theta="auto"`` uses the calibrated threshold of the model (:mod:`active_rag.engine.calibration`) when one is
     cached, else the default 1.2 (Table 9, HotpotQA, Llama2-13b-chat); ``threshold_source`` says which.
     Segments are 100 tokens (Table 9 generation length). After a retrieval the loop keeps the first sentence
     of the continuation and checks again, as the released code does.
@@ -328,7 +328,7 @@ class RindTrigger(Trigger):
         return self.signals(ctx)["rind"]
 
     def check_scores(self, ctx: SegmentContext) -> list[float]:
-        """The score of every check this segment offers (calibration, :mod:`active_rag.methods.calibration`): the
+        """The score of every check this segment offers (calibration, :mod:`active_rag.engine.calibration`): the
         largest word score of each sentence (``scale="sentence"``: the released code decides per sentence), or
         the segment's largest token score (``"raw"``)."""
         if not ctx.segment:

@@ -1,7 +1,7 @@
 """``RemoteLM``: a model behind an OpenAI-compatible endpoint (llama.cpp's server, llama-cpp-python, vLLM, Ollama)
 with the engine-facing interface of :class:`~active_rag.decoding.model.ActiveLM`.
 
-The engine (:class:`~active_rag.loop.ActiveRAG`) opens a session on prompt ids, generates a segment token by
+The engine (:class:`~active_rag.engine.loop.ActiveRAG`) opens a session on prompt ids, generates a segment token by
 token, stops it with its own rule (a sentence end, a ``[Search(...)]`` tag, the answer-complete guard), crops,
 extends and reopens. A :class:`RemoteSession` does the same through the server:
 

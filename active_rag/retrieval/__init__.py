@@ -3,9 +3,9 @@ corpora (:mod:`~active_rag.retrieval.chunking`), the name index (:mod:`~active_r
 merging and fetching rankings (:mod:`~active_rag.retrieval.rankings`) and MiniLM sentence embeddings
 (:mod:`~active_rag.retrieval.embeddings`).
 
-``from active_rag.retrieval import BM25Index, demo_corpus_path, read_jsonl_passages`` keeps working: the names of
-:mod:`active_rag.retrieval.bm25` are imported from here lazily, so importing a module of this package does not
-import ``bm25s``.
+``from active_rag.retrieval import BM25Index, demo_corpus_path, read_jsonl_passages``: the index and the bundled
+demo data of :mod:`active_rag.retrieval.bm25`, imported from here lazily, so importing a module of this package does
+not import ``bm25s``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from .._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     'BM25Index': 'bm25',
-    'DATA_DIR': 'bm25',
-    'DEMO_CORPUS_FILE': 'bm25',
-    'DEMO_QUESTIONS_FILE': 'bm25',
     'demo_corpus_path': 'bm25',
     'demo_questions_path': 'bm25',
     'read_jsonl_passages': 'bm25',
@@ -31,4 +28,4 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .bm25 import BM25Index, DATA_DIR, DEMO_CORPUS_FILE, DEMO_QUESTIONS_FILE, demo_corpus_path, demo_questions_path, read_jsonl_passages
+    from .bm25 import BM25Index, demo_corpus_path, demo_questions_path, read_jsonl_passages

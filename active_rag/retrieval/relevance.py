@@ -10,7 +10,7 @@ same rule; the weights come from the passages the corpus's name index was built 
 
 ``follow_links(..., min_share=s)`` reads a linked passage only when it scores at least ``s`` times the lowest score
 among the passages the question retrieved itself. Measured without the model (BM25 top 3, then 3 more passages;
-``python -m active_rag.evaluation.linked_recall --min-share S``), at ``s = 0.2``: linked passages without gold a
+``python research/linked_recall.py --min-share S``), at ``s = 0.2``: linked passages without gold a
 question fall from 1.54 to 0.90 on HotpotQA dev over the 20,218-passage union (all gold held: 78.7% either way) and
 from 0.91 to 0.51 on its pool; but on 2WikiMultihopQA, whose bridge articles ("the director of film X") share few
 of the question's rarest words, every gold passage is held for 74.0% of questions instead of 80.0% (union) and 83.3%

@@ -29,10 +29,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the repository root: research/
 from table import SLICES, M, R, dataset_of  # noqa: E402
 from stop_estimate import rows  # noqa: E402
 from dates import mean, scores  # noqa: E402
-from active_rag.evaluation.answer_check_sweep import answer_score  # noqa: E402
+from research.answer_check_sweep import answer_score  # noqa: E402
 from active_rag.evaluation.paired import paired_bootstrap  # noqa: E402
 
 PRESETS = ("sr-rag-choose", "look-again-choose", *(a for a in sys.argv[1:] if not a.startswith("--")))

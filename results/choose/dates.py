@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the repository root: research/
 from table import SLICES, M, R, dataset_of  # noqa: E402
 from stop_estimate import rows  # noqa: E402
-from active_rag.evaluation.answer_check_sweep import answer_score  # noqa: E402
+from research.answer_check_sweep import answer_score  # noqa: E402
 from active_rag.evaluation.answers import extract_answer  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
 from active_rag.methods.date_compare import settle_dates  # noqa: E402

@@ -21,9 +21,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the repository root: research/
 from table import M, R  # noqa: E402
 from dates import scores  # noqa: E402
-from active_rag.evaluation.answer_check_sweep import answer_score  # noqa: E402
+from research.answer_check_sweep import answer_score  # noqa: E402
 from active_rag.evaluation.method_engines import corpus_path, hidden_titles  # noqa: E402
 from active_rag.evaluation.settled import keeps_second  # noqa: E402
 from active_rag.methods.answer_check import passages_text  # noqa: E402

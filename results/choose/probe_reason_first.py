@@ -17,7 +17,7 @@ import sys
 import torch
 
 from active_rag.decoding.constrained import chain
-from active_rag.methods import answering
+from active_rag.engine import generation
 from active_rag.methods.read_choice import question_form
 
 _BANNED: dict[int, torch.Tensor] = {}
@@ -40,7 +40,7 @@ class VerdictLater:
         return logits
 
 
-_own = answering.AnswerSteps._processor
+_own = generation.Generation.processor
 
 
 def _processor(self, run, base=None):
@@ -49,7 +49,7 @@ def _processor(self, run, base=None):
 
 
 if __name__ == "__main__":
-    answering.AnswerSteps._processor = _processor
+    generation.Generation.processor = _processor
     from active_rag.cli import main
 
     sys.exit(main(sys.argv[1:]))

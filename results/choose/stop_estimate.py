@@ -24,10 +24,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the repository root: research/
 from table import SLICES, M, R, WITHOUT_DATES, as_written, dataset_of  # noqa: E402
 from active_rag.evaluation.settled import settle_row  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
-from active_rag.evaluation.answer_check_sweep import confidence  # noqa: E402
+from research.answer_check_sweep import confidence  # noqa: E402
 from active_rag.evaluation.datasets import corpus_path  # noqa: E402
 from active_rag.methods.answer_check import AnswerCheck  # noqa: E402
 from active_rag.methods.presets import PRESETS  # noqa: E402
@@ -228,7 +229,7 @@ def held_comparison():
     look would find no article (``sr-rag-choose``'s look found none: its trace's ``linked_articles``) stands. On the
     slices with the preset's own rows, its decisions and its draft (scored from the record) stand in for the
     drafts. ``--any-question``: the same for every question, not only comparisons (no rule of the engine)."""
-    from active_rag.evaluation.answer_check_sweep import answer_score
+    from research.answer_check_sweep import answer_score
     from active_rag.methods.read_choice import choose_reading
 
     print("| Slice | Corpus | Titles | n | base F1 | with it | stood % | difference [95% CI] |")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from active_rag.evaluation.answer_check_sweep import against, main, sweep
 from active_rag.types import Passage
+from research.answer_check_sweep import against, main, sweep
 
 
 def _conf(answer: str, min_prob: float, mean: float | None) -> dict:

@@ -202,7 +202,7 @@ def test_the_preset_and_the_eval_flag() -> None:
 
 
 def test_look_again_grounded_does_not_look_again_after_yes_or_no() -> None:
-    from active_rag.methods.answering import YES_NO_STANDS
+    from active_rag.engine.answer_steps import YES_NO_STANDS
 
     prompts: list[str] = []
 
@@ -220,16 +220,17 @@ def test_look_again_grounded_does_not_look_again_after_yes_or_no() -> None:
 def test_the_options_chain_after_a_triggers_processor_and_keep_its_hooks(tiny_lm) -> None:
     """FLARE-instruct's bracket bias has ``after_search``, which the engine calls after each search: with answer
     options chained behind it, the hook still reaches it."""
-    from active_rag.loop import _Run
+    from active_rag.engine import Run as _Run
+    from active_rag.engine.generation import Generation
     from active_rag.methods.triggers import make_trigger
 
     rag = ActiveRAG.from_preset("flare-instruct", tiny_lm, Ranked([A, B]), answer_options=True)
     base = make_trigger("search-tag").logits_processor(tiny_lm)
     assert hasattr(base, "after_search")
     choice = _Run(question="Who is older, Annie Morton or Terry Richardson?", trigger=rag.trigger)
-    chained = rag._processor(choice, base)
+    chained = Generation(rag).processor(choice, base)
     assert chained is not base and hasattr(chained, "after_search")
     chained.after_search()  # reaches the bias: it forbids "[" for the next tokens
     assert base.forbid_left > 0
     plain = _Run(question="Who directed Glow?", trigger=rag.trigger)
-    assert rag._processor(plain, base) is base and rag._processor(plain) is None
+    assert Generation(rag).processor(plain, base) is base and Generation(rag).processor(plain) is None

@@ -58,7 +58,7 @@ def test_bench_runs_on_tiny_model(tiny_lm: ActiveLM, tmp_path: Path) -> None:
 
 def _record_loop_tokens(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
     """The tokens of every ``ActiveRAG.run`` the bench makes, read from the runs themselves."""
-    from active_rag.loop import ActiveRAG
+    from active_rag.engine import ActiveRAG
 
     loops: list[list[int]] = []
     real_run = ActiveRAG.run

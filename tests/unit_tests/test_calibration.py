@@ -1,4 +1,4 @@
-"""Threshold calibration (active_rag.methods.calibration) and its cache (active_rag.methods.thresholds): quantiles of known score
+"""Threshold calibration (active_rag.engine.calibration) and its cache (active_rag.methods.thresholds): quantiles of known score
 distributions, the cache, and theta="auto" resolution."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_threshold_for_rate_returns_the_right_quantile() -> None:
 
 
 def test_calibrate_on_scripted_scores_hits_the_target_rate(monkeypatch, tmp_path) -> None:
-    import active_rag.methods.calibration as cal
+    import active_rag.engine.calibration as cal
 
     monkeypatch.setenv("ACTIVE_RAG_CACHE", str(tmp_path))
     # 10 questions x 4 checks with scores 0.1 .. 4.0; target 1 retrieval per question -> 25% of checks fire

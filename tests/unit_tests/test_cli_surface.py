@@ -97,7 +97,7 @@ def test_max_new_tokens_bounds_the_answer_with_its_forced_phrase(limit: int, tin
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """The tiny model never stops on its own: every budget is spent, and a forced "So the answer is" with the answer
     after it must fit in the same --max-new-tokens (where it cannot, the answer is the model's own tokens)."""
-    from active_rag.loop import ActiveRAG as Engine
+    from active_rag.engine import ActiveRAG as Engine
 
     results = []
     stream = Engine.stream

@@ -100,18 +100,17 @@ def test_every_flat_name_is_a_field_of_its_component() -> None:
     assert {f.name for f in dataclasses.fields(RunSettings)} <= set(FLAT_NAMES)
 
 
-def test_the_flat_keywords_still_build_the_same_engine_with_a_deprecation_warning() -> None:
+def test_the_engine_takes_components_and_from_preset_takes_the_flat_names() -> None:
+    """``ActiveRAG(...)`` takes components only (the flat keywords of 0.1.0's first drafts are gone); the flat names
+    stay what :meth:`ActiveRAG.from_preset` and the adapters' options take, over a preset's components."""
     lm, _ = _reader()
-    warned = r"answer=AnswerStage\(options=\.\.\., links=\.\.\.\), settings=RunSettings\(method=\.\.\.\)"
-    with pytest.warns(DeprecationWarning, match=warned):
-        old = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="accumulate", answer_options=True,
-                        follow_links="choose", method="sr-rag-choose")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'answer_options'"):
+        ActiveRAG(lm, Wiki(), trigger="once", query="input", answer_options=True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tok_k'"):
+        ActiveRAG(lm, Wiki(), tok_k=3)  # type: ignore[call-arg]
     new = ActiveRAG(lm, Wiki(), trigger="once", query="input", context="accumulate",
                     answer=AnswerStage(options=True, links="choose"), settings=RunSettings(method="sr-rag-choose"))
-    assert old.describe() == new.describe() == BEFORE["sr-rag-choose"]
-    assert old.run(QUESTION).answer == new.run(QUESTION).answer
-    with pytest.raises(TypeError, match="unexpected keyword argument 'tok_k'"):
-        ActiveRAG(lm, Wiki(), tok_k=3)
+    assert new.describe() == BEFORE["sr-rag-choose"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ActiveRAG.from_preset("sr-rag-choose", lm, Wiki(), answer_options=False)  # the preset's overrides: no warning

@@ -41,14 +41,17 @@ def test_the_result_counts_every_call_the_engine_made_of_the_retriever(preset: s
 
 
 def test_a_retrieval_with_several_queries_counts_one_call_each() -> None:
-    from active_rag.loop import _Run
+    from active_rag.engine import Run
+    from active_rag.engine.generation import Generation
+    from active_rag.engine.retrieving import Retrieving
     from active_rag.types import TriggerDecision
 
     retriever = Counting()
     rag = ActiveRAG(ScriptedLM(script=_answer), retriever, trigger="once", query="input", top_k=2)
-    run = _Run(question=QUESTION, trigger=rag.trigger)
-    retrieval = rag._retrieve(run, ["Peter", "Kasper", " "], position=0, decision=TriggerDecision(fire=True, trigger="once"),
-                              details={})
+    run = Run(question=QUESTION, trigger=rag.trigger)
+    retrieving = Retrieving(rag, Generation(rag))
+    retrieval = retrieving.retrieve(run, ["Peter", "Kasper", " "], position=0,
+                                    decision=TriggerDecision(fire=True, trigger="once"), details={})
     assert retrieval.retriever_calls == 2 and retriever.queries == ["Peter", "Kasper"]  # the blank query is not asked
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from active_rag.evaluation.endpoint_evidence import endpoint_evidence, format_evidence, main
+from research.endpoint_evidence import endpoint_evidence, format_evidence, main
 
 
 def _row(i: int, f1: float, fired: bool, retrievals: int, answer: str, s: float) -> dict:

@@ -20,7 +20,7 @@ from active_rag.errors import CorpusError, EndpointUnreachableError
 from active_rag.evaluation.cli import main, register
 from active_rag.evaluation.datasets import load_dataset
 from active_rag.evaluation.runner import EvalConfig, run_eval
-from active_rag.loop import ActiveRAG
+from active_rag.engine import ActiveRAG
 
 from tests.unit_tests.endpoint_fakes import free_port
 

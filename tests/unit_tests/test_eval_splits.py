@@ -15,8 +15,8 @@ from active_rag import ActiveLM
 from active_rag.errors import InvalidOptionError
 from active_rag.evaluation.datasets import load_dataset, questions_path
 from active_rag.evaluation.method_engines import SHARED_CORPUS_PASSAGES, _engine_key, build_engine, load_corpus_index
-from active_rag.evaluation.options_coverage import gold_option_match, main as coverage_main, options_coverage
 from active_rag.evaluation.runner import EvalConfig, run_eval
+from research.options_coverage import gold_option_match, main as coverage_main, options_coverage
 from tests.unit_tests.test_eval_runner import _hotpot, _jsonl, _parser, _write_jsonl
 
 CORPUS = [

@@ -94,9 +94,9 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_packages_and_lazy_imports() -> None:
     graph = _graph()
-    assert {"active_rag.loop", "active_rag.cli.commands", "langchain_active_rag.chain", "llamaindex_active_rag.query_engine"} <= set(graph)
-    assert "active_rag.loop" in graph["active_rag.methods.calibration"]  # a module-level import
-    assert "active_rag.decoding.many_questions" in graph["active_rag.loop"]  # imported inside ActiveRAG.run_batch
+    assert {"active_rag.engine.loop", "active_rag.cli.commands", "langchain_active_rag.chain", "llamaindex_active_rag.query_engine"} <= set(graph)
+    assert "active_rag.engine.loop" in graph["active_rag.engine.calibration"]  # a module-level import
+    assert "active_rag.decoding.many_questions" in graph["active_rag.engine.loop"]  # imported inside ActiveRAG.run_batch
     assert "active_rag.evaluation.cli" in graph["active_rag.cli.commands"]  # imported inside build_parser
 
 
@@ -119,3 +119,16 @@ def test_model_specs_and_the_model_cache_are_leaves() -> None:
         assert graph[leaf] <= {"active_rag.errors"}, (leaf, graph[leaf])
     importers = sorted(name for name, targets in graph.items() if "active_rag.models.registry" in targets)
     assert importers == ["active_rag.cli.commands"], importers  # nothing below the command line uses the facade
+
+
+def test_the_packages_do_not_import_the_research_scripts() -> None:
+    """research/ holds one-off evidence scripts (research/README.md): the packages never import them, so the wheel,
+    which does not ship research/, imports whole."""
+    importers = []
+    for path in _modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            importers += [str(path.relative_to(ROOT)) for n in names if n.split(".")[0] == "research"]
+    assert not importers, importers
+    assert (ROOT / "research" / "linked_recall.py").is_file()  # the scripts are there, beside the packages

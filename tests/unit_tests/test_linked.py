@@ -261,7 +261,7 @@ def test_a_one_word_name_needs_an_article_titled_with_it_alone() -> None:
 # -- the evidence-recall tool ----------------------------------------------------------------------------
 def test_the_recall_table_counts_prompts_that_hold_every_gold_passage() -> None:
     from active_rag.evaluation.datasets import Example
-    from active_rag.evaluation.linked_recall import recall_table
+    from research.linked_recall import recall_table
 
     examples = [Example(id="q1", question=QUESTION, answers=["Terry Richardson"], kind="qa", gold_passage_ids=["a", "c"]),
                 Example(id="q2", question=QUESTION, answers=["x"], kind="qa", gold_passage_ids=["a", "d"]),
@@ -281,14 +281,14 @@ def test_the_recall_table_counts_prompts_that_hold_every_gold_passage() -> None:
 
 
 def test_the_recall_tool_refuses_an_empty_second_retrieval(capsys: pytest.CaptureFixture[str]) -> None:
-    from active_rag.evaluation.linked_recall import main
+    from research.linked_recall import main
 
     assert main(["--dataset", "hotpotqa", "--more", "0"]) == 2
     assert "--more must be at least 1" in capsys.readouterr().err
 
 
 def test_the_recall_tool_names_a_missing_data_folder(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    from active_rag.evaluation.linked_recall import main
+    from research.linked_recall import main
 
     assert main(["--dataset", "hotpotqa", "--data-dir", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
@@ -297,7 +297,7 @@ def test_the_recall_tool_names_a_missing_data_folder(tmp_path, capsys: pytest.Ca
 
 def test_the_recall_tool_hides_titles_and_measures_the_name_index_by_the_real_ones() -> None:
     from active_rag.evaluation.datasets import Example
-    from active_rag.evaluation.linked_recall import hide_titles, name_index_hits, recall_table
+    from research.linked_recall import hide_titles, name_index_hits, recall_table
     from active_rag.retrieval.bm25 import BM25Index
 
     index = BM25Index.from_passages(ALL)

@@ -651,10 +651,10 @@ def test_flare_look_ahead_is_generated_without_passages() -> None:
 
 
 def test_truncation_starts_at_the_word_that_holds_the_token() -> None:
-    from active_rag.loop import _word_start
+    from active_rag.text import word_start
 
     steps = [TokenStep(id=i, text=t, logprob=0.0, entropy=0.0, position=i) for i, t in enumerate([" The", " goal", "keeper", " is"])]
-    assert _word_start(steps, 2) == 1 and _word_start(steps, 1) == 1 and _word_start(steps, 3) == 3
+    assert word_start(steps, 2) == 1 and word_start(steps, 1) == 1 and word_start(steps, 3) == 3
 
 
 def test_repetition_guard_stops_at_a_repeated_sentence() -> None:
@@ -691,7 +691,7 @@ def test_no_retrieval_cap_by_default() -> None:
 
 
 def test_calibration_collects_one_score_per_sentence_without_retrieving() -> None:
-    from active_rag.methods.calibration import collect_check_scores
+    from active_rag.engine.calibration import collect_check_scores
 
     lm = ScriptedLM(script=lambda p: words("Kasper's father is Bob. Bob won Gold.", Bob=(0.2, 10.0)), focus={"father", "Bob"})
     rec = Recorder()

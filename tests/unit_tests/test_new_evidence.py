@@ -113,7 +113,7 @@ def test_rows_written_with_second_resume_and_only_the_changed_ones_are_answered_
 
 
 def test_the_sweep_replays_the_rule_from_the_rows_passages() -> None:
-    from active_rag.evaluation.answer_check_sweep import rule_scores
+    from research.answer_check_sweep import rule_scores
 
     def record(answer: str) -> dict:
         return {"answer": answer, "mean_logprob": -0.5, "min_prob": 0.5, "token": answer.split()[-1], "tokens": 2}

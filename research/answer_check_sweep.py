@@ -8,7 +8,7 @@ whose weakest answer token has ``p >= theta`` is not checked (the draft stands),
 the two (``AnswerCheck.keep_second`` itself, with and without ``avoid_echo``). This is how the preset's defaults
 were chosen on the first questions of a slice::
 
-    python -m active_rag.evaluation.answer_check_sweep --dataset hotpotqa --limit 50 \\
+    python research/answer_check_sweep.py --dataset hotpotqa --limit 50 \\
         results/eval/hotpotqa/qwen2.5-coder-0.5b/look-again.jsonl
 
 It prints the score of the draft alone (retrieving once), of the second answer alone (the prompt with the next
@@ -18,7 +18,7 @@ each rule at ``theta = 1`` with other rows, by question, as ``active_rag.evaluat
 chosen later would have fared against retrieving once, from the same generations (a rule only picks one of the
 two answers the rows hold)::
 
-    python -m active_rag.evaluation.answer_check_sweep --dataset hotpotqa ROWS --against sr-rag=SR_RAG_ROWS
+    python research/answer_check_sweep.py --dataset hotpotqa ROWS --against sr-rag=SR_RAG_ROWS
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def read_corpus(dataset: str, data_dir: Path | None = None) -> dict[str, Passage
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.answer_check_sweep",
+    parser = argparse.ArgumentParser(prog="python research/answer_check_sweep.py",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("rows", type=Path, help="JSONL rows of the look-again recipe (docs/recipes.md), e.g. results/eval/hotpotqa/qwen2.5-coder-0.5b/look-again.jsonl")
     parser.add_argument("--dataset", required=True, choices=["hotpotqa", "2wikimultihopqa", "strategyqa"])

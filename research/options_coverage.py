@@ -2,7 +2,7 @@
 how many of those the gold answer is one of them: what ``answer_options`` can win (the gold is an option) or lose
 (it is not, so an answer constrained to the options cannot be right). No model; the questions only::
 
-    python -m active_rag.evaluation.options_coverage --dataset hotpotqa --split dev-b
+    python research/options_coverage.py --dataset hotpotqa --split dev-b
 
 "The gold is an option" is counted two ways: ``exact``, the SQuAD-normalised gold equals an option ("Terry
 Richardson"), and ``named``, one of the two holds every word of the other ("Virginia Woolf" for the gold "Adeline
@@ -69,7 +69,7 @@ def options_coverage(examples: Sequence[Example]) -> OptionsCoverage:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.options_coverage",
+    parser = argparse.ArgumentParser(prog="python research/options_coverage.py",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="hotpotqa", choices=DATASETS)
     parser.add_argument("--split", default=DEFAULT_SPLIT, help="dev (default) or, for hotpotqa, dev-b")

@@ -26,7 +26,7 @@ The result is cached per model, trigger (+ scale), profile and prompt mode in ``
 ``theta="auto"`` (the presets' default) uses the cached value when there is one, else the profile's or the
 paper's value, and says which in ``threshold_source`` (trace, ``--json``, ``active-rag methods``).
 
-This module runs the engine (:func:`collect_check_scores`, :func:`calibrate`), so it sits above the loop. The
+This module runs the engine (:func:`collect_check_scores`, :func:`calibrate`), so it sits in the engine's package, above the loop. The
 cache, the ``theta="auto"`` resolution the loop uses and :func:`~active_rag.methods.thresholds.threshold_for_rate` are
 in :mod:`active_rag.methods.thresholds`, below the loop; the ``active-rag calibrate`` command is in :mod:`active_rag.cli`.
 """
@@ -39,12 +39,12 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..loop import ActiveRAG
+from ..methods.answer_stage import AnswerStage
+from ..methods.profiles import Profile, get_profile
+from ..methods.thresholds import Calibration, save_calibration, threshold_for_rate, trigger_key
 from ..settings import RunSettings
-from .answer_stage import AnswerStage
-from .profiles import Profile, get_profile
-from .thresholds import Calibration, save_calibration, threshold_for_rate, trigger_key
 from ..types import Passage, TriggerDecision
+from .loop import ActiveRAG
 
 __all__ = ["FIRES_ABOVE", "NoRetrieval", "calibrate", "collect_check_scores"]
 
@@ -63,7 +63,7 @@ class NoRetrieval:
 def collect_check_scores(rag: Any, questions: Iterable[str]) -> list[list[float]]:
     """Per question, the score of every check ``rag``'s trigger makes, generating with retrieval OFF.
 
-    ``rag`` is an :class:`~active_rag.loop.ActiveRAG` whose trigger has ``check_scores`` (RIND, FLARE). Its
+    ``rag`` is an :class:`~active_rag.engine.loop.ActiveRAG` whose trigger has ``check_scores`` (RIND, FLARE). Its
     trigger is swapped for a recorder that holds (never fires); the engine, prompt and limits stay."""
     inner = rag.trigger
     if not hasattr(inner, "check_scores"):
@@ -74,7 +74,7 @@ def collect_check_scores(rag: Any, questions: Iterable[str]) -> list[list[float]
         rag.model, NoRetrieval(), trigger=dataclasses.replace(inner, theta=0.0) if hasattr(inner, "theta") else inner,
         query=rag.query, prompt=rag.prompt, top_k=rag.top_k, max_new_tokens=rag.max_new_tokens,
         answer=AnswerStage(phrase=None),
-        settings=RunSettings(prompt_mode=rag.prompt_mode, stop=rag.stop, repetition_guard=rag.repetition_guard,
+        settings=RunSettings(prompt_mode=rag.prompt_mode, stop=rag.settings.stop, repetition_guard=rag.settings.repetition_guard,
                              method=f"calibrate:{rag.method}"),
     )
     quiet.trigger = recorder  # type: ignore[assignment]  # same segmentation, records and never fires

@@ -19,8 +19,8 @@ the first retrieval included. ``--hide-titles`` titles every passage ``doc-<n>.t
 links can only come from the passages' text; the gold passages are still the same passages. It also reports how
 often the name index, built over the corpus, finds each gold passage by its real title (``name_index``)::
 
-    python -m active_rag.evaluation.linked_recall --dataset hotpotqa [--split dev-b] [--data-dir DIR] [--hide-titles]
-    python -m active_rag.evaluation.linked_recall --dataset hotpotqa --without-question-names --out FILE.json
+    python research/linked_recall.py --dataset hotpotqa [--split dev-b] [--data-dir DIR] [--hide-titles]
+    python research/linked_recall.py --dataset hotpotqa --without-question-names --out FILE.json
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.linked_recall", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python research/linked_recall.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, choices=("hotpotqa", "2wikimultihopqa", "strategyqa", "pydocs"))
     parser.add_argument("--data-dir", type=Path, default=None, help="data folder (default: $ACTIVE_RAG_DATA or ../shared/data)")
     parser.add_argument("--split", default="dev", help="question file: dev (default) or, for hotpotqa, dev-b")

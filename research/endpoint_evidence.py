@@ -11,7 +11,7 @@ size this reads both and reports, on the questions both answered:
   identical extracted answers;
 - seconds per question (``amortized_s``: wall time shared by the questions in flight).
 
-``python -m active_rag.evaluation.endpoint_evidence --dir results/endpoint-evidence`` prints the table as markdown.
+``python research/endpoint_evidence.py --dir results/endpoint-evidence`` prints the table as markdown.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def format_evidence(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m active_rag.evaluation.endpoint_evidence", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python research/endpoint_evidence.py", description=__doc__.split("\n")[0])
     parser.add_argument("--dir", type=Path, required=True, help="the folder holding b1/, b8/, ... (eval --out)")
     parser.add_argument("--dataset", default="hotpotqa")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
