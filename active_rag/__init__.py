@@ -36,18 +36,18 @@ _EXPORTS: dict[str, str] = {
     'NeedsLocalModelError': 'errors',
     'NoLogprobsError': 'errors',
     'RemoteLM': 'remote.lm',
-    'AnswerCheck': 'methods.answer_check',
-    'AnswerStage': 'methods.answer_stage',
-    'RunSettings': 'settings',
+    'AnswerCheck': 'answer.check',
+    'AnswerStage': 'components.answer_stage',
+    'RunSettings': 'components.settings',
     'AnswerStream': 'answer_stream',
-    'AccumulateContext': 'methods.context',
-    'CONTEXT_POLICIES': 'methods.context',
-    'ContextPolicy': 'methods.context',
-    'KeepNewestContext': 'methods.context',
-    'ReadLinksContext': 'methods.context',
-    'ReplaceContext': 'methods.context',
-    'RerankContext': 'methods.context',
-    'make_context': 'methods.context',
+    'AccumulateContext': 'components.context',
+    'CONTEXT_POLICIES': 'components.context',
+    'ContextPolicy': 'components.context',
+    'KeepNewestContext': 'components.context',
+    'ReadLinksContext': 'components.context',
+    'ReplaceContext': 'components.context',
+    'RerankContext': 'components.context',
+    'make_context': 'components.context',
     'ActiveRAG': 'engine.loop',
     'merge_rankings': 'retrieval.rankings',
     'ActiveLM': 'decoding.model',
@@ -56,43 +56,43 @@ _EXPORTS: dict[str, str] = {
     'PrefixCache': 'decoding.prefix_cache',
     'DecodeScheduler': 'decoding.decode_scheduler',
     'BatchError': 'errors',
-    'PRESETS': 'methods.presets',
-    'PROMPTS': 'methods.prompts',
-    'PromptTemplate': 'methods.prompts',
-    'AttentionQuery': 'methods.queries',
-    'FollowUpQuery': 'methods.queries',
-    'FullContextQuery': 'methods.queries',
-    'GeneratedAttentionQuery': 'methods.queries',
-    'GeneratedQuestionsQuery': 'methods.queries',
-    'InputQuery': 'methods.queries',
-    'LastSentenceQuery': 'methods.queries',
-    'LastTokensQuery': 'methods.queries',
-    'MaskedSentenceQuery': 'methods.queries',
-    'QUERIES': 'methods.queries',
-    'QueryContext': 'methods.queries',
-    'QueryFormulator': 'methods.queries',
-    'QuestionEntityQuery': 'methods.queries',
-    'SearchTagQuery': 'methods.queries',
-    'make_query': 'methods.queries',
+    'PRESETS': 'components.presets',
+    'PROMPTS': 'components.prompts',
+    'PromptTemplate': 'components.prompts',
+    'AttentionQuery': 'components.queries',
+    'FollowUpQuery': 'components.queries',
+    'FullContextQuery': 'components.queries',
+    'GeneratedAttentionQuery': 'components.queries',
+    'GeneratedQuestionsQuery': 'components.queries',
+    'InputQuery': 'components.queries',
+    'LastSentenceQuery': 'components.queries',
+    'LastTokensQuery': 'components.queries',
+    'MaskedSentenceQuery': 'components.queries',
+    'QUERIES': 'components.queries',
+    'QueryContext': 'components.queries',
+    'QueryFormulator': 'components.queries',
+    'QuestionEntityQuery': 'components.queries',
+    'SearchTagQuery': 'components.queries',
+    'make_query': 'components.queries',
     'BM25Index': 'retrieval.bm25',
     'chunk_passages': 'retrieval.chunking',
     'chunk_text': 'retrieval.chunking',
-    'ROUTERS': 'methods.routing',
-    'TaAreRouter': 'methods.routing',
-    'VanillaRouter': 'methods.routing',
-    'make_router': 'methods.routing',
-    'FixedLengthTrigger': 'methods.triggers',
-    'FixedSentenceTrigger': 'methods.triggers',
-    'FollowUpTrigger': 'methods.triggers',
-    'LowConfidenceTrigger': 'methods.triggers',
-    'NeverTrigger': 'methods.triggers',
-    'OnceTrigger': 'methods.triggers',
-    'RindTrigger': 'methods.triggers',
-    'SearchTagTrigger': 'methods.triggers',
-    'SegmentContext': 'methods.triggers',
-    'TRIGGERS': 'methods.triggers',
-    'Trigger': 'methods.triggers',
-    'make_trigger': 'methods.triggers',
+    'ROUTERS': 'components.routing',
+    'TaAreRouter': 'components.routing',
+    'VanillaRouter': 'components.routing',
+    'make_router': 'components.routing',
+    'FixedLengthTrigger': 'components.triggers',
+    'FixedSentenceTrigger': 'components.triggers',
+    'FollowUpTrigger': 'components.triggers',
+    'LowConfidenceTrigger': 'components.triggers',
+    'NeverTrigger': 'components.triggers',
+    'OnceTrigger': 'components.triggers',
+    'RindTrigger': 'components.triggers',
+    'SearchTagTrigger': 'components.triggers',
+    'SegmentContext': 'components.triggers',
+    'TRIGGERS': 'components.triggers',
+    'Trigger': 'components.triggers',
+    'make_trigger': 'components.triggers',
     'ActiveRAGResult': 'types',
     'Passage': 'types',
     'Retrieval': 'types',
@@ -134,7 +134,7 @@ if TYPE_CHECKING:  # pragma: no cover
         RunCancelledError,
         UnknownNameError,
     )
-    from .methods.context import (
+    from .components.context import (
         CONTEXT_POLICIES,
         AccumulateContext,
         ContextPolicy,
@@ -144,9 +144,9 @@ if TYPE_CHECKING:  # pragma: no cover
         RerankContext,
         make_context,
     )
-    from .methods.answer_check import AnswerCheck
-    from .methods.answer_stage import AnswerStage
-    from .settings import RunSettings
+    from .answer.check import AnswerCheck
+    from .components.answer_stage import AnswerStage
+    from .components.settings import RunSettings
     from .answer_stream import AnswerStream
     from .engine.loop import ActiveRAG
     from .remote.lm import RemoteLM
@@ -155,9 +155,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import BatchError
     from .decoding.model import ActiveLM, DecodingSession, PromptUsage
     from .decoding.prefix_cache import PrefixCache
-    from .methods.presets import PRESETS
-    from .methods.prompts import PROMPTS, PromptTemplate
-    from .methods.queries import (
+    from .components.presets import PRESETS
+    from .components.prompts import PROMPTS, PromptTemplate
+    from .components.queries import (
         QUERIES,
         AttentionQuery,
         FollowUpQuery,
@@ -176,8 +176,8 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .retrieval.chunking import chunk_passages, chunk_text
     from .retrieval.bm25 import BM25Index
-    from .methods.routing import ROUTERS, TaAreRouter, VanillaRouter, make_router
-    from .methods.triggers import (
+    from .components.routing import ROUTERS, TaAreRouter, VanillaRouter, make_router
+    from .components.triggers import (
         TRIGGERS,
         FixedLengthTrigger,
         FixedSentenceTrigger,

@@ -17,9 +17,9 @@ While text is being generated, a mark at the end of the text is not decided yet:
 answer goes on ("3." then "10"), so a stop rule waits one token and the caller cuts that token off again. At the
 end of a generation (``final``) the end of the text ends the answer too.
 
-The engine's stop rule (:func:`active_rag.decoding.stopping.has_completed_answer`), the forced answer
+The engine's stop rule (:func:`active_rag.stopping.has_completed_answer`), the forced answer
 (:class:`~active_rag.engine.answer_steps.ForceAnswer`) and the answer span
-(:func:`active_rag.methods.answer_span.answer_span`, the result's ``short_answer``) all use it.
+(:func:`active_rag.answer_span.answer_span`, the result's ``short_answer``) all use it.
 """
 
 from __future__ import annotations

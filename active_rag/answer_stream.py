@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decoding.stopping import last_complete_sentence_end, may_repeat_start
+from .stopping import last_complete_sentence_end, may_repeat_start
 from .types import TokenEvent
 
 __all__ = ["AnswerStream"]

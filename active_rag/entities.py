@@ -4,8 +4,8 @@ whether a passage is an entity's own article.
 A multi-hop answer reaches its answer through a bridge: "The film Hypocrite was directed by Miguel Morayta.
 Miguel Morayta died on 19 June 2013." (DRAGIN App. F, Prompt 1). The first sentence names the bridge entity
 (Miguel Morayta), which the question does not; the second starts with it and reads its own article. The
-``next-hop``/``question-entity``/``entity`` query formulators (:mod:`active_rag.methods.queries`) and the ``bridge``
-trigger (:mod:`active_rag.methods.triggers`) use the functions here.
+``next-hop``/``question-entity``/``entity`` query formulators (:mod:`active_rag.components.queries`) and the ``bridge``
+trigger (:mod:`active_rag.components.triggers`) use the functions here.
 """
 
 from __future__ import annotations

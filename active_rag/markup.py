@@ -4,7 +4,7 @@ Wikipedia paragraphs are prose; a user's documentation is not only prose. A pack
 fields (``Author-email: Julien Danjou <julien@danjou.info>``, ``Project-URL: Homepage, https://...``), has Markdown
 or reStructuredText headings, badges (``[![PyPI](https://img.shields.io/...)](https://pypi.org/...)``), links and
 URLs. Their capitalised words ("Author-email", "Requires-Python", "Project-URL", "Supported Python Versions") are
-not names of anything the corpus has an article about, so linked retrieval (:mod:`active_rag.methods.linked`)
+not names of anything the corpus has an article about, so linked retrieval (:mod:`active_rag.answer.links`)
 reads names from :func:`prose` only. A documentation folder names its documents in lower case (``tenacity``,
 ``jupyter-core``, ``pyyaml``): :func:`identifiers` finds those a text names as identifiers.
 """

@@ -248,21 +248,21 @@ class ActiveRAGResult:
     date_comparison: dict[str, Any] | None = None
     """With ``settle_dates``, on a choice question that compares two things in time: the direction, the date the
     reasoning gave each option, and the option they choose (``answer``; ``None``: the reader's answer stands)
-    (:class:`~active_rag.methods.date_compare.DateComparison`)."""
+    (:class:`~active_rag.answer.dates.DateComparison`)."""
     each_name: dict[str, Any] | None = None
     """With ``ask_each_name``, on a "both" question answered "yes": the names, the question asked of each with the
     passages the answer was written from, the reader's answer to it and its verdict (``asked``), and the answer they
-    settle (``answer``: "yes" or "no"; ``None``: the reader's answer stands) (:mod:`active_rag.methods.both_names`)."""
+    settle (``answer``: "yes" or "no"; ``None``: the reader's answer stands) (:mod:`active_rag.answer.both_names`)."""
 
     @property
     def short_answer(self) -> str:
         """The answer span: what follows the last "the answer is" (also "the final answer is"), to the end of its
         sentence or line, without a leading ":" or quotes and a trailing period
-        (:func:`active_rag.methods.answer_span.answer_span`, what an answer check and ``answer_options`` read); the whole
+        (:func:`active_rag.answer_span.answer_span`, what an answer check and ``answer_options`` read); the whole
         ``answer`` when it has no such span. With ``settle_dates``, the option the reasoning's dates choose
         (:attr:`date_comparison`), when they choose one; with ``ask_each_name``, the answer each name's own answer
         settles (:attr:`each_name`), when it settles one."""
-        from .methods.answer_span import answer_span  # plain text: imports nothing of the package
+        from .answer_span import answer_span  # plain text: imports nothing of the package
 
         if self.date_comparison and self.date_comparison.get("answer"):
             return str(self.date_comparison["answer"])

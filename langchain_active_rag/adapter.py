@@ -59,7 +59,7 @@ class RetrieverAdapter:
 
     @property
     def name_index(self) -> NameIndex | None:
-        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): one
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.answer.links`): one
         attached to the retriever (:func:`attach_name_index`) or the engine index's (``BM25sRetriever``), else one built
         once per retriever, the first time it is needed, from the Documents it holds (:func:`held_documents`), with the
         ids and titles this adapter gives them; ``None`` for one that lists none (said once, in one logged line)."""

@@ -73,7 +73,7 @@ from active_rag import (
 from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.answer_stream import AnswerStream
 from active_rag.per_call import PER_CALL_RETRIEVER, EngineCache, engine_for_call
-from active_rag.settings import engine_kwargs
+from active_rag.components.settings import engine_kwargs
 
 from ._convert import question_of, resolve_lm
 from .adapter import adapt
@@ -157,7 +157,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     registry name, or a chat model served by an OpenAI-compatible endpoint that returns logprobs
     (``ChatOpenAI(base_url=..., logprobs=True)``, ``ChatOllama``; see ``tokenizer``); ``router`` is ``"ta-are"``, ``"vanilla"`` or an engine router object; any other
     :class:`active_rag.ActiveRAG` keyword (``answer=AnswerStage(...)``, ``settings=RunSettings(...)``) or flat name of
-    one of their fields (``answer_options=True``; :data:`active_rag.settings.FLAT_NAMES`) goes in ``engine_options``.
+    one of their fields (``answer_options=True``; :data:`active_rag.components.settings.FLAT_NAMES`) goes in ``engine_options``.
     """
 
     model: Any
@@ -166,7 +166,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
     trigger: str | InstanceOf[Trigger] | None = None
     query: str | InstanceOf[QueryFormulator] | None = None
     context: str | InstanceOf[ContextPolicy] | None = None
-    """What the prompt keeps of the retrieved passages (:mod:`active_rag.methods.context`); ``None``: the preset's, else
+    """What the prompt keeps of the retrieved passages (:mod:`active_rag.components.context`); ``None``: the preset's, else
     ``replace``."""
     prompt: str | InstanceOf[PromptTemplate] | None = None
     top_k: int | None = None

@@ -51,7 +51,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from active_rag import ActiveLM, TokenStep
 from active_rag.decoding.constrained import JsonSchemaConstraint, TopLogprobs, chain
-from active_rag.decoding.stopping import StopFilter
+from active_rag.stopping import StopFilter
 
 from .tools import (
     CALL_OPEN,

@@ -1,7 +1,7 @@
 """``TaAreRouter``: decide with the model whether a question needs retrieval, then run one of two runnables.
 
-The decision is the engine's (:class:`active_rag.methods.routing.TaAreRouter` — TA-ARE, Zhang et al. 2024 —
-or :class:`~active_rag.methods.routing.VanillaRouter` with ``mode="vanilla"``); this module only routes, with
+The decision is the engine's (:class:`active_rag.components.routing.TaAreRouter` — TA-ARE, Zhang et al. 2024 —
+or :class:`~active_rag.components.routing.VanillaRouter` with ``mode="vanilla"``); this module only routes, with
 LangChain's own routing runnable: ``TaAreRouter`` *is* a :class:`~langchain_core.runnables.RunnableLambda`
 whose function decides and returns the runnable to run, so invoke / batch / stream / async / events all
 come from langchain-core (the decision runs in a worker thread on the async paths)::

@@ -201,7 +201,7 @@ class GenerationTracer:
         assert self.prompt is not None, "segments need the engine's prompt template"
         passages, prefix = list(start.passages), start.prefix
         try:  # the engine's own prompt layout, in every prompt mode
-            from active_rag.methods.prompt_layout import build_layout, chat_messages, completion_text
+            from active_rag.components.prompt_layout import build_layout, chat_messages, completion_text
         except ImportError:  # pragma: no cover - an engine without prompt modes renders one user message
             user = self.prompt.render(self.question, passages)
             return self._messages(user, prefix), len(self.lm.prompt_ids(user)) + start.position

@@ -25,7 +25,7 @@ from llama_index.core.llms.custom import CustomLLM
 
 from active_rag._aio import aiter_in_thread, run_in_thread
 from active_rag.decoding.model import ActiveLM
-from active_rag.decoding.stopping import StopFilter
+from active_rag.stopping import StopFilter
 from active_rag.types import TokenStep
 
 __all__ = ["ActiveHFLLM"]

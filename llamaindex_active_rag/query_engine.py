@@ -19,12 +19,12 @@ from active_rag.errors import EmptyQuestionError
 from active_rag.engine import ActiveRAG, Router
 from active_rag.decoding.model import ActiveLM
 from active_rag.remote.lm import RemoteLM
-from active_rag.methods.prompts import PromptTemplate as EnginePrompt
-from active_rag.methods.queries import QueryFormulator
-from active_rag.methods.routing import make_router
-from active_rag.methods.triggers import Trigger
+from active_rag.components.prompts import PromptTemplate as EnginePrompt
+from active_rag.components.queries import QueryFormulator
+from active_rag.components.routing import make_router
+from active_rag.components.triggers import Trigger
 from active_rag.types import Retriever
-from active_rag.settings import engine_kwargs
+from active_rag.components.settings import engine_kwargs
 
 from .engine_call import EngineCall
 from .llm import ActiveHFLLM
@@ -97,7 +97,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
             ``max_new_tokens``, ``prompt``, ``answer`` (an ``active_rag.AnswerStage``), ``settings`` (an
             ``active_rag.RunSettings``), or one field of those by its flat name (``answer_options``,
             ``initial_retrieval``, ``max_retrievals``, ``stop``, ``answer_phrase``, ``method``...;
-            ``active_rag.settings.FLAT_NAMES``).
+            ``active_rag.components.settings.FLAT_NAMES``).
 
     Responses: ``str(response)`` is the full text the model wrote; ``response.source_nodes`` are the
     ``NodeWithScore`` s of every passage the model read for its final answer, in the prompt's order (the prompt of
@@ -250,7 +250,7 @@ class ActiveRAGQueryEngine(BaseQueryEngine):
         self._rag = rag
 
     def _get_prompt_modules(self) -> dict[str, Any]:
-        return {}  # the routers' prompts are the authors' fixed templates (active_rag.methods.routing)
+        return {}  # the routers' prompts are the authors' fixed templates (active_rag.components.routing)
 
     # -- BaseQueryEngine --------------------------------------------------------------------------
 

@@ -221,7 +221,7 @@ class LlamaIndexRetrieverAdapter:
 
     @property
     def name_index(self) -> NameIndex | None:
-        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.methods.linked`): one
+        """Which held passages are about which name, for linked retrieval (:mod:`active_rag.answer.links`): one
         attached to the retriever (:func:`attach_name_index`) or an engine retriever's own, else one built once per
         retriever, the first time it is needed, from the nodes the LlamaIndex retriever holds (:func:`held_nodes`), as
         :func:`passage_from_node` sees them (a factory ``k -> retriever``: those of the retriever it builds, once);

@@ -13,7 +13,7 @@ from active_rag._aio import run_in_thread
 from active_rag.errors import EmptyQuestionError
 from active_rag.engine import Router
 from active_rag.decoding.model import ActiveLM
-from active_rag.methods.routing import make_router
+from active_rag.components.routing import make_router
 
 from .events import ActiveRouteEvent, dispatch
 
@@ -21,7 +21,7 @@ __all__ = ["TaAreSelector"]
 
 
 class TaAreSelector(BaseSelector):
-    """Pick the retrieval or the no-retrieval choice with an ``active_rag.methods.routing`` router.
+    """Pick the retrieval or the no-retrieval choice with an ``active_rag.components.routing`` router.
 
     Meant for ``RouterQueryEngine`` with two query engine tools, one that retrieves (e.g. an
     ``ActiveRAGQueryEngine`` with ``preset="dragin"``) and one that does not (``preset="wo-rag"``)::
@@ -35,7 +35,7 @@ class TaAreSelector(BaseSelector):
     Convention: ``retrieve_index`` (default 0, the first choice) is the choice that retrieves;
     ``no_retrieve_index`` is the one that does not (default: the other choice, which requires exactly
     two choices). A [Yes] from the router selects ``retrieve_index``, a [No] ``no_retrieve_index``;
-    an output with neither is read as the router reads it (``active_rag.methods.routing``). The selection's
+    an output with neither is read as the router reads it (``active_rag.components.routing``). The selection's
     ``reason`` is the model's raw output; an :class:`ActiveRouteEvent` is dispatched per decision.
 
     Args:

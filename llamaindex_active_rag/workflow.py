@@ -3,7 +3,7 @@
 Steps (all delegate to the engine; none reimplements the loop, a trigger or the router):
 
 - ``route`` (``StartEvent(question=...)`` -> ``GenerateEvent``): asks the router (TA-ARE or vanilla, from
-  ``active_rag.methods.routing``) whether to retrieve at all and streams a :class:`RouteEvent`. Without a
+  ``active_rag.components.routing``) whether to retrieve at all and streams a :class:`RouteEvent`. Without a
   router it streams ``RouteEvent(retrieve=True, router="none")``: the trigger alone decides.
 - ``generate`` (``GenerateEvent`` -> ``AnswerEvent``): runs ``ActiveRAG.stream`` for the question (in a
   worker thread), with the route step's verdict applied by the engine itself. It streams a
@@ -37,7 +37,7 @@ from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Wor
 from active_rag._aio import run_in_thread
 from active_rag.errors import EmptyQuestionError
 from active_rag.engine import ActiveRAG, Router
-from active_rag.methods.routing import make_router
+from active_rag.components.routing import make_router
 from active_rag.retrieval.name_index import NameIndex
 from active_rag.types import Passage, Retrieval, RouteDecision, TriggerDecision
 from active_rag.types import TokenEvent as EngineTokenEvent

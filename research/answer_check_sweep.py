@@ -1,6 +1,6 @@
 """Choose the answer check's ``theta`` and selection rule from rows written with ``theta = 1``.
 
-With ``theta = 1`` the answer check (:mod:`active_rag.methods.answer_check`, the ``look-again`` recipe: docs/recipes.md) looks again after
+With ``theta = 1`` the answer check (:mod:`active_rag.answer.check`, the ``look-again`` recipe: docs/recipes.md) looks again after
 every answer, so each eval row holds both answers and the model's confidence in each (``answer_check.draft`` and
 ``.second``: the answer span, its lowest token probability and mean log-probability). What any lower ``theta``
 and any selection rule would have kept follows from those numbers without running the model again: an answer
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from active_rag.evaluation.settled import look_passage_ids
-from active_rag.methods.answer_check import PASSAGE_RULES, SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
+from active_rag.answer.check import PASSAGE_RULES, SELECT_RULES, AnswerCheck, AnswerConfidence, passages_text
 from active_rag.evaluation.compare import labelled, read_rows
 from active_rag.evaluation.config import PRIMARY_METRICS
 from active_rag.evaluation.paired import PairedDifference, paired_differences
@@ -131,7 +131,7 @@ def sweep(rows: Sequence[Mapping[str, Any]], dataset: str, thetas: Sequence[floa
           rules: Sequence[str] = SELECT_RULES, echo: Sequence[bool] = (True, False),
           corpus: Mapping[str, Passage] | None = None) -> dict[str, Any]:
     """Scores (percent) of the draft, the second answer, the per-question oracle, and each (theta, rule,
-    ``avoid_echo``), each decided by :class:`~active_rag.methods.answer_check.AnswerCheck` itself. ``corpus`` (passages
+    ``avoid_echo``), each decided by :class:`~active_rag.answer.check.AnswerCheck` itself. ``corpus`` (passages
     by id) is what the grounded rules read; without it they are left out."""
     rows = checked_rows(rows)
     rules = [r for r in rules if r not in PASSAGE_RULES or corpus is not None]

@@ -7,9 +7,9 @@ gold passage in the prompt once ``--more`` passages are added, by each way of ch
 - ``per-name``: every name the first passages mention asked of the retriever alone, a name's article kept when its
   title is the name (:func:`active_rag.entities.is_article_of`), then the question's next passages: the linked
   look as it was before the name index, kept here to compare with;
-- ``linked``: :func:`active_rag.methods.linked.follow_links`: the names worth following looked up in the index's name index
+- ``linked``: :func:`active_rag.answer.links.follow_links`: the names worth following looked up in the index's name index
   (:mod:`active_rag.retrieval.name_index`), then the question's next passages;
-- ``choose``: ``sr-rag-choose``'s per-question choice (:func:`active_rag.methods.read_choice.choose_reading`): a comparison
+- ``choose``: ``sr-rag-choose``'s per-question choice (:func:`active_rag.answer.read_choice.choose_reading`): a comparison
   of named things follows only the question's own names, any other question as ``linked``.
 
 It prints the new-evidence rate (the share of questions whose added passages bring a gold passage the first ones
@@ -37,10 +37,10 @@ from active_rag.entities import entities_of, is_article_of
 from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example, load_dataset
 from active_rag.evaluation.method_engines import load_corpus_index
-from active_rag.methods.linked import follow_links
+from active_rag.answer.links import follow_links
 from active_rag.retrieval.name_index import NameIndex, name_index_of
 from active_rag.retrieval.rankings import fetch_rankings
-from active_rag.methods.read_choice import choose_reading
+from active_rag.answer.read_choice import choose_reading
 from active_rag.text import split_sentences
 from active_rag.types import Passage
 
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "default 0: every one)")
     parser.add_argument("--no-continuation", action="store_true",
                         help="linked/choose: follow every name even where the question's next passage continues a "
-                             "document it reads (active_rag.methods.linked.follow_links' continuation off)")
+                             "document it reads (active_rag.answer.links.follow_links' continuation off)")
     parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here, and as Markdown beside it")
     args = parser.parse_args(argv)
     if args.top_k < 1 or args.more < 1:

@@ -1,4 +1,4 @@
-"""How often a question set's questions offer options (:func:`~active_rag.methods.answer_options.question_options`), and on
+"""How often a question set's questions offer options (:func:`~active_rag.answer.options.question_options`), and on
 how many of those the gold answer is one of them: what ``answer_options`` can win (the gold is an option) or lose
 (it is not, so an answer constrained to the options cannot be right). No model; the questions only::
 
@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from active_rag.methods.answer_options import question_options
+from active_rag.answer.options import question_options
 from active_rag.evaluation.datasets import DATASETS, DEFAULT_SPLIT, Example, load_dataset
-from active_rag.text import normalize_answer
+from active_rag.answer.normalize import normalize_answer
 
 __all__ = ["OptionsCoverage", "gold_option_match", "main", "options_coverage"]
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from active_rag import AnswerCheck, make_trigger
-from active_rag.settings import engine_kwargs
+from active_rag.components.settings import engine_kwargs
 
 
 def recipe(name: str, **overrides: Any) -> dict[str, Any]:
     """The keyword arguments of recipe ``name`` (fresh components each call), with ``overrides`` applied: flat
-    names (``answer_check=...``, :data:`active_rag.settings.FLAT_NAMES`) set that field of ``answer``/``settings``."""
+    names (``answer_check=...``, :data:`active_rag.components.settings.FLAT_NAMES`) set that field of ``answer``/``settings``."""
     check = {"look-again": dict(theta=1.0), "look-again-next-hop": dict(theta=1.0, select="grounded", query="draft"),
              "look-again-linked": dict(theta=1.0, select="grounded", query="linked"),
              "look-again-linked-second": dict(theta=1.0, select="grounded-second", query="linked")}
@@ -32,7 +32,7 @@ def recipe(name: str, **overrides: Any) -> dict[str, Any]:
 def build(name: str, lm: Any, retriever: Any = None, **overrides: Any) -> Any:
     """The engine of preset or recipe ``name``."""
     from active_rag import ActiveRAG
-    from active_rag.methods.presets import PRESETS
+    from active_rag.components.presets import PRESETS
 
     if name in PRESETS:
         return ActiveRAG.from_preset(name, lm, retriever, **overrides)
@@ -42,7 +42,7 @@ def build(name: str, lm: Any, retriever: Any = None, **overrides: Any) -> Any:
 def adapter_kwargs(name: str, *, langchain: bool = False) -> dict[str, Any]:
     """What a LangChain (``langchain=True``) or LlamaIndex adapter takes to build preset or recipe ``name``: the
     LangChain runnable takes the engine's other settings in ``engine_options``."""
-    from active_rag.methods.presets import PRESETS
+    from active_rag.components.presets import PRESETS
 
     if name in PRESETS:
         return {"preset": name}

@@ -106,7 +106,7 @@ def print_checks_and_cost(result: Any, out: Any) -> None:
     if result.answer_check is not None:
         print_answer_check(result.answer_check, out)
     if result.date_comparison is not None:
-        from ..methods.date_compare import describe_comparison
+        from ..answer.dates import describe_comparison
 
         label = "Versions compared" if result.date_comparison.get("event") == "version" else "Dates compared"
         print(f"{label}: {describe_comparison(result.date_comparison)}", file=out)

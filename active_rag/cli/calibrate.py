@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from ..model_flags import add_model_options, load_model, model_options
+from .model_flags import add_model_options, load_model, model_options
 
 __all__ = ["add_calibrate_parser", "cmd_calibrate"]
 
@@ -67,9 +67,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..engine.calibration import NoRetrieval, calibrate
     from ..errors import InvalidOptionError
     from ..engine import ActiveRAG
-    from ..methods.profiles import get_profile, profile_for_dataset
-    from ..methods.prompt_layout import check_prompt_mode
-    from ..methods.thresholds import cache_path
+    from ..components.profiles import get_profile, profile_for_dataset
+    from ..components.prompt_layout import check_prompt_mode
+    from ..components.thresholds import cache_path
     from ..validation import check_int
 
     if args.method not in _CALIBRATE_METHODS:
@@ -92,7 +92,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.max_new_tokens is not None or profile is None:
         overrides["max_new_tokens"] = args.max_new_tokens or 128
     if args.scale is not None:
-        from ..methods.triggers import RindTrigger
+        from ..components.triggers import RindTrigger
 
         overrides["trigger"] = RindTrigger(theta="auto", scale=args.scale,
                                            max_tokens=profile.generate_length if profile else 100)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..errors import ActiveRAGError, UnknownNameError
 from .ask import add_threads_option, is_terminal as _is_terminal, print_checks_and_cost as _print_checks_and_cost
 from .ask import print_header, print_retrieval as _print_retrieval, rewind_label as _rewind_label, set_threads
-from ..model_flags import add_endpoint_options, add_model_options, endpoint_options, load_endpoint, load_model, model_options, parse_number
+from .model_flags import add_endpoint_options, add_model_options, endpoint_options, load_endpoint, load_model, model_options, parse_number
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..types import TokenEvent
@@ -101,10 +101,10 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     slow (corpus, model) is loaded; raises :class:`~active_rag.errors.ActiveRAGError` subclasses."""
 
     from ..errors import InvalidOptionError, UnknownNameError
-    from ..methods.presets import PRESETS, preset_kwargs
-    from ..methods.queries import make_query
-    from ..methods.routing import ROUTERS
-    from ..methods.triggers import TRIGGER_ALIASES, TRIGGERS, make_trigger
+    from ..components.presets import PRESETS, preset_kwargs
+    from ..components.queries import make_query
+    from ..components.routing import ROUTERS
+    from ..components.triggers import TRIGGER_ALIASES, TRIGGERS, make_trigger
     from ..validation import (
         MAX_RETRIEVALS_HINT,
         MAX_TOP_K,
@@ -138,8 +138,8 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         check_date("--today", args.today)
         if args.router != "ta-are":
             raise InvalidOptionError("--today is the date TA-ARE tells the model: add --router ta-are, or drop --today.")
-    from ..methods.prompt_layout import check_prompt_mode
-    from ..methods.profiles import get_profile
+    from ..components.prompt_layout import check_prompt_mode
+    from ..components.profiles import get_profile
 
     kwargs: dict[str, Any] = {"prompt_mode": check_prompt_mode(args.prompt_mode)}
     profile = get_profile(args.profile) if args.profile else None  # UnknownNameError lists the profiles
@@ -168,14 +168,14 @@ def _engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if args.query:
         kwargs["query"] = make_query(args.query)
     if getattr(args, "context", None):
-        from ..methods.context import make_context
+        from ..components.context import make_context
 
         kwargs["context"] = make_context(args.context)  # UnknownNameError lists the policies
     if getattr(args, "answer_options", None) is not None:  # --answer-options / --no-answer-options; else the method's
         kwargs["answer_options"] = args.answer_options
     if not args.method and (args.trigger or args.query):  # a combination of the user's own: named trigger+query
         kwargs["method"] = None
-    from ..settings import engine_kwargs
+    from ..components.settings import engine_kwargs
 
     return engine_kwargs(kwargs)  # the flat names set as fields of the answer stage and the run settings
 
@@ -208,8 +208,8 @@ def _answer_budget(engine: Any, limit: int) -> dict[str, Any]:
 
 def _build_engine(args: argparse.Namespace, lm: Any, retriever: Any, kwargs: dict[str, Any]) -> Any:
     from ..engine import ActiveRAG
-    from ..methods.routing import make_router
-    from ..settings import engine_kwargs
+    from ..components.routing import make_router
+    from ..components.settings import engine_kwargs
 
     # the answer phrase is the method's (a preset that reads the answer span forces it), as in Python, LangChain and
     # LlamaIndex: one preset answers in one format everywhere
@@ -235,7 +235,7 @@ def _options_on_an_endpoint(args: argparse.Namespace, kwargs: dict[str, Any]) ->
     """With ``--endpoint``, a method that answers a choice question with one of its options: the options rule masks
     the model's logits at every answer token, which an endpoint does not allow. A question that offers no options
     is not constrained anyway, so the rule is left out; a choice question is refused with the fixes."""
-    from ..methods.answer_options import question_options
+    from ..answer.options import question_options
     from ..errors import NeedsLocalModelError
 
     answer = kwargs.get("answer")
@@ -263,7 +263,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     chunking = _chunking(args)
     remote = endpoint_options(args)  # --endpoint URL: checked before the retriever and the model load
     if remote is not None:
-        from ..remote.lm import check_remote_method
+        from ..components.remote_check import check_remote_method
 
         check_remote_method(kwargs.get("trigger", "rind"), kwargs.get("query", "attention"), args.method or "dragin")
         _options_on_an_endpoint(args, kwargs)
@@ -375,7 +375,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """``active-rag doctor``: the checks of :mod:`active_rag.cli.doctor`; exit 1 when one fails."""
     from .doctor import format_checks, run_checks
-    from ..methods.presets import PRESETS
+    from ..components.presets import PRESETS
 
     presets = None
     if args.methods:
@@ -415,7 +415,7 @@ def _add_chunking_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..methods.presets import PRESETS
+    from ..components.presets import PRESETS
 
     from .. import __version__
 

@@ -239,7 +239,7 @@ def _presets(lm: ActiveLM, presets: list[str]) -> str:
 
 def run_checks(lm: ActiveLM, presets: list[str] | None = None) -> list[Check]:
     """Every check in order; one that raises is a ``FAIL`` with the error's first line, and the rest still run."""
-    from ..methods.presets import PRESETS
+    from ..components.presets import PRESETS
 
     ids = lm.prompt_ids(QUESTION)
     chosen = list(PRESETS) if presets is None else presets

@@ -76,11 +76,11 @@ def _width(out: TextIO) -> int:
 def methods_json() -> str:
     """``active-rag methods --json``: every preset, trigger, query formulator and router, and the calibrated
     thresholds, as one JSON object."""
-    from ..methods.presets import PRESETS
-    from ..methods.queries import QUERIES
-    from ..methods.routing import ROUTERS
-    from ..methods.thresholds import calibration_entries
-    from ..methods.triggers import TRIGGERS
+    from ..components.presets import PRESETS
+    from ..components.queries import QUERIES
+    from ..components.routing import ROUTERS
+    from ..components.thresholds import calibration_entries
+    from ..components.triggers import TRIGGERS
 
     return json.dumps({
         "presets": {n: {"trigger": p.trigger, "query": p.query, "description": p.description, "source": p.source,
@@ -95,14 +95,14 @@ def methods_json() -> str:
 def methods_text(out: TextIO | None = None) -> str:
     """``active-rag methods``: the presets, triggers, query formulators and routers as tables, then the calibrated
     thresholds, for a terminal of ``out``'s width."""
-    from ..methods.presets import PRESETS
-    from ..methods.queries import QUERIES
-    from ..methods.routing import ROUTERS
-    from ..methods.thresholds import cache_path, calibration_entries
-    from ..methods.triggers import TRIGGERS
+    from ..components.presets import PRESETS
+    from ..components.queries import QUERIES
+    from ..components.routing import ROUTERS
+    from ..components.thresholds import cache_path, calibration_entries
+    from ..components.triggers import TRIGGERS
 
     width = _width(out or sys.stdout)
-    from ..methods.presets import SOURCES
+    from ..components.presets import SOURCES
 
     lines = textwrap.wrap("Presets (--method): when to retrieve (trigger) and what with (query), by source, each with "
                           "what it is recommended for (recipes beyond these: docs/recipes.md)", width)

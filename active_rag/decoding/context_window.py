@@ -7,7 +7,7 @@ lowest-ranked. What the newest retrieval loses moves from ``Retrieval.passages``
 with the reason, and the call warns once (:data:`DROP_WARNING`). The prompt grows with every passage, so a
 binary search needs O(log n) prompt renderings.
 
-Which passages the prompt holds in the first place is the context policy's (:mod:`active_rag.methods.context`);
+Which passages the prompt holds in the first place is the context policy's (:mod:`active_rag.components.context`);
 the loop (:class:`~active_rag.engine.loop.ActiveRAG`) applies the policy, then this.
 """
 

@@ -3,7 +3,7 @@
 Each step is called in order with the run and the call's parts (the engine, its generation helpers and its retrieval
 steps), as ``transformers`` calls its logits processors: ``step(run, parts)`` yields the stream events it makes
 (tokens written, a check's decision, a retrieval) and records what it found on the run. A user adds one without
-touching the loop (``rag.answer_steps.append(MyStep())``); :class:`~active_rag.methods.answer_stage.AnswerStage`
+touching the loop (``rag.answer_steps.append(MyStep())``); :class:`~active_rag.components.answer_stage.AnswerStage`
 names the built-in ones a method uses (:func:`answer_steps_for`), in this order:
 
 - :class:`ForceAnswer`: DRAGIN App. B, "So the answer is" when the model did not write it, and the model's answer
@@ -11,11 +11,11 @@ names the built-in ones a method uses (:func:`answer_steps_for`), in this order:
 - :class:`AnswerAgain` (``reanswer``, beyond the papers): once the answer's retrievals have chosen the evidence,
   write the answer again from its first word with every passage the prompt holds; the draft is kept in
   ``ActiveRAGResult.draft`` and the new answer's tokens stream again from position 0;
-- :class:`LookAgain` (``check``, :mod:`active_rag.methods.answer_check`): when the model is unsure of the finished
+- :class:`LookAgain` (``check``, :mod:`active_rag.answer.check`): when the model is unsure of the finished
   answer, retrieve the question's next passages, answer again and keep the surer answer;
-- :class:`SettleVersions` and :class:`SettleDates` (:mod:`active_rag.methods.version_compare`,
-  :mod:`active_rag.methods.date_compare`): a comparison settled by the versions or dates the reader wrote;
-- :class:`AskEachName` (:mod:`active_rag.methods.both_names`): a "yes" to "Are both A and B P?" stands only when
+- :class:`SettleVersions` and :class:`SettleDates` (:mod:`active_rag.answer.versions`,
+  :mod:`active_rag.answer.dates`): a comparison settled by the versions or dates the reader wrote;
+- :class:`AskEachName` (:mod:`active_rag.answer.both_names`): a "yes" to "Are both A and B P?" stands only when
   the reader says "yes" to "Is A P?" and "Is B P?", asked with the passages its answer was written from.
 """
 
@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..answer_end import answer_body_end
-from ..decoding.stopping import last_complete_sentence_end
-from ..methods.answer_check import AnswerCheck, answer_confidence, grounded_in, passages_text
-from ..methods.answer_stage import ResolvedAnswerStage
-from ..methods.both_names import both_question, settle_both, yes_or_no
-from ..methods.date_compare import settle_dates
-from ..methods.linked import question_articles
-from ..methods.read_choice import choose_reading
-from ..methods.version_compare import settle_versions
+from ..stopping import last_complete_sentence_end
+from ..answer.check import AnswerCheck, answer_confidence, grounded_in, passages_text
+from ..components.answer_stage import ResolvedAnswerStage
+from ..answer.both_names import both_question, settle_both, yes_or_no
+from ..answer.dates import settle_dates
+from ..answer.links import question_articles
+from ..answer.read_choice import choose_reading
+from ..answer.versions import settle_versions
 from ..types import Retrieval, StreamEvent, TokenEvent, TriggerDecision
 from .generation import Generation, text_of
 from .retrieving import Retrieving
@@ -274,7 +274,7 @@ class LookAgain:
 class SettleVersions:
     """A comparison of versions settled by the versions the reader wrote (``"reasoning"``) or, for an option it
     gave none, the version the option's own passage in the prompt states (``"passages"``):
-    :func:`~active_rag.methods.version_compare.settle_versions`, recorded in ``run.settled``."""
+    :func:`~active_rag.answer.versions.settle_versions`, recorded in ``run.settled``."""
 
     rule: Literal["reasoning", "passages"] = "passages"
     name: str = "settle-versions"
@@ -291,7 +291,7 @@ class SettleVersions:
 
 @dataclass(frozen=True)
 class SettleDates:
-    """A comparison of dates settled by the dates the reader wrote (:func:`~active_rag.methods.date_compare.settle_dates`),
+    """A comparison of dates settled by the dates the reader wrote (:func:`~active_rag.answer.dates.settle_dates`),
     unless a step before it settled the question already."""
 
     name: str = "settle-dates"
@@ -308,9 +308,9 @@ class SettleDates:
 
 @dataclass(frozen=True)
 class AskEachName:
-    """When the finished answer to a "both" question (:func:`~active_rag.methods.both_names.both_question`) is
+    """When the finished answer to a "both" question (:func:`~active_rag.answer.both_names.both_question`) is
     "yes", ask the reader the question of each name with the passages its answer was written from, in their order,
-    and settle the answer by theirs (:func:`~active_rag.methods.both_names.settle_both`). Each question is answered
+    and settle the answer by theirs (:func:`~active_rag.answer.both_names.settle_both`). Each question is answered
     from its first word, as the answer was (its prompt shares the passages' prefix, so only the question and the
     answer are new), and its text and prompt tokens count in the run's cost; nothing streams. The record goes to
     ``run.each_name`` (``ActiveRAGResult.each_name``)."""

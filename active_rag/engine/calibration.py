@@ -27,8 +27,8 @@ The result is cached per model, trigger (+ scale), profile and prompt mode in ``
 paper's value, and says which in ``threshold_source`` (trace, ``--json``, ``active-rag methods``).
 
 This module runs the engine (:func:`collect_check_scores`, :func:`calibrate`), so it sits in the engine's package, above the loop. The
-cache, the ``theta="auto"`` resolution the loop uses and :func:`~active_rag.methods.thresholds.threshold_for_rate` are
-in :mod:`active_rag.methods.thresholds`, below the loop; the ``active-rag calibrate`` command is in :mod:`active_rag.cli`.
+cache, the ``theta="auto"`` resolution the loop uses and :func:`~active_rag.components.thresholds.threshold_for_rate` are
+in :mod:`active_rag.components.thresholds`, below the loop; the ``active-rag calibrate`` command is in :mod:`active_rag.cli`.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..methods.answer_stage import AnswerStage
-from ..methods.profiles import Profile, get_profile
-from ..methods.thresholds import Calibration, save_calibration, threshold_for_rate, trigger_key
-from ..settings import RunSettings
+from ..components.answer_stage import AnswerStage
+from ..components.profiles import Profile, get_profile
+from ..components.thresholds import Calibration, save_calibration, threshold_for_rate, trigger_key
+from ..components.settings import RunSettings
 from ..types import Passage, TriggerDecision
 from .loop import ActiveRAG
 

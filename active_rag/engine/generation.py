@@ -1,14 +1,14 @@
 """How the engine generates: :class:`Generation`, the helpers every step uses to prompt the model and take its tokens.
 
 - the prompt: :meth:`Generation.layout` lays out the question, the passages and the answer so far
-  (:mod:`active_rag.methods.prompt_layout`); :meth:`Generation.open_session` opens a KV-cached session on it
+  (:mod:`active_rag.components.prompt_layout`); :meth:`Generation.open_session` opens a KV-cached session on it
   (the prefix cache serves what an earlier prompt already computed) after fitting the passages to the context;
 - the tokens: :meth:`Generation.segment` generates the trigger's unit (a sentence, a window, the whole answer),
   :meth:`Generation.generate` any number of tokens with a stop rule, streaming them live when no check will see
   them; :meth:`Generation.accept` appends tokens to the answer, :meth:`Generation.extend` text as if the model
   wrote it (a forced answer phrase, a bridge's name);
 - the stop rules: the user's, the answer-complete rule and the repetition guard (:meth:`Generation.stopped`,
-  :mod:`active_rag.decoding.stopping`), and the cuts that keep whole words and sentences.
+  :mod:`active_rag.stopping`), and the cuts that keep whole words and sentences.
 
 One is made per call of :meth:`ActiveRAG.stream <active_rag.engine.loop.ActiveRAG.stream>` from the engine as it is
 then (a per-call copy of an engine with another retriever or prompt is served as configured).
@@ -23,11 +23,11 @@ from typing import Any
 from ..decoding.constrained import chain
 from ..decoding.context_window import fit_passages
 from ..decoding.model import count_prompt_tokens
-from ..decoding.stopping import (completed_answer_end, has_completed_answer, last_complete_sentence_end,
+from ..stopping import (completed_answer_end, has_completed_answer, last_complete_sentence_end,
                                  repeated_sentence_start)
 from ..errors import ContextOverflowError
-from ..methods.answer_options import OptionsConstraint, question_options
-from ..methods.prompt_layout import Layout, build_layout
+from ..answer.options import OptionsConstraint, question_options
+from ..components.prompt_layout import Layout, build_layout
 from ..text import first_sentence_end, tokens_within
 from ..types import Passage, Retrieval, TokenEvent, TokenStep
 from .run import EngineView, Run

@@ -1,7 +1,7 @@
 """``ActiveRAG``: the framework-neutral active retrieval loop.
 
 One loop runs every method; a trigger ("when"), a query formulator ("what") and a context policy ("what the
-prompt keeps", :mod:`active_rag.methods.context`) select the paper:
+prompt keeps", :mod:`active_rag.components.context`) select the paper:
 
 - FLARE-direct (Jiang et al. 2023, §3.2): retrieve with the input and generate the first sentence with those
   documents (App. A), then per step generate a look-ahead sentence WITHOUT retrieved documents (§3); if a
@@ -37,15 +37,15 @@ from typing import Any, Protocol
 
 from ..decoding.model import ActiveLM, count_prompt_tokens
 from ..errors import QuestionsTypeError
-from ..methods.answer_stage import AnswerStage, ResolvedAnswerStage
-from ..methods.context import ContextPolicy, make_context
-from ..methods.profiles import get_profile
-from ..methods.prompt_layout import resolve_prompt_mode
-from ..methods.prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
-from ..methods.queries import InputQuery, QueryContext, QueryFormulator, make_query
-from ..methods.thresholds import resolve_threshold
-from ..methods.triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
-from ..settings import RunSettings
+from ..components.answer_stage import AnswerStage, ResolvedAnswerStage
+from ..components.context import ContextPolicy, make_context
+from ..components.profiles import get_profile
+from ..components.prompt_layout import resolve_prompt_mode
+from ..components.prompts import DRAGIN_PROMPT, PROMPTS, PromptTemplate
+from ..components.queries import InputQuery, QueryContext, QueryFormulator, make_query
+from ..components.thresholds import resolve_threshold
+from ..components.triggers import NeverTrigger, SegmentContext, Trigger, make_trigger
+from ..components.settings import RunSettings
 from ..text import word_start
 from ..types import ActiveRAGResult, Retriever, RouteDecision, StreamEvent, TokenStep, TriggerDecision
 from ..validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_question
@@ -70,13 +70,13 @@ class ActiveRAG:
     >>> result = rag.run("Were Scott Derrickson and Ed Wood of the same nationality?")  # doctest: +SKIP
     >>> result.answer, result.short_answer, [r.query for r in result.retrievals]  # doctest: +SKIP
 
-    A method is its components: ``trigger`` (when to retrieve, :mod:`active_rag.methods.triggers`), ``query``
-    (what to retrieve with, :mod:`active_rag.methods.queries`), ``context`` (what the prompt keeps of the passages,
-    :mod:`active_rag.methods.context`; ``None``: ``replace``), ``prompt`` (:mod:`active_rag.methods.prompts`),
+    A method is its components: ``trigger`` (when to retrieve, :mod:`active_rag.components.triggers`), ``query``
+    (what to retrieve with, :mod:`active_rag.components.queries`), ``context`` (what the prompt keeps of the passages,
+    :mod:`active_rag.components.context`; ``None``: ``replace``), ``prompt`` (:mod:`active_rag.components.prompts`),
     ``answer`` (how the answer is finished: the forced answer phrase, a check, options, links;
-    :class:`~active_rag.methods.answer_stage.AnswerStage`, run as :attr:`answer_steps`) and ``router`` (whether to
-    retrieve at all, TA-ARE; :mod:`active_rag.methods.routing`). ``top_k`` passages a retrieval, ``max_new_tokens``
-    tokens an answer; ``settings`` (:class:`~active_rag.settings.RunSettings`) holds the rest: the first retrieval
+    :class:`~active_rag.components.answer_stage.AnswerStage`, run as :attr:`answer_steps`) and ``router`` (whether to
+    retrieve at all, TA-ARE; :mod:`active_rag.components.routing`). ``top_k`` passages a retrieval, ``max_new_tokens``
+    tokens an answer; ``settings`` (:class:`~active_rag.components.settings.RunSettings`) holds the rest: the first retrieval
     with the input, the retrieval cap, stop rules, prompt layout, profile and the method's name. A preset names all
     of them (:meth:`from_preset`, which also takes one field of the answer stage or the settings by its flat name).
 
@@ -137,11 +137,11 @@ class ActiveRAG:
 
     @classmethod
     def from_preset(cls, name: str, model: ActiveLM, retriever: Retriever | None = None, **overrides: Any) -> ActiveRAG:
-        """Build a preset by name (:data:`active_rag.methods.presets.PRESETS`). ``overrides`` replace the preset's
+        """Build a preset by name (:data:`active_rag.components.presets.PRESETS`). ``overrides`` replace the preset's
         components (``trigger=``, ``answer=AnswerStage(...)``, ...) or set one field of its answer stage or run
         settings by its flat name (``answer_options=False``, ``initial_retrieval=True``:
-        :data:`active_rag.settings.FLAT_NAMES`), keeping the others."""
-        from ..methods.presets import preset_kwargs
+        :data:`active_rag.components.settings.FLAT_NAMES`), keeping the others."""
+        from ..components.presets import preset_kwargs
 
         return cls(model, retriever, **preset_kwargs(name, **overrides))
 

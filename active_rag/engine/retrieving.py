@@ -4,8 +4,8 @@
   context policy's choice of what the prompt keeps, the passages fitted to the context window, and its
   :class:`~active_rag.types.Retrieval` record in the run's trace.
 - :meth:`Retrieving.linked`: the own articles of the names worth following that the passages read mention
-  (:func:`active_rag.methods.linked.follow_links`), after choosing by the question's form what to read
-  (:func:`active_rag.methods.read_choice.choose_reading`).
+  (:func:`active_rag.answer.links.follow_links`), after choosing by the question's form what to read
+  (:func:`active_rag.answer.read_choice.choose_reading`).
 - :meth:`Retrieving.follow`: the ``bridge`` trigger's action: retrieve the named entity's own article and start the
   next sentence with its name.
 - :meth:`Retrieving.scorer`: the ``rerank`` context policy's score of a set of passages (the model's uncertainty
@@ -19,9 +19,9 @@ from typing import Any
 
 from ..decoding.model import count_prompt_tokens
 from ..entities import is_own_passage
-from ..methods.context import ContextPolicy, record_held
-from ..methods.linked import Links, follow_links
-from ..methods.read_choice import choose_reading
+from ..components.context import ContextPolicy, record_held
+from ..answer.links import Links, follow_links
+from ..answer.read_choice import choose_reading
 from ..retrieval.rankings import fetch_passages
 from ..types import Passage, Retrieval, StreamEvent, TriggerDecision
 from .generation import Generation
@@ -95,14 +95,14 @@ class Retrieving:
     def linked(self, run: Run, read: Sequence[Passage], *, position: int, decision: TriggerDecision,
                choose: bool = False) -> Retrieval:
         """Add the own articles of the names worth following that ``read`` mentions, looked up in the retriever's
-        name index, then the question's next passages (:func:`active_rag.methods.linked.follow_links`). The trace
+        name index, then the question's next passages (:func:`active_rag.answer.links.follow_links`). The trace
         records the names followed, best first (``details["names"]``, a list), and which passage is whose article
         (``details["articles"]``); the query is the question, the only one the retriever may be asked.
 
-        ``choose``: first choose by the question's form (:func:`active_rag.methods.read_choice.choose_reading`); a
+        ``choose``: first choose by the question's form (:func:`active_rag.answer.read_choice.choose_reading`); a
         comparison of named things follows only the question's own names (``details["choice"]`` and
         ``details["choice_reason"]`` say which way and why), and the prompt keeps what the context policy keeps for
-        that way (:meth:`~active_rag.methods.context.ContextPolicy.for_look`)."""
+        that way (:meth:`~active_rag.components.context.ContextPolicy.for_look`)."""
         engine = self.engine
         details: dict[str, Any] = {}
         context = engine.context

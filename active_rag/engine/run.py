@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..decoding.model import ActiveLM, DecodingSession, PromptUsage
-from ..methods.answer_options import OptionsConstraint
-from ..methods.answer_stage import ResolvedAnswerStage
-from ..methods.context import ContextPolicy
-from ..methods.date_compare import DateComparison
-from ..methods.prompt_layout import Layout
-from ..methods.prompts import PromptTemplate
-from ..methods.queries import QueryFormulator
-from ..methods.triggers import Trigger
-from ..settings import RunSettings
+from ..answer.options import OptionsConstraint
+from ..components.answer_stage import ResolvedAnswerStage
+from ..components.context import ContextPolicy
+from ..answer.dates import DateComparison
+from ..components.prompt_layout import Layout
+from ..components.prompts import PromptTemplate
+from ..components.queries import QueryFormulator
+from ..components.triggers import Trigger
+from ..components.settings import RunSettings
 from ..types import Passage, Retrieval, Retriever, RouteDecision, TokenStep, TriggerDecision
 
 __all__ = ["EngineView", "Run"]
@@ -56,7 +56,7 @@ class Run:
 
     question: str
     trigger: Trigger
-    """The trigger of this run: the engine's, or :class:`~active_rag.methods.triggers.NeverTrigger` when the router
+    """The trigger of this run: the engine's, or :class:`~active_rag.components.triggers.NeverTrigger` when the router
     said not to retrieve."""
 
     # what the answer is so far, and what led to it

@@ -3,7 +3,7 @@
 * :mod:`~active_rag.evaluation.metrics` -- SQuAD EM, HotpotQA F1, StrategyQA accuracy, RetrievalQA match,
   router decision metrics, aggregation.
 * :mod:`~active_rag.evaluation.answers` -- DRAGIN-style "So the answer is" extraction (its stop detection,
-  :func:`~active_rag.decoding.stopping.has_completed_answer`, is the engine's stop rule, re-exported here).
+  :func:`~active_rag.stopping.has_completed_answer`, is the engine's stop rule, re-exported here).
 * :mod:`~active_rag.evaluation.datasets` -- HotpotQA, 2WikiMultihopQA, StrategyQA and RetrievalQA loaders.
 * :mod:`~active_rag.evaluation.prompts` -- DRAGIN appendix F exemplars/templates, RetrievalQA templates.
 * :mod:`~active_rag.evaluation.runner` -- ``active-rag eval``: :func:`run_eval` runs engine methods on a dataset.
@@ -46,7 +46,7 @@ from active_rag.evaluation.plots import plot_methods, plot_sweep
 from active_rag.evaluation.prompts import EXEMPLARS, build_eval_prompt, fewshot_block
 from active_rag.evaluation.config import EvalConfig, MethodSpec, eval_prompt_template
 from active_rag.evaluation.runner import EvalReport, run_eval
-from active_rag.decoding.stopping import COMPLETED_ANSWER_RE, has_completed_answer
+from active_rag.stopping import COMPLETED_ANSWER_RE, has_completed_answer
 
 __all__ = [
     "ANSWER_PHRASE",

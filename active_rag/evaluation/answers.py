@@ -8,17 +8,17 @@ the output and lets the model continue; the words after "So the answer is" are t
   is" and "Therefore, the answer is" both count), or None when there is none (the engine then appends
   :data:`ANSWER_PHRASE` and continues: :func:`needs_answer_prompt`).
 * :func:`retrievalqa_decision` reads a router's "[Yes]"/"[No]" output the way RetrievalQA's code does: it is
-  the router's own reading, :func:`active_rag.methods.routing.authors_decision`.
+  the router's own reading, :func:`active_rag.components.routing.authors_decision`.
 
 When the answer sentence is finished, so that generation may stop, is a stop rule of the engine:
-:func:`active_rag.decoding.stopping.has_completed_answer`.
+:func:`active_rag.stopping.has_completed_answer`.
 """
 
 from __future__ import annotations
 
 import re
 
-from active_rag.methods.routing import authors_decision
+from active_rag.components.routing import authors_decision
 
 __all__ = [
     "ANSWER_PHRASE",
@@ -85,5 +85,5 @@ def needs_answer_prompt(text: str) -> bool:
 
 
 #: Whether a router's output asks to retrieve, as RetrievalQA's code reads it (``postprocess_output`` then
-#: ``check_string_exist``): the routers' own reading, :func:`active_rag.methods.routing.authors_decision`.
+#: ``check_string_exist``): the routers' own reading, :func:`active_rag.components.routing.authors_decision`.
 retrievalqa_decision = authors_decision

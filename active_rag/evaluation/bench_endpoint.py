@@ -26,8 +26,8 @@ def run_endpoint_bench(lm: Any, methods: Sequence[str], questions: Sequence[str]
     """Seconds per question of every method at every batch size (the best of ``repeats``), with retrievals and
     generated tokens per question."""
     from active_rag import ActiveRAG, BM25Index
-    from active_rag.remote.lm import check_remote_method
-    from active_rag.methods.presets import PRESETS
+    from active_rag.components.remote_check import check_remote_method
+    from active_rag.components.presets import PRESETS
 
     for m in methods:
         if m not in PRESETS:
@@ -70,7 +70,7 @@ def cmd_bench_endpoint(args: argparse.Namespace) -> int:
     """The ``endpoint`` suite from ``bench``'s flags; one-line errors, exit code 2."""
     from active_rag.errors import ActiveRAGError, InvalidOptionError
     from active_rag.evaluation.bench import bench_questions
-    from active_rag.model_flags import endpoint_options, given, load_endpoint
+    from active_rag.cli.model_flags import endpoint_options, given, load_endpoint
     from active_rag.validation import check_int
 
     try:

@@ -65,7 +65,7 @@ class LoopRun:
 def loop_run(lm: ActiveLM, method: str, question: str, n: int) -> LoopRun:
     """(a): the engine's ``method`` loop for exactly ``n`` tokens, retrieval disabled, signals on."""
     from active_rag.engine import ActiveRAG
-    from active_rag.methods.triggers import make_trigger
+    from active_rag.components.triggers import make_trigger
 
     clone, opened = _no_eos(lm)
     trigger, theta = LOOP_METHODS[method]
@@ -147,7 +147,7 @@ def naive_token_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _SE
     per generated token (plus one for the last token's row); RIND checked per ``segment`` tokens. Seconds."""
     import torch
 
-    from active_rag.methods.triggers import RindTrigger, SegmentContext
+    from active_rag.components.triggers import RindTrigger, SegmentContext
 
     model = lm.model
     trigger = RindTrigger(theta=1e12)
@@ -180,7 +180,7 @@ def naive_segment_run(lm: ActiveLM, ids: Sequence[int], n: int, segment: int = _
     import torch
 
     from active_rag.signals import entropy_from_logprobs
-    from active_rag.methods.triggers import RindTrigger, SegmentContext
+    from active_rag.components.triggers import RindTrigger, SegmentContext
     from active_rag.types import TokenStep
 
     model = lm.model

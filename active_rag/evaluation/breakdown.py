@@ -6,7 +6,7 @@ The slices label their questions: 2WikiMultihopQA by reasoning type (Ho et al. 2
 answer instead, which shows a method that scores by answering "no" (Geva et al. 2021 report the classes'
 imbalance). The HotpotQA slices (IRCoT's format) drop HotpotQA's own *bridge*/*comparison* label; their questions
 are grouped by form: *yes/no* (a yes or no gold answer: comparisons), *A or B* (the question offers two options,
-:func:`~active_rag.methods.answer_options.question_options`: comparisons) and *other* (nearly all bridge questions). ``active-rag eval`` appends the table to ``results.md`` and writes it to ``summary.json``
+:func:`~active_rag.answer.options.question_options`: comparisons) and *other* (nearly all bridge questions). ``active-rag eval`` appends the table to ``results.md`` and writes it to ``summary.json``
 (``by_type``) whenever the questions fall into two groups or more.
 """
 
@@ -53,8 +53,8 @@ def question_type(example: Example) -> str | None:
     if example.kind == "bool":
         return f"answer {example.answers[0]}"
     if example.kind == "qa":
-        from active_rag.methods.answer_options import question_options
-        from active_rag.text import normalize_answer
+        from active_rag.answer.options import question_options
+        from active_rag.answer.normalize import normalize_answer
 
         if normalize_answer(example.answers[0]) in ("yes", "no"):
             return "yes/no"

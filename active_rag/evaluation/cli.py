@@ -49,7 +49,7 @@ def _sweep(value: str) -> tuple[str, list[float]]:
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from active_rag.model_flags import DefaultName, add_endpoint_options, add_model_options
+    from active_rag.cli.model_flags import DefaultName, add_endpoint_options, add_model_options
     from active_rag.evaluation.datasets import DATASETS
     from active_rag.evaluation.config import DEFAULT_EVAL_MODEL
 
@@ -136,7 +136,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="(a) DRAGIN/FLARE loops with retrieval disabled vs model.generate; (b) vs re-running a full "
         "forward pass with output_attentions; (c) retrieval share with BM25; peak memory per output length.",
     )
-    from active_rag.model_flags import DefaultName
+    from active_rag.cli.model_flags import DefaultName
 
     p.add_argument("--model", default=DefaultName("smollm2"), help="model name or path (default: smollm2); with --endpoint: "
                    "the served model's tokenizer (default: none, plain-text prompts)")
@@ -185,7 +185,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="prefix suite: methods (default wo-rag,sr-rag,flare,dragin)")
     p.add_argument("--prefix-batch", type=int, default=8, help="prefix suite: batch size of the cached pass (default 8)")
     p.add_argument("--prompt-mode", default="auto", help="prefix suite: prompt mode, as in eval (default auto: the model's own)")
-    from active_rag.model_flags import add_endpoint_options, add_model_options
+    from active_rag.cli.model_flags import add_endpoint_options, add_model_options
 
     add_model_options(p)
     add_endpoint_options(p)
@@ -195,7 +195,7 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _model_config(args: argparse.Namespace) -> dict[str, Any]:
     """EvalConfig/BenchConfig fields from the model options, checked before any model loads."""
-    from active_rag.model_flags import model_options
+    from active_rag.cli.model_flags import model_options
 
     options = model_options(args)
     return {
@@ -245,7 +245,7 @@ def _check_methods(config: Any) -> None:
     """Build every method's trigger with its settings: e.g. ``--sweep theta=-1`` fails before the model loads."""
     from active_rag.evaluation.config import _trigger_name, build_methods
     from active_rag.evaluation.paired import resolve_baseline
-    from active_rag.methods.triggers import make_trigger
+    from active_rag.components.triggers import make_trigger
 
     specs = build_methods(config)
     for spec in specs:
@@ -332,8 +332,8 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
     ``--model``; ``None`` without ``--endpoint``."""
     from active_rag.errors import ActiveRAGError
     from active_rag.evaluation.config import build_methods
-    from active_rag.model_flags import endpoint_options, given, load_endpoint
-    from active_rag.remote.lm import check_remote_method
+    from active_rag.cli.model_flags import endpoint_options, given, load_endpoint
+    from active_rag.components.remote_check import check_remote_method
 
     options = endpoint_options(args)
     if options is None:
@@ -341,7 +341,7 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
     if getattr(args, "ray", False):
         raise ValueError("--ray shards the questions over local models; with --endpoint the server serves them all: "
                          "drop --ray (use --batch-size for questions in flight).")
-    from active_rag.methods.presets import PRESETS
+    from active_rag.components.presets import PRESETS
 
     from active_rag.errors import NeedsLocalModelError
 
@@ -468,7 +468,7 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 
 def _cmd_throughput(args: argparse.Namespace) -> int:
     """``bench --suite batch|prefix`` (see :mod:`active_rag.evaluation.throughput`)."""
-    from active_rag.model_flags import model_options
+    from active_rag.cli.model_flags import model_options
     from active_rag.evaluation.throughput import ThroughputConfig, run_throughput
     from active_rag.validation import check_int
 
@@ -477,7 +477,7 @@ def _cmd_throughput(args: argparse.Namespace) -> int:
         check_int("--batch-sizes", b, minimum=1)
     check_int("--questions", args.questions, minimum=1)
     check_int("--prefix-batch", args.prefix_batch, minimum=1)
-    from active_rag.methods.prompt_layout import check_prompt_mode
+    from active_rag.components.prompt_layout import check_prompt_mode
 
     check_prompt_mode(args.prompt_mode)
     _set_threads(args.threads)

@@ -72,10 +72,10 @@ GROUPINGS = ("choice", "form", "type")
 
 def group_of(row: Mapping[str, Any], by: str, types: Mapping[str, str] | None = None) -> str:
     """The group of ``row`` by its question: ``"choice"``: what ``sr-rag-choose`` reads
-    (:func:`active_rag.methods.read_choice.choose_reading`: ``compare`` or ``links``); ``"form"``: choice, yes-no or open
-    (:func:`active_rag.methods.read_choice.question_form`); ``"type"``: the type the dataset labels it with (the
+    (:func:`active_rag.answer.read_choice.choose_reading`: ``compare`` or ``links``); ``"form"``: choice, yes-no or open
+    (:func:`active_rag.answer.read_choice.question_form`); ``"type"``: the type the dataset labels it with (the
     row's ``type``, else ``types[id]``: :func:`active_rag.evaluation.breakdown.question_types`)."""
-    from active_rag.methods.read_choice import choose_reading, question_form
+    from active_rag.answer.read_choice import choose_reading, question_form
 
     if by == "type":
         return str(row.get("type") or (types or {}).get(str(row.get("id")), "-"))
@@ -142,7 +142,7 @@ def settled_file(path: Path, dataset: str, data_dir: Path | None, out: Path) -> 
     """``path``'s rows settled by the answer rules of ``--settle`` (see the module docstring), written to ``out``."""
     from active_rag.evaluation.method_engines import load_corpus_index
     from active_rag.evaluation.settled import row_passages, settle_row
-    from active_rag.methods.answer_check import passages_text
+    from active_rag.answer.check import passages_text
 
     index, _, _ = load_corpus_index(dataset, data_dir)
     by_id = {p.id: p for p in index.passages}

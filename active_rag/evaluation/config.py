@@ -19,7 +19,7 @@ from active_rag.evaluation.prompts import (
     format_dragin_context,
     format_retrievalqa_evidence,
 )
-from active_rag.methods.prompts import PromptTemplate
+from active_rag.components.prompts import PromptTemplate
 from active_rag.types import Passage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,7 +55,7 @@ _SELF_ASK_PHRASE = "So the final answer is"  # Press et al.'s exemplars end with
 
 @dataclass(frozen=True)
 class EvalPromptTemplate(PromptTemplate):
-    """A :class:`~active_rag.methods.prompts.PromptTemplate` whose documents are formatted as the papers' eval prompts do:
+    """A :class:`~active_rag.components.prompts.PromptTemplate` whose documents are formatted as the papers' eval prompts do:
     ``"Context:\\n[1] title text\\n..."`` (DRAGIN appendix F, whitespace collapsed) or RetrievalQA's
     ``"[1] title\\ntext"`` over the first 5 passages."""
 
@@ -106,7 +106,7 @@ def eval_prompt_template(dataset: str) -> EvalPromptTemplate:
         direct=_as_format_template(build_eval_prompt(dataset, _Q_MARK)),
         with_docs=_as_format_template(build_eval_prompt(dataset, _Q_MARK, marker), documents=block),
         dataset=dataset,
-        # the structure of the chat-turns and completion prompt modes (active_rag.methods.prompt_layout)
+        # the structure of the chat-turns and completion prompt modes (active_rag.components.prompt_layout)
         exemplars=EXEMPLARS.get(dataset, ()),
         question_instruction=INSTRUCTIONS.get(dataset) or "",
     )
@@ -140,9 +140,9 @@ class EvalConfig:
     grid: bool = False
     initial_retrieval: bool = False
     context: str | None = None
-    """A context policy for every method (:mod:`active_rag.methods.context`); None: each method's own."""
+    """A context policy for every method (:mod:`active_rag.components.context`); None: each method's own."""
     answer_options: bool = False
-    """Every method answers a choice question with one of its options (:mod:`active_rag.methods.answer_options`);
+    """Every method answers a choice question with one of its options (:mod:`active_rag.answer.options`);
     presets run as ``NAME@options`` unless they already do."""
     router: str | None = None
     model: str = DEFAULT_EVAL_MODEL
@@ -153,7 +153,7 @@ class EvalConfig:
     max_retrievals: int | None = None  # None: no cap (the engine's generated-token guard stops runaways)
     sweep: tuple[str, list[float]] | None = None
     profile: str | None = None  # DRAGIN Table 9 profile; None: the dataset's; "none": no profile
-    prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.methods.prompt_layout)
+    prompt_mode: str = "auto"  # auto (the model's own), single, chat-turns or completion (active_rag.components.prompt_layout)
     ta_are_demos: str = "fixed"  # fixed: the authors' 2 [Yes] / 2 [No]; similar: the 2 most similar [Yes] of the pool
     today: str = EVAL_TODAY  # TA-ARE's "Today is ...": pinned, so that rows never depend on the day they ran
     baseline: str | None = None  # paired comparison against this method; None: sr-rag when run; "none": no comparison
@@ -207,7 +207,7 @@ class EvalConfig:
         check_int("batch_size", self.batch_size, minimum=1, hint="It is the number of questions decoded together, e.g. 8")
         if self.prefix_cache_mb is not None:
             check_number("prefix_cache_mb", self.prefix_cache_mb, minimum=0, hint="It is the prefix KV cache's memory bound in MiB")
-        from active_rag.methods.prompt_layout import check_prompt_mode
+        from active_rag.components.prompt_layout import check_prompt_mode
 
         check_prompt_mode(self.prompt_mode)
         from active_rag.models.weights import check_weights
@@ -229,8 +229,8 @@ class EvalConfig:
 
     @property
     def profile_obj(self) -> Any:
-        """The DRAGIN Table 9 profile of this run (:mod:`active_rag.methods.profiles`), or None."""
-        from active_rag.methods.profiles import get_profile, profile_for_dataset
+        """The DRAGIN Table 9 profile of this run (:mod:`active_rag.components.profiles`), or None."""
+        from active_rag.components.profiles import get_profile, profile_for_dataset
 
         if self.profile == "none":
             return None
@@ -264,7 +264,7 @@ class EvalConfig:
         return out
 
 
-#: ``--sweep check_theta=...``: the answer check's theta (:class:`~active_rag.methods.answer_check.AnswerCheck`), not the trigger's
+#: ``--sweep check_theta=...``: the answer check's theta (:class:`~active_rag.answer.check.AnswerCheck`), not the trigger's
 CHECK_THETA = "check_theta"
 
 
@@ -292,21 +292,21 @@ class MethodSpec:
 
 
 def _trigger_name(spec: MethodSpec) -> str:
-    from active_rag.methods.presets import PRESETS
-    from active_rag.methods.triggers import TRIGGER_ALIASES
+    from active_rag.components.presets import PRESETS
+    from active_rag.components.triggers import TRIGGER_ALIASES
 
     name = PRESETS[spec.preset].trigger if spec.preset else str(spec.trigger)
     return TRIGGER_ALIASES.get(name, name)
 
 
 def _trigger_fields(trigger: str) -> dict[str, dataclasses.Field[Any]]:
-    from active_rag.methods.triggers import TRIGGERS
+    from active_rag.components.triggers import TRIGGERS
 
     return {f.name: f for f in dataclasses.fields(TRIGGERS[trigger])}
 
 
 def _retrieves(spec: MethodSpec) -> bool:
-    from active_rag.methods.triggers import TRIGGERS
+    from active_rag.components.triggers import TRIGGERS
 
     return TRIGGERS[_trigger_name(spec)].action != "never" or spec.initial_retrieval
 
@@ -333,11 +333,11 @@ def _pairs(triggers: list[str], queries: list[str], grid: bool) -> list[tuple[st
 def build_methods(config: EvalConfig) -> list[MethodSpec]:
     """The methods a config asks for, in order: presets, then trigger x query ablations; each expanded
     over the sweep values when its trigger has the swept field; with the router attached where it retrieves."""
-    from active_rag.methods.answer_check import AnswerCheck
-    from active_rag.methods.presets import PRESETS
-    from active_rag.methods.queries import QUERIES
-    from active_rag.methods.routing import ROUTERS
-    from active_rag.methods.triggers import TRIGGER_ALIASES, TRIGGERS
+    from active_rag.answer.check import AnswerCheck
+    from active_rag.components.presets import PRESETS
+    from active_rag.components.queries import QUERIES
+    from active_rag.components.routing import ROUTERS
+    from active_rag.components.triggers import TRIGGER_ALIASES, TRIGGERS
 
     router = config.router_name
     if router not in (*ROUTERS, "none"):
@@ -352,7 +352,7 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
         else:
             methods = list(PRESETS)
     specs: list[MethodSpec] = []
-    from active_rag.methods.context import make_context
+    from active_rag.components.context import make_context
 
     if config.context is not None:
         make_context(config.context)  # an unknown name or setting: its typed error before any model work

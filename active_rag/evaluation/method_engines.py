@@ -28,8 +28,8 @@ from active_rag.evaluation.config import (
 )
 from active_rag.evaluation.datasets import corpus_path, load_dataset
 from active_rag.evaluation.prompts import RETRIEVALQA_TOP_N
-from active_rag.methods.prompts import PromptTemplate
-from active_rag.decoding.stopping import has_completed_answer
+from active_rag.components.prompts import PromptTemplate
+from active_rag.stopping import has_completed_answer
 from active_rag.types import Passage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,7 +80,7 @@ def _router_options(config: EvalConfig, data_dir: Path | None) -> dict[str, Any]
     if config.ta_are_demos != "similar" or config.router_name != "ta-are":
         return {}
     from active_rag.retrieval.embeddings import MiniLMEncoder
-    from active_rag.methods.routing import Demonstration
+    from active_rag.components.routing import Demonstration
 
     pool = [Demonstration(e.question, True) for e in load_dataset(config.dataset, data_dir) if e.needs_retrieval]
     if not pool:
@@ -103,9 +103,9 @@ def build_engine(
 ) -> ActiveRAG:
     """The engine object for one method, with the eval prompt, stop rule, answer phrase and limits of ``config``."""
     from active_rag.engine import ActiveRAG
-    from active_rag.methods.presets import PRESETS
-    from active_rag.methods.triggers import make_trigger
-    from active_rag.settings import engine_kwargs
+    from active_rag.components.presets import PRESETS
+    from active_rag.components.triggers import make_trigger
+    from active_rag.components.settings import engine_kwargs
 
     dataset = config.dataset
     template = eval_prompt_template(dataset)
@@ -131,7 +131,7 @@ def build_engine(
         if preset.prompt in _REPLACEABLE_PROMPTS:
             overrides["prompt"] = template
         if spec.trigger_kwargs:
-            from active_rag.methods.presets import preset_kwargs
+            from active_rag.components.presets import preset_kwargs
 
             profiled = preset_kwargs(spec.preset, config.profile_obj)["trigger"]  # the profile's segment length
             overrides["trigger"] = make_trigger(preset.trigger, **{**dict(preset.trigger_kwargs), **dict(spec.trigger_kwargs),
@@ -169,10 +169,10 @@ def _decodes_with_our_kernel(model: Any) -> bool:
     return any(getattr(layer, "uses_kernel", False) for _, layer in _decode_kernel_layers(model))
 
 
-#: the rules of :func:`~active_rag.methods.linked.follow_links` that change only a folder's (chunked) corpus, named in
+#: the rules of :func:`~active_rag.answer.links.follow_links` that change only a folder's (chunked) corpus, named in
 #: the keys of rows of methods that follow links over one: ``continuation`` (a link displaces the next chunk of a
 #: document the question reads only when it bears on the question as much), ``premise`` (a name only a question's
-#: premise states faces that rule too, :func:`~active_rag.methods.linked.premise_names`)
+#: premise states faces that rule too, :func:`~active_rag.answer.links.premise_names`)
 LINK_RULES = "continuation+premise"
 
 

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from active_rag.text import normalize_answer
+from active_rag.answer.normalize import normalize_answer
 
 __all__ = [
     "F1Score",

@@ -17,8 +17,8 @@ model's own chat markup (not reproduced here: apply the model's chat template in
 from __future__ import annotations
 
 from active_rag.errors import UnknownNameError
-from active_rag.methods.prompts import HOTPOTQA_EXEMPLARS
-from active_rag.methods.routing import ta_are_resources
+from active_rag.components.prompts import HOTPOTQA_EXEMPLARS
+from active_rag.components.routing import ta_are_resources
 from active_rag.types import Passage
 
 __all__ = [
@@ -74,7 +74,7 @@ _WIKI2_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 1: exemplars of 2WMQ
     ),
 )
 
-_HOTPOTQA_EXEMPLARS: tuple[tuple[str, str], ...] = HOTPOTQA_EXEMPLARS  # Prompt 3 (kept in active_rag.methods.prompts)
+_HOTPOTQA_EXEMPLARS: tuple[tuple[str, str], ...] = HOTPOTQA_EXEMPLARS  # Prompt 3 (kept in active_rag.components.prompts)
 
 _STRATEGYQA_EXEMPLARS: tuple[tuple[str, str], ...] = (  # Prompt 5: exemplars of StrategyQA Direct
     (
@@ -177,7 +177,7 @@ def format_dragin_context(passages: list[Passage]) -> str:
 RETRIEVALQA_SYSTEM_PROMPT = "You are a helpful assistant to answer questions."
 
 # The authors' answer templates, read from the file the package ships (``active_rag/data/ta_are_prompts.json``,
-# extracted from RetrievalQA ``utils.PROMPT_DICT``); the router prompts live in :mod:`active_rag.methods.routing`.
+# extracted from RetrievalQA ``utils.PROMPT_DICT``); the router prompts live in :mod:`active_rag.components.routing`.
 _AUTHORS_TEMPLATES = ta_are_resources()["prompt_templates"]
 
 #: ``PROMPT_DICT["openai_chat_no_retrieval"]``.

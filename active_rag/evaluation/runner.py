@@ -5,7 +5,7 @@ routers); this module only wires a dataset to it, scores the outputs and writes 
 
 * Prompts: DRAGIN appendix F few-shot chain-of-thought exemplars (HotpotQA, 2WikiMultihopQA, StrategyQA) and
   the RetrievalQA templates, exactly as :func:`~active_rag.evaluation.prompts.build_eval_prompt` writes them,
-  as an engine :class:`~active_rag.methods.prompts.PromptTemplate` (:func:`eval_prompt_template`). The engine wraps the
+  as an engine :class:`~active_rag.components.prompts.PromptTemplate` (:func:`eval_prompt_template`). The engine wraps the
   prompt in the model's chat template. self-ask and FLARE-instruct keep their own prompts (their triggers
   read the ``Follow up:`` / ``[Search(...)]`` formats those prompts teach).
 * Answers, the DRAGIN way (appendix B): generation stops once an answer sentence is complete
@@ -90,10 +90,10 @@ from active_rag.evaluation.scoring import (  # _read_rows: imported from here by
 )
 from active_rag.evaluation.scoring import resume_rows
 from active_rag.evaluation.store import compact_rows_file, format_failures, is_failed, rows_on_disk
-from active_rag.methods.answer_check import passages_text
-from active_rag.methods.context import FocusContext
-from active_rag.methods.prompt_layout import resolve_prompt_mode
-from active_rag.methods.routing import authors_decision
+from active_rag.answer.check import passages_text
+from active_rag.components.context import FocusContext
+from active_rag.components.prompt_layout import resolve_prompt_mode
+from active_rag.components.routing import authors_decision
 from active_rag.validation import check_date
 from active_rag.types import ActiveRAGResult
 
@@ -306,7 +306,7 @@ class EvalWorker:
         specs: Sequence[MethodSpec] | None = None,
         data_dir: Path | None = None,
     ) -> None:
-        from active_rag.methods.routing import make_router
+        from active_rag.components.routing import make_router
 
         self.config = config
         self.specs = {s.name: s for s in (specs if specs is not None else build_methods(config))}
@@ -406,7 +406,7 @@ class EvalWorker:
 
     def passage_texts(self, ids: Sequence[str]) -> str:
         """The titles and texts of the indexed passages ``ids``, in order, as the engine's grounding reads them
-        (:func:`~active_rag.methods.answer_check.passages_text`); the run's shared index only."""
+        (:func:`~active_rag.answer.check.passages_text`); the run's shared index only."""
         assert self.shared is not None, "passage_texts reads the shared index"
         if self._by_id is None:
             self._by_id = {p.id: p for p in self.shared.inner.passages}

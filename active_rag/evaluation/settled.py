@@ -1,37 +1,37 @@
 """Rows of an engine that settles answers by rule, from the rows of the same engine without the rule.
 
-``AnswerStage(dates=True)`` (:mod:`active_rag.methods.date_compare`) reads only the question and the text the reader
+``AnswerStage(dates=True)`` (:mod:`active_rag.answer.dates`) reads only the question and the text the reader
 wrote: it changes no token, no retrieval and no prompt. A row written by the same engine without it therefore holds
 everything the settled row would: :func:`settle_row` compares the dates of its prediction, re-scores the short answer
 and gives the row the settling engine's key, marking where it came from (``settled_from``: the key it was written
 with). :func:`active_rag.evaluation.scoring._read_rows` does this on resume, so that turning the rule on answers no
 question again; the rows it came from are set aside (``other-settings/``), never lost.
 
-``AnswerStage(each_name=True)`` (:mod:`active_rag.methods.both_names`) asks the model again, but only on a "both"
+``AnswerStage(each_name=True)`` (:mod:`active_rag.answer.both_names`) asks the model again, but only on a "both"
 question whose answer is "yes": every other row of the same engine without it is the row the engine with it writes.
 :func:`carry_row` carries those over and returns ``None`` for the rows it would ask again, so that turning the rule
 on answers only those questions again.
 
-``AnswerCheck(select="new-evidence")`` (:func:`active_rag.methods.answer_check.unsupported_change`) changes only
+``AnswerCheck(select="new-evidence")`` (:func:`active_rag.answer.check.unsupported_change`) changes only
 which of the two answers a look keeps, from the answers' spans and the passages' text: a row written with
 ``select="second"`` is the row it writes unless its second answer changed a draft without the look's evidence.
 :func:`keeps_second` tells which, from the passages' text; such a question is answered again (a row keeps the kept
 answer's full text only).
 
-``FocusContext(compare=1)`` (:meth:`active_rag.methods.context.FocusContext.for_look`) changes the prompt only after
+``FocusContext(compare=1)`` (:meth:`active_rag.components.context.FocusContext.for_look`) changes the prompt only after
 a look the question's form sent to compare what it names: a row written with ``compare=0`` whose look was not such
 a comparison (the trace's ``choice``) is the row it writes; :func:`looked_to_compare` tells which rows are answered
 again.
 
-``AnswerStage(versions=True)`` (:mod:`active_rag.methods.version_compare`) is such a rule too, read before the dates;
+``AnswerStage(versions=True)`` (:mod:`active_rag.answer.versions`) is such a rule too, read before the dates;
 it reads an option's version from its own passage where the reasoning gives none, so a row written without it (or
 with ``versions="reasoning"``, rule ``"version-passages"``) is settled from its prediction and the passages of its
 answer's prompt (``final_passage_ids``, read through ``texts``).
 
-On a folder's corpus, :func:`~active_rag.methods.linked.follow_links` lets a name that only a question's premise
+On a folder's corpus, :func:`~active_rag.answer.links.follow_links` lets a name that only a question's premise
 states ("requests depends on a package described as ...") face the continuation rule
-(:func:`~active_rag.methods.linked.premise_names`): a row written before (rule ``"premise"``) is the row it writes
-unless its question has a premise (:func:`~active_rag.methods.linked.asking_sentence`); such a question is answered
+(:func:`~active_rag.answer.links.premise_names`): a row written before (rule ``"premise"``) is the row it writes
+unless its question has a premise (:func:`~active_rag.answer.links.asking_sentence`); such a question is answered
 again.
 
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"versions"``, ``"each-name"``,
@@ -44,12 +44,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from active_rag.evaluation.metrics import qa_scores
-from active_rag.methods.both_names import both_question, yes_or_no
-from active_rag.methods.answer_check import grounded_in, unsupported_change
-from active_rag.methods.date_compare import settle_dates
-from active_rag.methods.linked import asking_sentence
-from active_rag.methods.version_compare import settle_versions
-from active_rag.text import normalize_answer
+from active_rag.answer.both_names import both_question, yes_or_no
+from active_rag.answer.check import grounded_in, unsupported_change
+from active_rag.answer.dates import settle_dates
+from active_rag.answer.links import asking_sentence
+from active_rag.answer.versions import settle_versions
+from active_rag.answer.normalize import normalize_answer
 from active_rag.types import Passage
 
 __all__ = ["carry_row", "convert_row", "keeps_second", "look_passage_ids", "settle_row"]
@@ -151,7 +151,7 @@ def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageText
     """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"version-passages"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
     ``"premise"``, joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be
     answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``,
-    :func:`looked_to_compare`; ``"premise"``: a question with a premise, :func:`~active_rag.methods.linked.asking_sentence`)."""
+    :func:`looked_to_compare`; ``"premise"``: a question with a premise, :func:`~active_rag.answer.links.asking_sentence`)."""
     missing = set(rules.split("+"))
     if "premise" in missing and asking_sentence(str(row.get("question", ""))) is not None:
         return None  # a question with a premise: its premise's names may now face the continuation rule

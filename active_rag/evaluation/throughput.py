@@ -81,7 +81,7 @@ def _loop_batch(lm: ActiveLM, method: str, questions: Sequence[str], n: int) -> 
 
     from active_rag.evaluation.bench import LOOP_METHODS, _no_eos, _NoRetriever
     from active_rag.engine import ActiveRAG
-    from active_rag.methods.triggers import make_trigger
+    from active_rag.components.triggers import make_trigger
 
     clone, _ = _no_eos(lm)
     first: dict[int, list[int]] = {}  # thread -> prompt of its first session (one question per thread)

@@ -30,7 +30,7 @@ class ModelSpec:
             GGUF is a single file used in place; several mean it is split and gets concatenated.
         size: the GGUF's size in bytes, or ``None`` if unknown (then only the sha256 is checked).
         sha256: the GGUF's sha256, lower-case hex.
-        prompt_mode: the prompt mode (:mod:`active_rag.methods.prompt_layout`) that ``prompt_mode="auto"`` picks for this
+        prompt_mode: the prompt mode (:mod:`active_rag.components.prompt_layout`) that ``prompt_mode="auto"`` picks for this
             model, chosen by the wo-RAG and SR-RAG baselines on the HotpotQA dev slice (README, Evaluation).
     """
 

@@ -40,7 +40,7 @@ from .transport import DEFAULT_MAX_REPLY_BYTES
 from .vocab import PieceVocab, TokenizerVocab
 from ..types import TokenStep
 
-__all__ = ["ATTENTION_REFUSAL", "RemoteLM", "RemoteSession", "check_remote_method", "load_tokenizer"]
+__all__ = ["ATTENTION_REFUSAL", "RemoteLM", "RemoteSession", "load_tokenizer"]
 
 ATTENTION_REFUSAL = (
     "This method reads the model's attention (DRAGIN's RIND trigger, the QFS / attention queries), which an "
@@ -481,16 +481,3 @@ class RemoteLM:
     def complete(self, prompt: str, *, max_new_tokens: int = 32, chat: bool = True, stop: StopCondition | None = None) -> str:
         """Plain greedy completion (routers, question generation)."""
         return "".join(s.text for s in self.stream(prompt, max_new_tokens=max_new_tokens, chat=chat, stop=stop))
-
-
-def check_remote_method(trigger: Any, query: Any, method: str | None = None) -> None:
-    """Raise :class:`~active_rag.errors.NeedsLocalModelError` (one line) when the trigger or query formulator reads
-    attention: what an endpoint cannot give. ``trigger`` / ``query``: names or instances."""
-    from ..methods.queries import make_query
-    from ..methods.triggers import make_trigger
-
-    t = make_trigger(trigger) if isinstance(trigger, str) else trigger
-    q = make_query(query) if isinstance(query, str) else query
-    if getattr(t, "needs_attention", False) or getattr(q, "needs_attention", False):
-        what = f"Method {method!r}" if method else f"Trigger {t.name!r} with query {q.name!r}"
-        raise NeedsLocalModelError(what + ": " + ATTENTION_REFUSAL[0].lower() + ATTENTION_REFUSAL[1:])

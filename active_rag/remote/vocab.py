@@ -1,6 +1,6 @@
 """Token ids for a model behind an endpoint: the engine works on token ids, the server on text.
 
-The engine keeps a prompt and an answer as a list of ids (:class:`~active_rag.methods.prompt_layout.Layout`), crops and
+The engine keeps a prompt and an answer as a list of ids (:class:`~active_rag.components.prompt_layout.Layout`), crops and
 extends it; a :class:`~active_rag.remote.lm.RemoteLM` sends ``decode(ids)`` to the server as text. Two vocabularies
 give those ids, both with an exact round trip (``decode(encode(text)) == text``):
 

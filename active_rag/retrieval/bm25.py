@@ -9,7 +9,7 @@ line), a folder of text files (:mod:`active_rag.retrieval.folder`), or a directo
 Each passage is indexed as ``"<title> <text>"``. Text is lowercased, split into words, stripped of
 stopwords and stemmed with PyStemmer's English (Snowball) stemmer. Retrieval is deterministic: equal
 scores are ordered by position in the corpus. :attr:`BM25Index.name_index` says which passages are about
-which name (their title, or the name their text opens with), for linked retrieval (:mod:`active_rag.methods.linked`).
+which name (their title, or the name their text opens with), for linked retrieval (:mod:`active_rag.answer.links`).
 """
 
 from __future__ import annotations
@@ -352,7 +352,7 @@ class BM25Index:
     @property
     def name_index(self) -> NameIndex:
         """Which passages are about which name (:class:`~active_rag.retrieval.name_index.NameIndex`), for linked retrieval
-        (:mod:`active_rag.methods.linked`): built on first use (2 to 4 s for 20,000 passages), saved with the index."""
+        (:mod:`active_rag.answer.links`): built on first use (2 to 4 s for 20,000 passages), saved with the index."""
         with self._name_lock:
             if self._name_index is None:
                 self._name_index = NameIndex.from_passages(self._passages)

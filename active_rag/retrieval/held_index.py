@@ -1,5 +1,5 @@
 """The name index of a framework's retriever, built from the documents the retriever holds: what the LangChain and
-LlamaIndex adapters give linked retrieval (:mod:`active_rag.methods.linked`), so that it looks names up instead of
+LlamaIndex adapters give linked retrieval (:mod:`active_rag.answer.links`), so that it looks names up instead of
 asking the retriever once per name.
 
 :func:`held_name_index` builds the index once per retriever, the first time linked retrieval asks for it, from the

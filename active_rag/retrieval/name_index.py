@@ -1,4 +1,4 @@
-"""Which passages are about which name: the index that linked retrieval (:mod:`active_rag.methods.linked`) reads instead of
+"""Which passages are about which name: the index that linked retrieval (:mod:`active_rag.answer.links`) reads instead of
 asking the retriever once per name.
 
 A passage is about its title ("Glow (film)" is about Glow) and about the names its text opens with

@@ -1,6 +1,6 @@
 """How much a passage bears on a question, by the words they share (beyond the papers).
 
-Linked retrieval (:mod:`active_rag.methods.linked`) follows the names the read passages mention to their own
+Linked retrieval (:mod:`active_rag.answer.links`) follows the names the read passages mention to their own
 passages. Most names a passage mentions are not the bridge a question needs: "Los Angeles", "World War II", the
 "Golden Globe Award" a film won. Their articles share few of the question's words, while the bridge's article
 shares the relation the question asks about ("government position", "died", "Requires-Python"). :class:`Relevance`

@@ -255,7 +255,7 @@ def plot_qfs_attention(retrieval: Retrieval, *, chars_per_line: int = 120) -> Fi
     Top: the attention weight of each context token (bars; the ``top_n`` chosen positions in blue). Bottom:
     the context as text, each token shaded by its weight, the chosen tokens boxed in bold; the trigger token
     closes the text in red. The retrieval's query is in the title. Needs a retrieval made by
-    :class:`~active_rag.methods.queries.AttentionQuery` (the ``dragin`` preset).
+    :class:`~active_rag.components.queries.AttentionQuery` (the ``dragin`` preset).
     """
     require_matplotlib("active_rag.viz")
     import numpy as np

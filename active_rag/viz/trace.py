@@ -18,7 +18,7 @@ _TRIGGER_SIGNAL = {"rind": ("rind", "above"), "low-confidence": ("prob", "below"
 
 
 def _action(trigger: str) -> str:
-    from ..methods.triggers import TRIGGERS
+    from ..components.triggers import TRIGGERS
 
     cls = TRIGGERS.get(trigger)
     return cls.action if cls is not None else "continue"

@@ -102,7 +102,7 @@ def stand_buckets():
     """On every question the check sent on (the F1 slices), the F1 keeping the draft would gain over the second
     answer, by the draft's weakest-token probability, by the way the question reads, and by the articles its look
     found: what any test of the draft could stand on."""
-    from active_rag.methods.read_choice import choose_reading
+    from active_rag.answer.read_choice import choose_reading
 
     sent = []
     for _, _, _, dataset, got in preset_slices():

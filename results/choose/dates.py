@@ -1,4 +1,4 @@
-"""What settling comparisons of dates (`AnswerStage(dates=True)`, active_rag.methods.date_compare) changes, from the
+"""What settling comparisons of dates (`AnswerStage(dates=True)`, active_rag.answer.dates) changes, from the
 committed rows: `python results/choose/dates.py` from the repository root (qwen2.5-coder-1.5b, `mixed` weights).
 
 The rule reads only the question and the text the reader wrote, so each row gives both answers: the reader's own
@@ -20,7 +20,7 @@ from stop_estimate import rows  # noqa: E402
 from research.answer_check_sweep import answer_score  # noqa: E402
 from active_rag.evaluation.answers import extract_answer  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
-from active_rag.methods.date_compare import settle_dates  # noqa: E402
+from active_rag.answer.dates import settle_dates  # noqa: E402
 
 #: label -> (folder index in a SLICES part: 1 the control's, 2 the methods'; the rows file)
 METHODS = {"retrieve once, 3": (2, "sr-rag"), "retrieve once, 6": (1, "sr-rag"),

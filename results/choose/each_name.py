@@ -1,4 +1,4 @@
-"""What asking a "both" question's names one by one (`AnswerStage(each_name=True)`, active_rag.methods.both_names)
+"""What asking a "both" question's names one by one (`AnswerStage(each_name=True)`, active_rag.answer.both_names)
 changes, from the committed rows: `python results/choose/each_name.py` from the repository root (qwen2.5-coder-1.5b,
 `mixed` weights).
 
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from table import M, R  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
-from active_rag.methods.both_names import both_question  # noqa: E402
+from active_rag.answer.both_names import both_question  # noqa: E402
 
 SLICES = [("union", "real", "eval-union"), ("union", "hidden", "eval-union-notitles"), ("pool", "real", "eval")]
 PRESETS = ("look-again-choose", "sr-rag-choose")

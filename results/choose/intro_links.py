@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from active_rag.methods import linked
+from active_rag.answer import links as linked
 from active_rag.retrieval import name_index as new_ni
 from active_rag.retrieval.bm25 import read_jsonl_passages
 from active_rag.evaluation.method_engines import corpus_path, hidden_titles

@@ -1,5 +1,5 @@
 """What keeping the draft when the look brought nothing for the change (`AnswerCheck(select="new-evidence")`,
-active_rag.methods.answer_check.unsupported_change) would change in the committed `look-again-choose` rows written
+active_rag.answer.check.unsupported_change) would change in the committed `look-again-choose` rows written
 with `select="second"`: `python results/choose/new_evidence.py [--model=qwen2.5-coder-0.5b-mixed]` from the
 repository root (no model; the corpora as the engine indexes them, titles hidden where the slice hides them).
 
@@ -27,7 +27,7 @@ from dates import scores  # noqa: E402
 from research.answer_check_sweep import answer_score  # noqa: E402
 from active_rag.evaluation.method_engines import corpus_path, hidden_titles  # noqa: E402
 from active_rag.evaluation.settled import keeps_second  # noqa: E402
-from active_rag.methods.answer_check import passages_text  # noqa: E402
+from active_rag.answer.check import passages_text  # noqa: E402
 from active_rag.retrieval.bm25 import read_jsonl_passages  # noqa: E402
 
 SLICES = [  # (label, rows folder, dataset folder, dataset, data dir, hidden titles)

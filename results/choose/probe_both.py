@@ -3,7 +3,7 @@
 For each committed row of a method whose question asks whether two names both have a property, the reader is asked
 "Is A P?" and "Is B P?" with the passages the row's final prompt held (in its order, SR-RAG's prompt), and the
 question, when the row answered it "yes", is settled as ``AnswerStage(each_name=True)`` settles it
-(:mod:`active_rag.methods.both_names`). Writes one JSON line a question to ``--out``:
+(:mod:`active_rag.answer.both_names`). Writes one JSON line a question to ``--out``:
 
     python results/choose/probe_both.py ROWS.jsonl --dataset hotpotqa [--data-dir /tmp/union] [--hide-titles] \
         --out results/probe-both/....jsonl
@@ -17,7 +17,7 @@ from active_rag.evaluation.config import EvalConfig, MethodSpec
 from active_rag.evaluation.datasets import corpus_path
 from active_rag.evaluation.method_engines import build_engine, hidden_titles
 from active_rag.evaluation.metrics import qa_scores
-from active_rag.methods.both_names import both_question, settle_both, yes_or_no
+from active_rag.answer.both_names import both_question, settle_both, yes_or_no
 from active_rag.retrieval.bm25 import read_jsonl_passages
 
 

@@ -18,7 +18,7 @@ import torch
 
 from active_rag.decoding.constrained import chain
 from active_rag.engine import generation
-from active_rag.methods.read_choice import question_form
+from active_rag.answer.read_choice import question_form
 
 _BANNED: dict[int, torch.Tensor] = {}
 

@@ -30,8 +30,8 @@ from active_rag.evaluation.settled import settle_row  # noqa: E402
 from active_rag.evaluation.paired import paired_differences  # noqa: E402
 from research.answer_check_sweep import confidence  # noqa: E402
 from active_rag.evaluation.datasets import corpus_path  # noqa: E402
-from active_rag.methods.answer_check import AnswerCheck  # noqa: E402
-from active_rag.methods.presets import PRESETS  # noqa: E402
+from active_rag.answer.check import AnswerCheck  # noqa: E402
+from active_rag.components.presets import PRESETS  # noqa: E402
 
 DRAFT = "look-again-choose@check_theta=0"
 PRESET = "look-again-choose"
@@ -230,7 +230,7 @@ def held_comparison():
     slices with the preset's own rows, its decisions and its draft (scored from the record) stand in for the
     drafts. ``--any-question``: the same for every question, not only comparisons (no rule of the engine)."""
     from research.answer_check_sweep import answer_score
-    from active_rag.methods.read_choice import choose_reading
+    from active_rag.answer.read_choice import choose_reading
 
     print("| Slice | Corpus | Titles | n | base F1 | with it | stood % | difference [95% CI] |")
     print("|---|---|---|---:|---:|---:|---:|---:|")

@@ -116,7 +116,7 @@ def test_each_method_answers_through_the_server(method: str, lm: RemoteLM, index
 
 @pytest.mark.parametrize("router", ["ta-are", "vanilla"])
 def test_routers_decide_through_the_server(router: str, lm: RemoteLM, index: BM25Index) -> None:
-    from active_rag.methods.routing import make_router
+    from active_rag.components.routing import make_router
 
     rag = ActiveRAG.from_preset("sr-rag", lm, index, max_new_tokens=8, top_k=1, router=make_router(router, lm))
     events = list(rag.stream(QUESTION))

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from active_rag import ActiveRAG, Passage
-from active_rag.methods.answer_check import AnswerCheck, answer_confidence, answer_span, echoes_question, make_answer_check
+from active_rag.answer.check import AnswerCheck, answer_confidence, answer_span, echoes_question, make_answer_check
 from active_rag.errors import InvalidOptionError
 from active_rag.types import Retrieval, TokenEvent, TokenStep, TriggerDecision
 from tests.unit_tests.test_loop import ScriptedLM, Word, words

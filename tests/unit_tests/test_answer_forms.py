@@ -19,8 +19,8 @@ import torch
 
 from active_rag import ActiveRAG, ActiveRAGResult, AnswerStream, TokenEvent, TokenStep
 from active_rag.answer_end import answer_body_end, completed_answer_end
-from active_rag.decoding.stopping import COMPLETED_ANSWER_RE, has_completed_answer
-from active_rag.methods.answer_span import answer_span
+from active_rag.stopping import COMPLETED_ANSWER_RE, has_completed_answer
+from active_rag.answer_span import answer_span
 
 QUESTION = "What does the answer say?"
 PHRASE = [" So", " the", " answer", " is"]

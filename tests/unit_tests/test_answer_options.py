@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from active_rag import ActiveRAG, AnswerStage
-from active_rag.methods.answer_check import AnswerCheck, answer_confidence, answer_span, grounded_in
-from active_rag.methods.answer_options import OptionsConstraint, question_options
+from active_rag.answer.check import AnswerCheck, answer_confidence, answer_span, grounded_in
+from active_rag.answer.options import OptionsConstraint, question_options
 from active_rag.evaluation.config import EvalConfig, build_methods
-from active_rag.methods.presets import PRESETS, preset_kwargs
+from active_rag.components.presets import PRESETS, preset_kwargs
 from active_rag.types import TokenEvent, TokenStep
 from tests.unit_tests.test_answer_check import A, B, C, D, QUESTION, Ranked
 from tests.unit_tests.test_loop import ScriptedLM, words
@@ -222,7 +222,7 @@ def test_the_options_chain_after_a_triggers_processor_and_keep_its_hooks(tiny_lm
     options chained behind it, the hook still reaches it."""
     from active_rag.engine import Run as _Run
     from active_rag.engine.generation import Generation
-    from active_rag.methods.triggers import make_trigger
+    from active_rag.components.triggers import make_trigger
 
     rag = ActiveRAG.from_preset("flare-instruct", tiny_lm, Ranked([A, B]), answer_options=True)
     base = make_trigger("search-tag").logits_processor(tiny_lm)

@@ -20,7 +20,7 @@ from active_rag.cli.ask_defaults import (
     default_ask_method,
     default_ask_model,
 )
-from active_rag.methods.context import FocusContext
+from active_rag.components.context import FocusContext
 from active_rag.cli.commands import build_parser, main
 from tests.recipes import recipe
 

@@ -11,7 +11,7 @@ import torch
 
 from active_rag import ActiveLM, ActiveRAG, Passage
 from active_rag.errors import BatchError, InvalidOptionError, RetrieverError
-from active_rag.methods.presets import PRESETS
+from active_rag.components.presets import PRESETS
 from active_rag.types import ActiveRAGResult, Retrieval, TokenEvent
 
 QUESTIONS = [

@@ -1,4 +1,4 @@
-"""A "both" question asked name by name (``AnswerStage(each_name=True)``, :mod:`active_rag.methods.both_names`)."""
+"""A "both" question asked name by name (``AnswerStage(each_name=True)``, :mod:`active_rag.answer.both_names`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import pytest
 
 from active_rag import ActiveRAG, AnswerStage, Passage
-from active_rag.methods.both_names import both_question, settle_both, yes_or_no
-from active_rag.settings import engine_kwargs
+from active_rag.answer.both_names import both_question, settle_both, yes_or_no
+from active_rag.components.settings import engine_kwargs
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
 
 

@@ -8,8 +8,8 @@ import pytest
 from active_rag import ActiveRAG, Passage
 from active_rag.entities import entities_of, generated_entities, is_own_passage, same_entity
 from active_rag.errors import InvalidOptionError
-from active_rag.methods.queries import EntityQuery, QueryContext
-from active_rag.methods.triggers import BridgeTrigger, SegmentContext, make_trigger
+from active_rag.components.queries import EntityQuery, QueryContext
+from active_rag.components.triggers import BridgeTrigger, SegmentContext, make_trigger
 from active_rag.types import TokenStep, TriggerDecision
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
 from tests.recipes import recipe

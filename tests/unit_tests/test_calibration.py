@@ -1,12 +1,12 @@
-"""Threshold calibration (active_rag.engine.calibration) and its cache (active_rag.methods.thresholds): quantiles of known score
+"""Threshold calibration (active_rag.engine.calibration) and its cache (active_rag.components.thresholds): quantiles of known score
 distributions, the cache, and theta="auto" resolution."""
 
 from __future__ import annotations
 
 import pytest
 
-from active_rag.methods.profiles import get_profile
-from active_rag.methods.thresholds import (
+from active_rag.components.profiles import get_profile
+from active_rag.components.thresholds import (
     Calibration,
     calibration_key,
     load_calibration,
@@ -14,7 +14,7 @@ from active_rag.methods.thresholds import (
     save_calibration,
     threshold_for_rate,
 )
-from active_rag.methods.triggers import LowConfidenceTrigger, RindTrigger
+from active_rag.components.triggers import LowConfidenceTrigger, RindTrigger
 
 
 def test_threshold_for_rate_returns_the_right_quantile() -> None:

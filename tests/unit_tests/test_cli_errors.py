@@ -264,7 +264,7 @@ def test_router_options_are_validated_in_the_python_api(tiny_lm: ActiveLM) -> No
     import datetime as dt
 
     from active_rag.errors import InvalidOptionError
-    from active_rag.methods.routing import TaAreRouter, make_router
+    from active_rag.components.routing import TaAreRouter, make_router
 
     with pytest.raises(InvalidOptionError, match="today must be a date written YYYY-MM-DD"):
         TaAreRouter(tiny_lm, today="notadate")

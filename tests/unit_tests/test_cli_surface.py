@@ -13,7 +13,7 @@ import pytest
 
 from active_rag import ActiveRAGResult, __version__
 from active_rag.cli.commands import main
-from active_rag.methods.presets import PRESETS
+from active_rag.components.presets import PRESETS
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,7 +44,7 @@ def test_methods_is_a_table_that_wraps_without_cutting(columns: int, monkeypatch
 
 
 def test_methods_json_gives_whole_descriptions(capsys: pytest.CaptureFixture[str]) -> None:
-    from active_rag.methods.triggers import TRIGGERS
+    from active_rag.components.triggers import TRIGGERS
 
     assert main(["methods", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from active_rag import ActiveRAG, AnswerCheck, AnswerStage, InvalidOptionError, RunSettings
-from active_rag.methods.presets import PRESETS, Preset, preset_kwargs
-from active_rag.settings import FLAT_NAMES, engine_kwargs
+from active_rag.components.presets import PRESETS, Preset, preset_kwargs
+from active_rag.components.settings import FLAT_NAMES, engine_kwargs
 from tests.unit_tests.test_answer_check import _reader
 from tests.unit_tests.test_linked import QUESTION, Wiki
 

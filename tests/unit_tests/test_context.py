@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from active_rag import ActiveRAG, Passage, RunSettings, UnknownNameError
-from active_rag.methods.context import AccumulateContext, FocusContext, RerankContext, make_context
+from active_rag.components.context import AccumulateContext, FocusContext, RerankContext, make_context
 from active_rag.errors import InvalidOptionError
 from tests.unit_tests.test_loop import QUESTION, Recorder, ScriptedLM, Word, _two_trigger_script, run, words
 from tests.recipes import build, recipe

@@ -1,4 +1,4 @@
-"""Settling a comparison of dates with the dates the reader wrote (active_rag.methods.date_compare)."""
+"""Settling a comparison of dates with the dates the reader wrote (active_rag.answer.dates)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import pytest
 from active_rag import ActiveRAG, AnswerStage
 from active_rag.evaluation.scoring import _read_rows
 from active_rag.evaluation.settled import settle_row
-from active_rag.methods.date_compare import (
+from active_rag.answer.dates import (
     comparison_direction,
     dates_by_option,
     describe_comparison,
     settle_dates,
 )
-from active_rag.settings import engine_kwargs
+from active_rag.components.settings import engine_kwargs
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
 from tests.unit_tests.test_read_choice import Corpus
 

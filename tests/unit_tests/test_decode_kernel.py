@@ -33,7 +33,7 @@ from torch import nn
 
 from active_rag import ActiveLM, ActiveRAG, Passage, kernels
 from active_rag.kernels import build as kernel_build
-from active_rag.methods.presets import PRESETS
+from active_rag.components.presets import PRESETS
 from active_rag.models.quantized import Int4Linear, Int8Linear, decode_kernel, layer_from_state, packed_layers
 from active_rag.models.weights import quantize_model
 from tests.conftest import build_tiny_model

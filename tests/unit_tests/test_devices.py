@@ -39,7 +39,7 @@ class _Retriever:
         return [Passage(id=f"p{i}", title=f"T{i}", text=f"Peter Schmeichel passage {i}.") for i in range(k)]
 
 
-@pytest.mark.parametrize("preset", sorted(__import__("active_rag.methods.presets", fromlist=["PRESETS"]).PRESETS))
+@pytest.mark.parametrize("preset", sorted(__import__("active_rag.components.presets", fromlist=["PRESETS"]).PRESETS))
 def test_every_preset_makes_its_tensors_on_a_named_device(tiny_lm: ActiveLM, preset: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from active_rag import ActiveRAG
 

@@ -4,9 +4,9 @@ name the corpus's documents; choice options whatever their case; the name index 
 from __future__ import annotations
 
 from active_rag.markup import identifiers, prose
-from active_rag.methods.answer_options import question_options
-from active_rag.methods import linked
-from active_rag.methods.linked import follow_links, mentioned_names, question_names
+from active_rag.answer.options import question_options
+from active_rag.answer import links as linked
+from active_rag.answer.links import follow_links, mentioned_names, question_names
 from active_rag.retrieval.name_index import NameIndex, attach_name_index
 from active_rag.types import Passage
 

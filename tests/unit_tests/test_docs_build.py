@@ -105,7 +105,7 @@ def test_mkdocs_build_is_strict_clean(site: Path) -> None:
     reference = (site / "reference" / "active_rag" / "index.html").read_text(encoding="utf-8")
     assert 'id="active_rag.ActiveRAG"' in reference and 'id="active_rag.BM25Index"' in reference
     triggers = (site / "reference" / "triggers" / "index.html").read_text(encoding="utf-8")
-    assert 'id="active_rag.methods.triggers.RindTrigger"' in triggers
+    assert 'id="active_rag.components.triggers.RindTrigger"' in triggers
 
 
 @pytest.mark.slow

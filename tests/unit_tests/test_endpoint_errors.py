@@ -153,7 +153,7 @@ def _hotpot(root: Path) -> Path:
 def test_eval_endpoint_default_methods_leave_out_those_that_need_a_local_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from active_rag.evaluation import runner
-    from active_rag.methods.presets import PRESETS
+    from active_rag.components.presets import PRESETS
 
     ran: list[str] = []
 

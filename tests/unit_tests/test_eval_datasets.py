@@ -366,7 +366,7 @@ def test_retrievalqa_prompts() -> None:
 
 
 def test_router_prompts() -> None:
-    from active_rag.methods.routing import TaAreRouter, VanillaRouter
+    from active_rag.components.routing import TaAreRouter, VanillaRouter
 
     vanilla = VanillaRouter(None).prompt("Q?")  # type: ignore[arg-type]
     assert vanilla.endswith('Only answer "[Yes]" or "[No]".\n\nQuestion: Q?\nAnswer:')

@@ -25,7 +25,7 @@ from active_rag.evaluation.metrics import (
     qa_scores,
     strategyqa_accuracy,
 )
-from active_rag.decoding.stopping import COMPLETED_ANSWER_RE, has_completed_answer
+from active_rag.stopping import COMPLETED_ANSWER_RE, has_completed_answer
 
 # ------------------------------------------------------------------------------------------ normalisation
 

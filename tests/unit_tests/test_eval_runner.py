@@ -261,7 +261,7 @@ def test_eval_ablation_trigger_query(tiny_lm: ActiveLM, hotpot_dir: Path, tmp_pa
 
 
 def test_eval_retrievalqa_router(tiny_lm: ActiveLM, rqa_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from active_rag.methods.routing import TaAreRouter
+    from active_rag.components.routing import TaAreRouter
 
     seen_system: list[str | None] = []
 
@@ -349,9 +349,9 @@ def test_a_calibration_cached_between_runs_is_named_and_keeps_the_paper_rows(
         tiny_lm: ActiveLM, hotpot_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`eval --methods dragin` uses a calibration cached since the last run (theta="auto"): results.md says so,
     and the rows answered at the profile's theta are set aside, not deleted, so switching back resumes."""
-    from active_rag.methods.thresholds import Calibration, save_calibration
-    from active_rag.methods.prompt_layout import resolve_prompt_mode
-    from active_rag.methods.triggers import RindTrigger
+    from active_rag.components.thresholds import Calibration, save_calibration
+    from active_rag.components.prompt_layout import resolve_prompt_mode
+    from active_rag.components.triggers import RindTrigger
 
     monkeypatch.setenv("ACTIVE_RAG_CACHE", str(tmp_path / "cache"))
     cfg = _config(hotpot_dir, tmp_path, methods=["dragin"], limit=2)
@@ -385,7 +385,7 @@ def test_ta_are_date_is_pinned_recorded_and_part_of_the_resume_key(tiny_lm: Acti
     import datetime as dt
 
     from active_rag.evaluation.config import EVAL_TODAY
-    from active_rag.methods.routing import TaAreRouter
+    from active_rag.components.routing import TaAreRouter
 
     prompts: list[str] = []
 

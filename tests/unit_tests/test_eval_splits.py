@@ -168,7 +168,7 @@ def test_focus_rows_from_before_comparison_looks_were_read_in_full_answer_only_t
     """Rows of ``focus`` written before comparison looks were read in full (``focus:compare=0``'s key) resume under
     ``focus``: a row whose look was not sent to compare is carried over, a comparison look's question is answered
     again, and the rows it replaces are set aside."""
-    from active_rag.methods.context import FocusContext
+    from active_rag.components.context import FocusContext
 
     with pytest.MonkeyPatch.context() as mp:  # focus as it was: comparison looks focused like any other
         defaults = FocusContext.__init__.__defaults__

@@ -132,3 +132,25 @@ def test_the_packages_do_not_import_the_research_scripts() -> None:
             importers += [str(path.relative_to(ROOT)) for n in names if n.split(".")[0] == "research"]
     assert not importers, importers
     assert (ROOT / "research" / "linked_recall.py").is_file()  # the scripts are there, beside the packages
+
+
+#: The rooms of ``active_rag``, lowest first: a module imports only from its own room or lower ones (the package's
+#: top-level modules are the floor: types, errors, text, stop rules...). The adapters sit above all of them.
+ROOMS = (("top",), ("kernels", "models"), ("decoding", "retrieval", "remote"), ("answer",), ("components",),
+         ("engine",), ("evaluation", "cli", "viz"))
+
+
+def _room(module: str) -> int:
+    parts = module.split(".")
+    if parts[0] != "active_rag":
+        return len(ROOMS)  # the adapters
+    name = parts[1] if len(parts) > 1 and (ROOT / "active_rag" / parts[1] / "__init__.py").exists() else "top"
+    return next(i for i, names in enumerate(ROOMS) if name in names)
+
+
+def test_every_room_of_active_rag_is_in_a_floor_and_no_import_climbs_back_up() -> None:
+    packages = {p.name for p in (ROOT / "active_rag").iterdir() if (p / "__init__.py").exists()}
+    assert packages <= {name for names in ROOMS for name in names}, "a new subpackage needs its floor in ROOMS"
+    climbs = [f"{a} -> {b}" for a, targets in _graph().items() for b in sorted(targets)
+              if a != "active_rag" and _room(a) < _room(b)]
+    assert climbs == [], "imports that climb back up: " + "; ".join(climbs)

@@ -1,4 +1,4 @@
-"""The look that follows the passages' links (``look-again-linked``, ``sr-rag-linked``, :mod:`active_rag.methods.linked`):
+"""The look that follows the passages' links (``look-again-linked``, ``sr-rag-linked``, :mod:`active_rag.answer.links`):
 the names the passages mention that are worth following, their own articles looked up in the retriever's name
 index (no retriever call per name), ranked by the question's words, then the question's next passages."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from active_rag import ActiveRAG, AnswerStage, Passage, RunSettings
-from active_rag.methods.answer_check import AnswerCheck
+from active_rag.answer.check import AnswerCheck
 from active_rag.errors import RetrieverError
-from active_rag.methods.linked import (
+from active_rag.answer.links import (
     MAX_NAMES,
     follow_links,
     linked_articles,

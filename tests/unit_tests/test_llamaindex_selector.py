@@ -13,7 +13,7 @@ from llama_index.core.tools import QueryEngineTool, ToolMetadata
 
 from active_rag import ActiveLM
 from active_rag.errors import EmptyQuestionError, UnknownNameError
-from active_rag.methods.routing import VanillaRouter
+from active_rag.components.routing import VanillaRouter
 from llamaindex_active_rag import ActiveHFLLM, ActiveRAGQueryEngine, ActiveRouteEvent, TaAreSelector
 
 QUESTION = "Who won the most recent Ballon d'Or?"
@@ -38,7 +38,7 @@ def test_selects_retrieval_on_yes(tiny_lm: ActiveLM, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(tiny_lm, "complete", script)
     selector = TaAreSelector(tiny_lm, today="2024-05-01")
     result = selector.select(CHOICES, QUESTION)
-    if index is None:  # no verdict: the router's own reading of such an output (active_rag.methods.routing) decides
+    if index is None:  # no verdict: the router's own reading of such an output (active_rag.components.routing) decides
         index = 0 if selector.router.decide(QUESTION).retrieve else 1
     assert result.ind == index
     assert result.reason == output  # the raw model output

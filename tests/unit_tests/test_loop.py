@@ -452,7 +452,7 @@ def test_real_sessions_running_max_equals_full_attention_across_commit_crop_and_
 def test_rind_trigger_reads_the_real_running_max_and_fires_where_brute_force_says(real: RealModel) -> None:
     """RIND's a_max and raw scores (Eq. 5: H * a_max * s) on a real session after a crop equal the brute-force
     ones, and with a threshold between the two largest brute-force scores it fires at the largest."""
-    from active_rag.methods.triggers import RindTrigger, SegmentContext
+    from active_rag.components.triggers import RindTrigger, SegmentContext
 
     prompt = real.lm.prompt_ids("Were Scott Derrickson and Ed Wood of the same nationality?")
     session = real.lm.session(prompt, capture_attention=True)
@@ -475,7 +475,7 @@ def test_rind_trigger_reads_the_real_running_max_and_fires_where_brute_force_say
 
 def test_dragin_loop_gives_rind_the_sessions_running_max(real: RealModel, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the engine: the a_max in each RIND decision is the brute-force one of the session it came from."""
-    from active_rag.methods.triggers import RindTrigger
+    from active_rag.components.triggers import RindTrigger
 
     sessions: list[tuple[int, object]] = []
     open_session = real.lm.session
@@ -586,7 +586,7 @@ def test_engine_options_are_validated(kwargs: dict[str, object], message: str) -
 )
 def test_trigger_constructors_reject_bad_numbers(trigger: str, kwargs: dict[str, float], message: str) -> None:
     from active_rag.errors import InvalidOptionError
-    from active_rag.methods.triggers import make_trigger
+    from active_rag.components.triggers import make_trigger
 
     with pytest.raises(InvalidOptionError, match=message):
         make_trigger(trigger, **kwargs)
@@ -627,7 +627,7 @@ def test_dragin_code_drops_the_whole_hallucinated_sentence() -> None:
 
 def test_rind_truncate_option_is_validated() -> None:
     from active_rag.errors import InvalidOptionError
-    from active_rag.methods.triggers import make_trigger
+    from active_rag.components.triggers import make_trigger
 
     with pytest.raises(InvalidOptionError, match="rind truncate must be one of word, sentence, got 'token'"):
         make_trigger("rind", truncate="token")

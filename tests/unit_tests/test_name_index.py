@@ -8,7 +8,7 @@ import json
 import pytest
 
 from active_rag import Passage
-from active_rag.methods.linked import follow_links
+from active_rag.answer.links import follow_links
 from active_rag.retrieval.name_index import (
     NameIndex,
     attach_name_index,

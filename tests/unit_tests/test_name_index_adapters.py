@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from active_rag import Passage
-from active_rag.methods.linked import follow_links
+from active_rag.answer.links import follow_links
 from active_rag.retrieval.bm25 import BM25Index
 
 pytest.importorskip("langchain_core")

@@ -1,5 +1,5 @@
 """``AnswerCheck(select="new-evidence")``: after a look, the second answer replaces the draft unless the look brought
-no evidence for the change (:func:`active_rag.methods.answer_check.unsupported_change`), and rows written with
+no evidence for the change (:func:`active_rag.answer.check.unsupported_change`), and rows written with
 ``select="second"`` resume under it, answering again only the questions whose kept answer it changes
 (:func:`active_rag.evaluation.settled.keeps_second`)."""
 
@@ -13,8 +13,8 @@ import pytest
 from active_rag import ActiveRAG, AnswerCheck
 from active_rag.evaluation.scoring import _read_rows
 from active_rag.evaluation.settled import convert_row, keeps_second
-from active_rag.methods.answer_check import AnswerConfidence, passages_text, unsupported_change
-from active_rag.methods.presets import PRESETS
+from active_rag.answer.check import AnswerConfidence, passages_text, unsupported_change
+from active_rag.components.presets import PRESETS
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
 from tests.unit_tests.test_read_choice import ALL, Corpus
 

@@ -13,7 +13,7 @@ import torch
 from active_rag import ActiveLM, ActiveRAG, Passage
 from active_rag.errors import InvalidOptionError
 from active_rag.decoding.prefix_cache import PrefixCache, common_prefix_length
-from active_rag.methods.presets import PRESETS
+from active_rag.components.presets import PRESETS
 
 EXEMPLARS = "Question: Who is he? Answer: He is a director. So the answer is a director.\n" * 6
 QUESTIONS = [

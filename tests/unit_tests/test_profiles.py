@@ -1,12 +1,12 @@
-"""DRAGIN Table 9 profiles (active_rag.methods.profiles) and their use by presets."""
+"""DRAGIN Table 9 profiles (active_rag.components.profiles) and their use by presets."""
 
 from __future__ import annotations
 
 import pytest
 
 from active_rag.errors import UnknownNameError
-from active_rag.methods.presets import preset_kwargs
-from active_rag.methods.profiles import PROFILES, get_profile, profile_for_dataset
+from active_rag.components.presets import preset_kwargs
+from active_rag.components.profiles import PROFILES, get_profile, profile_for_dataset
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Prompt modes (active_rag.methods.prompt_layout): the chat turns each mode renders, the shared prefix first, and the
+"""Prompt modes (active_rag.components.prompt_layout): the chat turns each mode renders, the shared prefix first, and the
 question's token span."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 from active_rag import ActiveRAG, Passage, RunSettings
 from active_rag.errors import UnknownNameError
-from active_rag.methods.prompt_layout import PROMPT_MODES, build_layout, chat_messages, completion_text
-from active_rag.methods.prompts import DRAGIN_PROMPT, SELF_ASK_PROMPT, PromptTemplate
+from active_rag.components.prompt_layout import PROMPT_MODES, build_layout, chat_messages, completion_text
+from active_rag.components.prompts import DRAGIN_PROMPT, SELF_ASK_PROMPT, PromptTemplate
 
 FEWSHOT = PromptTemplate(
     name="fewshot",
@@ -93,7 +93,7 @@ def test_engine_records_its_prompt_mode(tiny_lm, fake_retriever) -> None:
 
 def test_auto_prompt_mode_is_the_models_own() -> None:
     from active_rag.errors import UnknownNameError
-    from active_rag.methods.prompt_layout import check_prompt_mode, default_prompt_mode, resolve_prompt_mode
+    from active_rag.components.prompt_layout import check_prompt_mode, default_prompt_mode, resolve_prompt_mode
 
     assert default_prompt_mode("qwen2.5-coder-0.5b") == "chat-turns"
     assert default_prompt_mode("qwen2.5-coder-1.5b") == "chat-turns"

@@ -65,6 +65,6 @@ def test_the_subpackages_public_names_import() -> None:
 
 @pytest.mark.parametrize("old", ["context", "linked", "presets", "routing", "embeddings", "registry", "model"])
 def test_the_modules_flat_paths_from_before_the_subpackages_do_not_import(old: str) -> None:
-    """A module lives at one path: ``active_rag.methods.context``, never ``active_rag.context``."""
+    """A module lives at one path: ``active_rag.components.context``, never ``active_rag.context``."""
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(f"active_rag.{old}")

@@ -1,4 +1,4 @@
-"""Unit tests of active_rag.methods.queries: every query formulator on hand-made contexts."""
+"""Unit tests of active_rag.components.queries: every query formulator on hand-made contexts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from active_rag.errors import UnknownNameError
-from active_rag.methods.queries import (
+from active_rag.components.queries import (
     GENERATED_QUESTION_PROMPT,
     QUERIES,
     QUERY_ALIASES,
@@ -342,7 +342,7 @@ def test_query_formulator_numbers_are_checked(make, message) -> None:
 
 
 def test_question_entity_query_adds_the_generated_bridge_entity() -> None:
-    from active_rag.methods.queries import QueryContext, QuestionEntityQuery, generated_entities
+    from active_rag.components.queries import QueryContext, QuestionEntityQuery, generated_entities
 
     question = "Who is the father of Kasper Schmeichel?"
     text = "Kasper Schmeichel is a Danish goalkeeper. His father is Peter Schmeichel, who won in 1992."
@@ -357,7 +357,7 @@ def test_question_entity_query_adds_the_generated_bridge_entity() -> None:
 
 
 def test_generated_attention_query_ranks_generated_tokens_only() -> None:
-    from active_rag.methods.queries import GeneratedAttentionQuery, QueryContext
+    from active_rag.components.queries import GeneratedAttentionQuery, QueryContext
 
     ctx = QueryContext(question="q", output=[], segment=[], decision=TriggerDecision(fire=True, trigger="t"),
                        question_span=(2, 6), output_start=10)
@@ -367,7 +367,7 @@ def test_generated_attention_query_ranks_generated_tokens_only() -> None:
 
 
 def test_next_hop_query_asks_the_entity_then_the_question() -> None:
-    from active_rag.methods.queries import NextHopQuery, QueryContext
+    from active_rag.components.queries import NextHopQuery, QueryContext
 
     question = "Who is the father of Kasper Schmeichel?"
 

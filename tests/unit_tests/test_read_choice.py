@@ -1,5 +1,5 @@
 """The per-question choice of what to read after the question's passages (``sr-rag-choose``,
-:mod:`active_rag.methods.read_choice`): a comparison of things the question names reads their own articles, any other
+:mod:`active_rag.answer.read_choice`): a comparison of things the question names reads their own articles, any other
 question follows the links of its passages."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import math
 import pytest
 
 from active_rag import ActiveRAG, AnswerCheck, AnswerStage, Passage
-from active_rag.methods.answer_check import answer_confidence
+from active_rag.answer.check import answer_confidence
 from active_rag.types import TokenStep
 from active_rag.errors import InvalidOptionError
 from active_rag.retrieval.name_index import NameIndex
-from active_rag.methods.presets import PRESETS
-from active_rag.methods.read_choice import choose_reading, question_form
+from active_rag.components.presets import PRESETS
+from active_rag.answer.read_choice import choose_reading, question_form
 from tests.unit_tests.test_answer_check import _reader
 from tests.unit_tests.test_linked import printed
 from tests.unit_tests.test_loop import ScriptedLM, Word, words

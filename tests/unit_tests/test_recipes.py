@@ -11,7 +11,7 @@ import pytest
 
 import active_rag
 from active_rag import ActiveRAG
-from active_rag.methods.presets import PRESETS
+from active_rag.components.presets import PRESETS
 from tests.unit_tests.test_answer_check import _reader
 from tests.unit_tests.test_linked import QUESTION, Wiki
 

@@ -1,4 +1,4 @@
-"""Unit tests of active_rag.methods.routing: the authors' TA-ARE and vanilla prompts, verdict parsing, decisions
+"""Unit tests of active_rag.components.routing: the authors' TA-ARE and vanilla prompts, verdict parsing, decisions
 with a stub model, and demonstration choice by embedding similarity."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import active_rag
 from active_rag.errors import UnknownNameError
-from active_rag.methods.routing import (
+from active_rag.components.routing import (
     ROUTERS,
     Demonstration,
     TaAreRouter,
@@ -178,7 +178,7 @@ def test_first_verdict_parser_falls_back_to_default(cls) -> None:
 
 def test_authors_decision_matches_the_harness_reading() -> None:
     from active_rag.evaluation.answers import retrievalqa_decision
-    from active_rag.methods.routing import authors_decision
+    from active_rag.components.routing import authors_decision
 
     for output in ["[Yes].", "Yes, I need to", "[No]", "Yes!", "I don't know", "'yes'", "no, yes."]:
         assert authors_decision(output) is retrievalqa_decision(output)

@@ -1,4 +1,4 @@
-"""Unit tests of active_rag.methods.triggers on hand-made segments of ``TokenStep``s."""
+"""Unit tests of active_rag.components.triggers on hand-made segments of ``TokenStep``s."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from active_rag.errors import UnknownNameError
-from active_rag.methods.triggers import (
+from active_rag.components.triggers import (
     TRIGGER_ALIASES,
     TRIGGERS,
     BracketBias,

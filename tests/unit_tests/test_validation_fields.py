@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from active_rag.errors import InvalidOptionError
-from active_rag.methods.queries import make_query
-from active_rag.methods.triggers import make_trigger
+from active_rag.components.queries import make_query
+from active_rag.components.triggers import make_trigger
 from active_rag.validation import check_fields
 
 

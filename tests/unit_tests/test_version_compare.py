@@ -1,4 +1,4 @@
-"""Settling a comparison of versions with the versions the reader wrote (active_rag.methods.version_compare)."""
+"""Settling a comparison of versions with the versions the reader wrote (active_rag.answer.versions)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from active_rag import ActiveRAG, AnswerStage
 from active_rag.evaluation.scoring import _read_rows
 from active_rag.evaluation.settled import convert_row
 from active_rag.errors import InvalidOptionError
-from active_rag.methods.version_compare import asks_versions, settle_versions, versions_by_option, versions_in_passages
+from active_rag.answer.versions import asks_versions, settle_versions, versions_by_option, versions_in_passages
 from active_rag.retrieval.name_index import NameIndex
 from active_rag.types import Passage
-from active_rag.settings import engine_kwargs
+from active_rag.components.settings import engine_kwargs
 from tests.unit_tests.test_loop import ScriptedLM, Word, words
 from tests.unit_tests.test_read_choice import Corpus
 

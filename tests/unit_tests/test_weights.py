@@ -281,8 +281,8 @@ def test_eval_rows_of_packed_weights_go_to_their_own_folder(tmp_path: Path) -> N
 
 
 def test_calibrations_are_keyed_by_weights_and_dtype(float_and_packed, fake_retriever, tmp_path: Path, monkeypatch) -> None:
-    from active_rag.methods.thresholds import Calibration, save_calibration
-    from active_rag.methods.triggers import LowConfidenceTrigger
+    from active_rag.components.thresholds import Calibration, save_calibration
+    from active_rag.components.triggers import LowConfidenceTrigger
 
     monkeypatch.setenv("ACTIVE_RAG_CACHE", str(tmp_path))
     trigger = LowConfidenceTrigger(theta="auto")

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from active_rag import TokenStep
 from langchain_active_rag import ChatActiveHF
-from active_rag.decoding.stopping import StopFilter
+from active_rag.stopping import StopFilter
 from langchain_active_rag.chat_models import to_chat_turns
 
 

@@ -12,8 +12,8 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import AddableDict, RunnableLambda
 
 from active_rag import EmptyQuestionError, RouteDecision, UnknownNameError
-from active_rag.methods.routing import TaAreRouter as EngineTaAre
-from active_rag.methods.routing import VanillaRouter
+from active_rag.components.routing import TaAreRouter as EngineTaAre
+from active_rag.components.routing import VanillaRouter
 from langchain_active_rag import ROUTE_EVENT, ActiveRAG, ChatActiveHF, TaAreRouter
 
 QUESTION = "Who is the father of Kasper Schmeichel?"

@@ -17,7 +17,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.retrievers import BaseRetriever
 
 import active_rag
-from active_rag.methods.linked import follow_links
+from active_rag.answer.links import follow_links
 from active_rag.retrieval import held_index
 from langchain_active_rag import ActiveRAG, attach_name_index
 from langchain_active_rag._convert import document_id

@@ -22,7 +22,7 @@ from langgraph.types import Command  # noqa: E402
 from active_rag import ActiveRAG as Engine  # noqa: E402
 from active_rag import RouteDecision, make_router  # noqa: E402
 from active_rag.errors import EmptyQuestionError, RetrieverError  # noqa: E402
-from active_rag.methods.presets import PRESETS  # noqa: E402
+from active_rag.components.presets import PRESETS  # noqa: E402
 from langchain_active_rag import ActiveRAG  # noqa: E402
 from langchain_active_rag.graph import (  # noqa: E402
     ActiveRAGNodes,

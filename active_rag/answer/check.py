@@ -25,9 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .answer_span import answer_span
+from ..answer_span import answer_span
 from ..errors import InvalidOptionError
-from ..text import normalize_answer
+from .normalize import normalize_answer
 from ..types import Passage, TokenStep
 
 __all__ = ["GROUNDED_RULES", "PASSAGE_RULES", "SELECT_RULES", "AnswerCheck", "AnswerConfidence", "answer_confidence",
@@ -158,8 +158,8 @@ class AnswerCheck:
             default) or ``"draft"`` (the question followed by the draft answer's text, its reasoning and answer: the
             bridge entity the draft names finds the next hop, as FLARE retrieves with the generated sentence, §3.1)
             or ``"linked"`` (the own articles of the names the draft's passages mention and the question does not,
-            then the question's next passages: :func:`active_rag.methods.linked.linked_articles`) or ``"choose"``
-            (what the question's form chooses, :func:`active_rag.methods.read_choice.choose_reading`: a comparison
+            then the question's next passages: :func:`active_rag.answer.links.linked_articles`) or ``"choose"``
+            (what the question's form chooses, :func:`active_rag.answer.read_choice.choose_reading`: a comparison
             of named things reads their own articles, any other question the links; the ``look-again-choose``
             preset). Each way the retrieval asks for passages the prompt does not hold.
     """
@@ -174,9 +174,9 @@ class AnswerCheck:
     reader is sure of the answers it makes up: on HotpotQA dev a quarter of its drafts from three passages are not
     found in them (docs/context.md, "Read nothing more when the draft is sure")."""
     held_comparison_stands: bool = False
-    """With ``query="choose"``: an unsure draft of a comparison (:func:`~active_rag.methods.read_choice.choose_reading`)
+    """With ``query="choose"``: an unsure draft of a comparison (:func:`~active_rag.answer.read_choice.choose_reading`)
     whose named things' own articles its passages already hold stands, for the look would read only the question's
-    next passages (:func:`~active_rag.methods.linked.question_articles` finds none). Estimated from the rows, not yet
+    next passages (:func:`~active_rag.answer.links.question_articles` finds none). Estimated from the rows, not yet
     in a preset (docs/context.md, "Read nothing more when the draft is sure")."""
     name: str = "answer-check"
 

@@ -6,7 +6,7 @@ film starring then 17-year-old Shirley Temple" leads to the article titled "Shir
 post is. The question's words rank the bridge's article low (it shares one name with the question, if any), so
 retrieving the question's next passages rarely finds it; the name in the passage does.
 
-:func:`follow_links` is the second look's query ``"linked"`` (:class:`~active_rag.methods.answer_check.AnswerCheck`) and
+:func:`follow_links` is the second look's query ``"linked"`` (:class:`~active_rag.answer.check.AnswerCheck`) and
 ``ActiveRAG(answer=AnswerStage(links=True))`` (the ``sr-rag-linked`` preset):
 
 1. the names the prompt's passages mention (:func:`mentioned_names`): capitalised phrases that the question does
@@ -372,7 +372,7 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
 def question_articles(retriever: Any, question: str, held: set[str] | frozenset[str]) -> dict[str, str]:
     """The own articles of the names ``question`` mentions that the prompt does not hold (``held``), from the
     retriever's name index (passage id -> name; no retriever call): what a comparison's look reads before the
-    question's next passages (:func:`~active_rag.methods.read_choice.choose_reading`). Empty when the prompt holds
+    question's next passages (:func:`~active_rag.answer.read_choice.choose_reading`). Empty when the prompt holds
     every one, when none resolves, and without a name index."""
     if name_index_of(retriever) is None:
         return {}
@@ -414,7 +414,7 @@ def check_follow_links(follow_links: bool | str, context: Any, retrieves_first: 
     """``ActiveRAG(answer=AnswerStage(links=True))`` (``follow_links=True`` as a preset override): right after the
     retrieval with the question, before the first token, add the own articles of the names its passages mention
     (:func:`linked_sources`); ``"choose"``: first choose by the question's form whether to follow those links or only
-    the question's own names (:func:`active_rag.methods.read_choice.choose_reading`). That needs a first retrieval
+    the question's own names (:func:`active_rag.answer.read_choice.choose_reading`). That needs a first retrieval
     (``trigger="once"`` or ``RunSettings(initial_retrieval=True)``) and a context policy that keeps both retrievals' passages (``accumulate`` or
     ``rerank``); raises :class:`~active_rag.errors.InvalidOptionError` otherwise."""
     if follow_links not in (True, False, "choose"):

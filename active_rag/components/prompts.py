@@ -1,5 +1,5 @@
 """Prompt templates. A template renders the user message for a question, with or without retrieved
-passages; :mod:`active_rag.methods.prompt_layout` lays it out in one of three prompt modes (one chat message,
+passages; :mod:`active_rag.components.prompt_layout` lays it out in one of three prompt modes (one chat message,
 exemplars as prior chat turns, or plain completion without chat template) and the loop appends the answer so far.
 
 Every template puts what all questions share (instruction, exemplars) before the documents and the
@@ -26,7 +26,7 @@ class PromptTemplate:
     with_docs: str
     doc_format: str = "[{i}] {title} {text}"
     doc_separator: str = "\n"
-    # The structure the "chat-turns" and "completion" prompt modes need (active_rag.methods.prompt_layout). A template
+    # The structure the "chat-turns" and "completion" prompt modes need (active_rag.components.prompt_layout). A template
     # without exemplars and instruction is laid out from ``direct``/``with_docs`` in every mode.
     instruction: str = ""  # shared text before the exemplars
     exemplars: tuple[tuple[str, str], ...] = ()  # (question, answer) pairs

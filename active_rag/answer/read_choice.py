@@ -5,14 +5,14 @@ multi-hop slices the decision that pays is *what* to add to the question's first
 form says it before a token is written (``ActiveRAG(answer=AnswerStage(links="choose"))``):
 
 - **compare**: the question compares things it names by their own attributes: a choice question
-  (:func:`~active_rag.methods.answer_options.question_options`: "Who is older, Annie Morton or Terry Richardson?") or a
+  (:func:`~active_rag.answer.options.question_options`: "Who is older, Annie Morton or Terry Richardson?") or a
   yes/no question that names at least two things ("Are the Laleli Mosque and Esma Sultan Mansion located in the
   same neighborhood?"), and no word of it asks for a relation of theirs (:data:`RELATION_WORDS`: "Which film has
   the director who died later, ...?" asks about two other people). The evidence is the named things' own
   articles: add those (looked up in the name index, no retriever call), then the question's next passages.
   The articles the passages link to are noise for such a question.
 - **links**: every other question (a bridge: "What government position was held by the woman who portrayed
-  Corliss Archer?") follows the links of its passages (:func:`~active_rag.methods.linked.follow_links`): the question's
+  Corliss Archer?") follows the links of its passages (:func:`~active_rag.answer.links.follow_links`): the question's
   own names' articles first, then those of the names its passages mention, then the question's next passages.
 
 Both ways add the same number of passages (``top_k``) with at most one retriever call, so the choice changes what
@@ -41,8 +41,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from .answer_options import question_options
-from .linked import question_names
+from .options import question_options
+from .links import question_names
 from ..text import AUXILIARIES
 
 __all__ = ["RELATION_WORDS", "ReadChoice", "choose_reading", "question_form"]
@@ -61,7 +61,7 @@ _WORD = re.compile(r"[A-Za-z]+")
 
 
 def question_form(question: str) -> Literal["choice", "yes-no", "open"]:
-    """``"choice"`` when the question offers two options (:func:`~active_rag.methods.answer_options.question_options`),
+    """``"choice"`` when the question offers two options (:func:`~active_rag.answer.options.question_options`),
     ``"yes-no"`` when it opens with an auxiliary verb ("Are ...", "Did ..."), else ``"open"`` (who, what, when)."""
     if question_options(question):
         return "choice"

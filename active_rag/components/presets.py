@@ -3,10 +3,10 @@ choice; any field can be overridden, and any trigger can be combined with any qu
 
 The thresholds of ``flare`` and ``dragin`` are ``"auto"``: the model's calibrated threshold when one is
 cached (``active-rag calibrate``, :mod:`active_rag.engine.calibration`), else the profile's (DRAGIN Table 9) or the
-paper's default. A profile (:mod:`active_rag.methods.profiles`) also sets DRAGIN's segment length, QFS ``top_n``
+paper's default. A profile (:mod:`active_rag.components.profiles`) also sets DRAGIN's segment length, QFS ``top_n``
 and the answer length.
 
-Every paper preset uses the ``replace`` context policy (:mod:`active_rag.methods.context`), exact per method. Where a
+Every paper preset uses the ``replace`` context policy (:mod:`active_rag.components.context`), exact per method. Where a
 preset departs from its source:
 
 - ``flare``: FLARE-direct as §3 and App. A (input retrieval first, look-ahead without documents, masked query,
@@ -19,8 +19,8 @@ preset departs from its source:
 - ``dragin-code``: truncates at the start of the hallucinated sentence and keeps every sentence before it; the
   released code's ``sentences[:sid-1]`` also drops the sentence just before it, an off-by-one not copied here.
 - beyond the papers: ``look-again-grounded`` checks the finished answer and looks again
-  (:mod:`active_rag.methods.answer_check`); ``sr-rag-linked`` and ``sr-rag-choose`` read the articles the passages
-  link to (:mod:`active_rag.methods.linked`, :mod:`active_rag.methods.read_choice`); ``look-again-choose`` reads
+  (:mod:`active_rag.answer.check`); ``sr-rag-linked`` and ``sr-rag-choose`` read the articles the passages
+  link to (:mod:`active_rag.answer.links`, :mod:`active_rag.answer.read_choice`); ``look-again-choose`` reads
   them only when the answer from the question's passages is unsure, and nothing more when it is sure. The configurations the evidence
   did not keep (``dragin-accumulate``, ``flare-accumulate``, ``follow-bridge``, ``follow-bridge-reanswer``,
   ``look-again``, ``look-again-next-hop``, ``look-again-linked``, ``look-again-linked-second``) are recipes:
@@ -28,7 +28,7 @@ preset departs from its source:
 - the answer phrase: a method that reads the answer span (an answer check: ``look-again-grounded``,
   ``look-again-choose``; ``answer_options``: those two, ``sr-rag-linked``, ``sr-rag-choose``)
   forces "So the answer is" when the model did not write it (an unfinished last sentence is closed first; DRAGIN App. B;
-  :class:`~active_rag.methods.answer_stage.AnswerStage`'s ``phrase="auto"``), the same in the CLI, Python, LangChain and
+  :class:`~active_rag.components.answer_stage.AnswerStage`'s ``phrase="auto"``), the same in the CLI, Python, LangChain and
   LlamaIndex, so the check always finds the span it reads; the others leave the answer as the model wrote it (docs/api.md,
   "Streaming"). Evaluation forces the phrase for every method, as the
   papers do (:mod:`active_rag.evaluation`)."""
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnknownNameError
-from ..settings import RunSettings, engine_kwargs
-from .answer_check import AnswerCheck
+from .settings import RunSettings, engine_kwargs
+from ..answer.check import AnswerCheck
 from .answer_stage import AnswerStage
 
 
@@ -53,19 +53,19 @@ class Preset:
     name: str
     description: str
     trigger: str
-    """When to retrieve (:data:`active_rag.methods.triggers.TRIGGERS`), with ``trigger_kwargs``."""
+    """When to retrieve (:data:`active_rag.components.triggers.TRIGGERS`), with ``trigger_kwargs``."""
     query: str
-    """What to retrieve with (:data:`active_rag.methods.queries.QUERIES`), with ``query_kwargs``."""
+    """What to retrieve with (:data:`active_rag.components.queries.QUERIES`), with ``query_kwargs``."""
     prompt: str = "dragin"
     context: str = "replace"
-    """What the prompt keeps (:mod:`active_rag.methods.context`); the papers' methods replace."""
+    """What the prompt keeps (:mod:`active_rag.components.context`); the papers' methods replace."""
     top_k: int | None = None
     """Passages per retrieval; ``None``: the engine's 3 (DRAGIN Table 9)."""
     answer: AnswerStage = AnswerStage()
-    """How the answer is finished (:class:`~active_rag.methods.answer_stage.AnswerStage`): the papers' default
+    """How the answer is finished (:class:`~active_rag.components.answer_stage.AnswerStage`): the papers' default
     forces no phrase, checks nothing, offers no options and follows no links."""
     settings: RunSettings = RunSettings()
-    """The run settings (:class:`~active_rag.settings.RunSettings`); the preset's name becomes its ``method``."""
+    """The run settings (:class:`~active_rag.components.settings.RunSettings`); the preset's name becomes its ``method``."""
     trigger_kwargs: tuple[tuple[str, Any], ...] = ()
     query_kwargs: tuple[tuple[str, Any], ...] = ()
     source: str = ""
@@ -132,14 +132,14 @@ PRESETS: dict[str, Preset] = {
                use_for="bridge questions only (sr-rag-choose without the per-question choice)"),
         Preset("sr-rag-choose", "sr-rag-linked that chooses per question what to add to the question's passages: a "
                "comparison of things the question names reads their own articles, any other question the articles "
-               "its passages link to (active_rag.methods.read_choice); a comparison of dates or versions is settled by the "
-               "dates or versions the reader wrote (active_rag.methods.date_compare, version_compare), and a 'yes' to whether two names both have a property by asking each name "
-               "(active_rag.methods.both_names)", "once", "input", context="accumulate",
+               "its passages link to (active_rag.answer.read_choice); a comparison of dates or versions is settled by the "
+               "dates or versions the reader wrote (active_rag.answer.dates, version_compare), and a 'yes' to whether two names both have a property by asking each name "
+               "(active_rag.answer.both_names)", "once", "input", context="accumulate",
                answer=AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True), source=_BEYOND,
                use_for="recommended (the ask default with a model of 1B parameters or more): questions about things "
                "they only describe, over documents that name what they mention, and comparisons of named things"),
         Preset("look-again-choose", "answer from the question's passages; when an answer token has p < 0.95 or the "
-               "answer is not found in those passages, read what sr-rag-choose reads (active_rag.methods.read_choice) "
+               "answer is not found in those passages, read what sr-rag-choose reads (active_rag.answer.read_choice) "
                "and answer again, keeping the second answer unless it only repeats the draft's passages (the draft and it both "
                "found there, it in none of the added ones); otherwise read nothing more; a comparison of dates or "
                "versions is settled by those the reader wrote, and a 'yes' to whether two names both have a property by asking each name", "once", "input",
@@ -156,10 +156,10 @@ PRESETS: dict[str, Preset] = {
 def preset_kwargs(name: str, profile: Any = None, **overrides: Any) -> dict[str, Any]:
     """Keyword arguments for :class:`~active_rag.engine.loop.ActiveRAG` that build the named method.
 
-    A DRAGIN Table 9 ``profile`` (name or :class:`~active_rag.methods.profiles.Profile`; also taken from
+    A DRAGIN Table 9 ``profile`` (name or :class:`~active_rag.components.profiles.Profile`; also taken from
     ``overrides``) sets RIND's segment length, QFS ``top_n`` and ``max_new_tokens`` (RIND's ``theta="auto"`` falls
     back to the profile's theta). ``overrides`` replace components, or set one field of the answer stage or the
-    run settings by its flat name (:func:`active_rag.settings.engine_kwargs`)."""
+    run settings by its flat name (:func:`active_rag.components.settings.engine_kwargs`)."""
     from .profiles import get_profile
     from .queries import make_query
     from .triggers import make_trigger

@@ -49,7 +49,7 @@ from ..types import Passage, Retrieval
 from ..validation import check_int
 
 if TYPE_CHECKING:
-    from .linked import Links
+    from ..answer.links import Links
 
 Scorer = Callable[[Sequence[Passage]], float]
 """The model's uncertainty about the next sentence with these passages in the prompt (lower: more certain)."""
@@ -64,7 +64,7 @@ class ContextPolicy:
     """Retrievals skip passages the prompt already holds."""
     needs_scorer: ClassVar[bool] = False
     fill_links: ClassVar[bool] = True
-    """A linked look (:func:`active_rag.methods.linked.follow_links`) fills what its links leave of ``top_k`` with the
+    """A linked look (:func:`active_rag.answer.links.follow_links`) fills what its links leave of ``top_k`` with the
     question's next passages; ``False``: only when no link was found."""
 
     def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:
@@ -87,7 +87,7 @@ class ContextPolicy:
 
     def for_look(self, way: str) -> ContextPolicy:
         """The policy for a look the question's form sent ``way`` (``"compare"`` or ``"links"``,
-        :func:`active_rag.methods.read_choice.choose_reading`). Default: itself."""
+        :func:`active_rag.answer.read_choice.choose_reading`). Default: itself."""
         return self
 
     def describe(self) -> str:

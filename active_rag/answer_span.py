@@ -1,12 +1,12 @@
 """Where the answer is in an answer's text: the span after the last "the answer is" (DRAGIN App. B's answer
 sentence). :attr:`ActiveRAGResult.short_answer <active_rag.types.ActiveRAGResult.short_answer>`, the answer check
-(:mod:`active_rag.methods.answer_check`) and the answer options read it; a plain-text module below all three."""
+(:mod:`active_rag.answer.check`) and the answer options read it; a plain-text module below all three."""
 
 from __future__ import annotations
 
 import re
 
-from ..answer_end import answer_body_end, keeps_period
+from .answer_end import answer_body_end, keeps_period
 
 __all__ = ["ANSWER_IS_RE", "answer_span"]
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..answer_end import COMPLETED_ANSWER_PATTERN, completed_answer_end
-from ..text import sentence_spans
-from ..types import TokenStep
+from .answer_end import COMPLETED_ANSWER_PATTERN, completed_answer_end
+from .text import sentence_spans
+from .types import TokenStep
 
 __all__ = [
     "COMPLETED_ANSWER_RE",

@@ -31,8 +31,8 @@ def parse_number(value: str) -> float:
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """``--device``, ``--dtype``, ``--weights``, ``--no-prefix-cache``, ``--prefix-cache-mb`` (ask, eval, bench,
     calibrate)."""
-    from .models.devices import DEVICES, DTYPES
-    from .models.weights import WEIGHTS
+    from ..models.devices import DEVICES, DTYPES
+    from ..models.weights import WEIGHTS
 
     parser.add_argument("--device", default="auto",
                         help=f"{', '.join(DEVICES)} or cuda:N (default auto: a CUDA GPU when present, else the CPU)")
@@ -50,9 +50,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of ``ActiveLM.load`` from :func:`add_model_options`' flags, checked."""
-    from .models.devices import resolve_device, resolve_dtype
-    from .validation import check_number
-    from .models.weights import resolve_weights
+    from ..models.devices import resolve_device, resolve_dtype
+    from ..validation import check_number
+    from ..models.weights import resolve_weights
 
     options: dict[str, Any] = {"device": getattr(args, "device", "auto"), "dtype": getattr(args, "dtype", "auto"),
                                "weights": getattr(args, "weights", "auto")}
@@ -68,8 +68,8 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def load_model(name: str | None, **options: Any) -> Any:
     """``ActiveLM.load``, with the errors of a folder transformers cannot read turned into one-line errors."""
-    from .errors import ActiveRAGError, ModelLoadError
-    from .decoding.model import ActiveLM
+    from ..errors import ActiveRAGError, ModelLoadError
+    from ..decoding.model import ActiveLM
 
     try:
         return ActiveLM.load(name, **options)
@@ -122,8 +122,8 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
 def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """The keyword arguments of :class:`~active_rag.remote.lm.RemoteLM` from :func:`add_endpoint_options`' flags,
     checked before anything slow (``InvalidOptionError``: one line, exit code 2); ``None`` without ``--endpoint``."""
-    from .errors import InvalidOptionError
-    from .remote.http import resolve_base_url
+    from ..errors import InvalidOptionError
+    from ..remote.http import resolve_base_url
 
     url = getattr(args, "endpoint", None)
     if url is None:
@@ -141,7 +141,7 @@ def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
         raise InvalidOptionError(f"--endpoint-timeout must be greater than 0, got {timeout:g}: it is seconds, e.g. 60.")
     context = getattr(args, "endpoint_context", None)
     if context is not None:
-        from .validation import check_int
+        from ..validation import check_int
 
         check_int("--endpoint-context", context, minimum=16, hint="It is the served model's context length in tokens, e.g. 8192")
     options = {"base_url": resolve_base_url(url), "model": getattr(args, "endpoint_model", None),
@@ -158,6 +158,6 @@ def endpoint_options(args: argparse.Namespace) -> dict[str, Any] | None:
 def load_endpoint(tokenizer: str | None, **options: Any) -> Any:
     """A :class:`~active_rag.remote.lm.RemoteLM` over ``options`` (:func:`endpoint_options`), with the tokenizer of the
     model named ``tokenizer`` (a registry name or folder) when given."""
-    from .remote.lm import RemoteLM
+    from ..remote.lm import RemoteLM
 
     return RemoteLM(tokenizer=tokenizer, **options)

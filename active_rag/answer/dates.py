@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
-from .answer_options import question_options
-from .answer_span import answer_span
+from .options import question_options
+from ..answer_span import answer_span
 
 __all__ = ["DateComparison", "comparison_direction", "dates_by_option", "describe_comparison", "settle_dates",
            "values_by_option"]
@@ -57,7 +57,7 @@ _NOT_NAMES = frozenset("the thus so since therefore hence however while and but 
 class DateComparison:
     """What :func:`settle_dates` read: the question's ``direction`` and ``event``, the date found for each option
     (``(year, month, day)``, 0 where the reasoning gives none), and the option it settles on (``None``: none).
-    :func:`~active_rag.methods.version_compare.settle_versions` writes the same record with ``event`` ``"version"``
+    :func:`~active_rag.answer.versions.settle_versions` writes the same record with ``event`` ``"version"``
     and each option's version as its numbers (``(3, 10)`` for "3.10")."""
 
     direction: Direction
@@ -67,7 +67,7 @@ class DateComparison:
     answer: str | None
     read_from: tuple[str | None, str | None] | None = None
     """Where each option's value was read, when not all from the reasoning: ``"reasoning"``, the id of the option's
-    own passage (:func:`~active_rag.methods.version_compare.versions_in_passages`), or ``None`` (not found)."""
+    own passage (:func:`~active_rag.answer.versions.versions_in_passages`), or ``None`` (not found)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -81,7 +81,7 @@ def _has(text: str, words: tuple[str, ...]) -> bool:
 
 
 def comparison_direction(question: str) -> tuple[Direction, Event] | None:
-    """Whether ``question`` is a choice question (:func:`~active_rag.methods.answer_options.question_options`) that
+    """Whether ``question`` is a choice question (:func:`~active_rag.answer.options.question_options`) that
     asks which option is earlier or later, and what it dates: ``("earlier", "born")`` for "Who is older, A or B?",
     ``("later", "died")`` for "Which film has the director who died later, A or B?", ``("earlier", "any")`` for
     "Which was founded first, A or B?"; ``None`` for any other question, and for one that names both directions.

@@ -3,14 +3,14 @@
 A user's documentation asks "Which requires a newer minimum Python version, typer or Pygments?" as often as
 Wikipedia asks which film came out first. The reader (qwen2.5-coder-1.5b on pydocs) reads both versions and then
 picks the wrong side: "rpds-py requires a newer minimum Python version, which is Python 3.11. py-cpuinfo2
-requires Python 3.9. So the answer is py-cpuinfo2." As with dates (:mod:`active_rag.methods.date_compare`), the
+requires Python 3.9. So the answer is py-cpuinfo2." As with dates (:mod:`active_rag.answer.dates`), the
 reading is the model's and the arithmetic need not be.
 
-:func:`settle_versions` reads a choice question (:func:`~active_rag.methods.answer_options.question_options`) that
-asks about a version and which is newer or older (:func:`~active_rag.methods.date_compare.comparison_direction`:
+:func:`settle_versions` reads a choice question (:func:`~active_rag.answer.options.question_options`) that
+asks about a version and which is newer or older (:func:`~active_rag.answer.dates.comparison_direction`:
 "newer", "later", "more recent", "higher"; "older", "earlier", "lower"), finds the first version written after each
 option in the reasoning (``3.10``, ``>=3.9``, ``v2.1.0``; by the rule of
-:func:`~active_rag.methods.date_compare.dates_by_option`), and answers with the option whose version is the higher
+:func:`~active_rag.answer.dates.dates_by_option`), and answers with the option whose version is the higher
 or the lower, compared as numbers (3.10 is newer than 3.9). A tie settles nothing and the reader's answer stands.
 
 Where the reasoning gives an option no version (qwen2.5-coder-0.5b writes one for 3 of 30 such questions on pydocs
@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from ..entities import content_words
 from ..retrieval.name_index import file_stem
 from ..types import Passage
-from .answer_options import question_options
-from .answer_span import answer_span
-from .date_compare import DateComparison, comparison_direction, values_by_option
+from .options import question_options
+from ..answer_span import answer_span
+from .dates import DateComparison, comparison_direction, values_by_option
 
 __all__ = ["LABEL_WORDS", "asks_versions", "labelled_versions", "settle_versions", "versions_by_option",
            "versions_in_passages"]

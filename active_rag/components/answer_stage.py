@@ -1,29 +1,29 @@
 """The answer stage: how a method finishes its answer once the trigger and the query formulator are done.
 
-A method is a trigger ("when", :mod:`active_rag.methods.triggers`), a query formulator ("what",
-:mod:`active_rag.methods.queries`), a context policy ("what the prompt keeps", :mod:`active_rag.methods.context`) and
+A method is a trigger ("when", :mod:`active_rag.components.triggers`), a query formulator ("what",
+:mod:`active_rag.components.queries`), a context policy ("what the prompt keeps", :mod:`active_rag.components.context`) and
 this stage, which says what happens around the answer itself:
 
 - ``phrase``: the phrase forced when the answer ends without it (DRAGIN, Su et al. 2024, App. B: "So the answer
   is"; :func:`resolve_answer_phrase`);
 - ``check``: look again at the finished answer when a token of it is unsure
-  (:class:`~active_rag.methods.answer_check.AnswerCheck`);
+  (:class:`~active_rag.answer.check.AnswerCheck`);
 - ``reanswer``: answer again from the first word with every passage held, once a retrieval after the first token
   added any;
 - ``options``: a choice question ("Which ..., A or B?") is answered with one of its options
-  (:mod:`active_rag.methods.answer_options`);
+  (:mod:`active_rag.answer.options`);
 - ``links``: before the first token, add the own articles of the names the question's passages mention
-  (:mod:`active_rag.methods.linked`); ``"choose"`` decides per question (:mod:`active_rag.methods.read_choice`);
+  (:mod:`active_rag.answer.links`); ``"choose"`` decides per question (:mod:`active_rag.answer.read_choice`);
 - ``dates``: a choice question that compares two things in time ("Which film came out first, A or B?") is answered
-  by the dates the reader wrote in its reasoning, compared without the model (:mod:`active_rag.methods.date_compare`);
+  by the dates the reader wrote in its reasoning, compared without the model (:mod:`active_rag.answer.dates`);
 - ``versions``: a choice question that asks which of two things has the newer (or older) version ("Which requires a
   newer minimum Python version, typer or Pygments?") is answered by the versions the reader wrote, compared as
-  numbers (:mod:`active_rag.methods.version_compare`);
+  numbers (:mod:`active_rag.answer.versions`);
 - ``each_name``: a "yes" to "Are both A and B P?" stands only when the reader says "yes" to "Is A P?" and to "Is B
-  P?", asked with the same passages (:mod:`active_rag.methods.both_names`).
+  P?", asked with the same passages (:mod:`active_rag.answer.both_names`).
 
 The papers' methods use none of these but the phrase; the presets beyond the papers
-(:data:`active_rag.methods.presets.PRESETS`) name the stage they use.
+(:data:`active_rag.components.presets.PRESETS`) name the stage they use.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import InvalidOptionError
-from .answer_check import AnswerCheck, make_answer_check
-from .answer_options import check_options_model
-from .linked import check_follow_links
+from ..answer.check import AnswerCheck, make_answer_check
+from ..answer.options import check_options_model
+from ..answer.links import check_follow_links
 
 #: The phrase the DRAGIN and FLARE prompts' exemplars end their answers with ("... So the answer is X.").
 ANSWER_PHRASE = "So the answer is"
@@ -66,17 +66,17 @@ class AnswerStage:
     options: bool = False
     links: bool | Literal["choose"] = False
     dates: bool = False
-    """Settle a comparison of dates with the dates the reader wrote (:func:`~active_rag.methods.date_compare.settle_dates`):
+    """Settle a comparison of dates with the dates the reader wrote (:func:`~active_rag.answer.dates.settle_dates`):
     the result's ``short_answer`` is the option they choose, and ``date_comparison`` records them."""
 
     versions: bool | Literal["reasoning"] = False
     """Settle a comparison of versions with the versions the reader wrote
-    (:func:`~active_rag.methods.version_compare.settle_versions`) or, for an option it gave none, the version the
+    (:func:`~active_rag.answer.versions.settle_versions`) or, for an option it gave none, the version the
     option's own passage in the prompt states: the result's ``short_answer`` is the option they choose, and
     ``date_comparison`` records them (``event`` ``"version"``). ``"reasoning"``: the reader's versions only."""
 
     each_name: bool = False
-    """Ask a "both" question's names one by one when the answer is "yes" (:mod:`~active_rag.methods.both_names`):
+    """Ask a "both" question's names one by one when the answer is "yes" (:mod:`~active_rag.answer.both_names`):
     the result's ``short_answer`` is what their answers settle, and ``each_name`` records them."""
 
     def resolve(self, model: Any, context: Any, retrieves_first: bool) -> ResolvedAnswerStage:

@@ -1,10 +1,10 @@
 """Run settings, and the flat names of a method's parts.
 
 :class:`~active_rag.ActiveRAG` takes a method's components (trigger, query formulator, context policy, prompt,
-:class:`~active_rag.methods.answer_stage.AnswerStage`, router) and a few numbers; everything else that changes how
+:class:`~active_rag.components.answer_stage.AnswerStage`, router) and a few numbers; everything else that changes how
 one run goes, but not which method it is, is a :class:`RunSettings`.
 
-A preset (:data:`active_rag.methods.presets.PRESETS`) is data that names those components. Overriding one field of
+A preset (:data:`active_rag.components.presets.PRESETS`) is data that names those components. Overriding one field of
 them needs no rebuilt component: :func:`engine_kwargs` takes the flat names (``answer_check=1.0``,
 ``initial_retrieval=True``, the names of :data:`FLAT_NAMES`) and sets that field of the answer stage or the
 run settings, keeping the others. :meth:`ActiveRAG.from_preset <active_rag.ActiveRAG.from_preset>`, the command
@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .methods.answer_stage import AnswerStage
-from .methods.profiles import Profile
+from .answer_stage import AnswerStage
+from .profiles import Profile
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,15 @@ class RunSettings:
     stop: Callable[[str], bool] | None = None
     """Stop generating once ``stop(output_text)`` is true (evaluation stops at a completed answer)."""
     prompt_mode: str = "auto"
-    """How the prompt is laid out (:mod:`active_rag.methods.prompt_layout`); ``"auto"``: the model's default."""
+    """How the prompt is laid out (:mod:`active_rag.components.prompt_layout`); ``"auto"``: the model's default."""
     repetition_guard: bool = True
-    """Stop when the model starts a sentence it already wrote (:mod:`active_rag.decoding.stopping`)."""
+    """Stop when the model starts a sentence it already wrote (:mod:`active_rag.stopping`)."""
     stop_when_answered: bool = True
     """Stop after the sentence that completes "So the answer is ..."."""
     keep_attention: bool = False
     """Keep every token's attention row in the result (for plots; memory grows with the output)."""
     profile: str | Profile | None = None
-    """A DRAGIN Table 9 profile (:mod:`active_rag.methods.profiles`): the threshold a trigger falls back to."""
+    """A DRAGIN Table 9 profile (:mod:`active_rag.components.profiles`): the threshold a trigger falls back to."""
     method: str | None = None
     """The method's name in results and traces; ``None``: ``"<trigger>+<query>"``."""
 

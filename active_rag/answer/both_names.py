@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from active_rag.methods.answer_options import _is_name as _opens_with_name
-from active_rag.methods.answer_options import _is_name_word, _name_run
-from active_rag.methods.answer_span import answer_span
+from active_rag.answer.options import _is_name as _opens_with_name
+from active_rag.answer.options import _is_name_word, _name_run
+from active_rag.answer_span import answer_span
 
 __all__ = ["BothQuestion", "both_question", "settle_both", "yes_or_no"]
 
