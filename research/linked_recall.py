@@ -88,7 +88,7 @@ def per_name_articles(retriever: Any, passages: Sequence[Passage], question: str
 def added_passages(retriever: CountingRetriever, example: Example, top_k: int, more: int,
                    with_question_names: bool = True,
                    min_share: float = 0.0,
-                   continuation: bool = True) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+                   continuation: bool = True, hub: float = 0.0) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
     """The first retrieval's passage ids, per way (:data:`WAYS`) the ids of the ``more`` passages it adds, and per
     way the retriever calls the question made (the first retrieval's included)."""
     retriever.calls = 0
@@ -106,7 +106,7 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
             compare = way == "choose" and choose_reading(example.question).way == "compare"
             links = follow_links(retriever, [] if compare else first, example.question, more, held,
                                  with_question_names=with_question_names, min_share=min_share,
-                                 continuation=continuation)
+                                 continuation=continuation, hub=hub)
             ids = [p.id for p in links.passages]
         added[way], calls[way] = ids, retriever.calls
     return [p.id for p in first], added, calls
@@ -114,7 +114,7 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
 
 def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: int = 3,
                  name_index: NameIndex | None = None, with_question_names: bool = True,
-                 min_share: float = 0.0, continuation: bool = True) -> dict[str, dict[str, float]]:
+                 min_share: float = 0.0, continuation: bool = True, hub: float = 0.0) -> dict[str, dict[str, float]]:
     """Per way: ``all_gold`` (% of questions whose prompt holds every gold passage after the added ones),
     ``new_evidence`` (% whose added passages bring a gold passage the first ones lacked), ``linked`` and
     ``linked_without_gold`` (added passages a question that the question's next-ranked ones would not have
@@ -132,7 +132,7 @@ def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: 
                     "max_calls": 0.0}
     for e in rows:
         gold = set(e.gold_passage_ids)
-        first, added, calls = added_passages(retriever, e, top_k, more, with_question_names, min_share, continuation)
+        first, added, calls = added_passages(retriever, e, top_k, more, with_question_names, min_share, continuation, hub)
         out["first"]["all_gold"] += gold <= set(first)
         question_ids = set(added["question"])
         for way, ids in added.items():
@@ -217,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="linked/choose: read a linked passage only when its relevance to the question is at least "
                              "this share of the question's own least relevant passage's (active_rag.retrieval.relevance; "
                              "default 0: every one)")
+    parser.add_argument("--hub", type=float, default=0.0,
+                        help="linked/choose: do not follow a name that at least this share of the corpus's passages (and "
+                             "at least 20) mention (active_rag.answer.links.follow_links' hub; default 0: every one)")
     parser.add_argument("--no-continuation", action="store_true",
                         help="linked/choose: follow every name even where the question's next passage continues a "
                              "document it reads (active_rag.answer.links.follow_links' continuation off)")
@@ -235,11 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = NameIndex.from_passages(index.passages)  # built here: a cached index may hold one by older rules
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         table = recall_table(index, examples, args.top_k, args.more, names, not args.without_question_names,
-                             args.min_share, not args.no_continuation)
+                             args.min_share, not args.no_continuation, args.hub)
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = {"dataset": args.dataset, "split": args.split, "min_share": args.min_share, "continuation": not args.no_continuation, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
+    report = {"dataset": args.dataset, "split": args.split, "min_share": args.min_share, "hub": args.hub, "continuation": not args.no_continuation, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
               "question_names": not args.without_question_names,
               "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),
               "top_k": args.top_k, "more": args.more, "table": table, "name_index_seconds": seconds,

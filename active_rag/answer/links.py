@@ -85,6 +85,8 @@ __all__ = [
 MAX_NAMES = 8
 #: passages asked for per name from a retriever without a name index: the name's own article is almost always first
 PER_NAME = 3
+#: ``follow_links(hub=...)``: a name fewer passages than this mention is never a hub, whatever the corpus's size
+HUB_MIN_MENTIONS = 20
 
 _LOWER = re.compile(r"(?<![\w'’-])[a-z]+(?![\w'’-])")
 #: A word of a question that may name a document: lowercase, possibly an identifier ("typing-extensions", "pyyaml").
@@ -112,6 +114,8 @@ class Links:
     outranked: list[str] = field(default_factory=list)
     """Names the passages mention whose own passage bears on the question less than the next chunk of a document
     the question already reads (:func:`follow_links`' ``continuation``): that chunk is read instead."""
+    hubs: list[str] = field(default_factory=list)
+    """Names the passages mention that too many of the corpus's passages mention (:func:`follow_links`' ``hub``)."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -252,7 +256,7 @@ def _warn_no_index(retriever: Any) -> None:
 
 def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
                  held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True,
-                 fill: bool = True, min_share: float = MIN_SHARE, continuation: bool = True) -> Links:
+                 fill: bool = True, min_share: float = MIN_SHARE, continuation: bool = True, hub: float = 0.0) -> Links:
     """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
     that ``passages`` mention (and, with a name index and ``with_question_names``, that the question mentions),
     then the question's next-ranked ones (see the module's docstring). ``fill=False``: the question's next passages
@@ -266,7 +270,12 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     states (:func:`premise_names`) faces that rule too, its passage scored against the question without the name.
     The next-ranked passages are
     asked for once, and the same ranking fills what the links leave. A corpus of one passage per article
-    (Wikipedia) has no chunks to continue and is followed as before."""
+    (Wikipedia) has no chunks to continue and is followed as before.
+
+    ``hub`` (with a name index; 0, the default, follows every name): a name the passages mention is not followed when
+    at least that share of the corpus's passages, and at least :data:`HUB_MIN_MENTIONS`, mention it
+    (:meth:`~active_rag.retrieval.name_index.NameIndex.mentions`): a city, a war, an award, which many passages
+    name in passing, is rarely the bridge a question needs (measured, not the default: docs/context.md)."""
     links = Links()
     if k < 1:
         return links
@@ -275,7 +284,7 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     if index is not None and _chunk_sources(index, passages):
         links.retriever_calls += 1
         ahead = fetch_rankings(retriever, [question], k, held)[0]
-    for name, best in _followed(retriever, passages, question, held, with_question_names, links, min_share, ahead):
+    for name, best in _followed(retriever, passages, question, held, with_question_names, links, min_share, ahead, hub):
         links.names.append(name)
         if all(best.id != f.id for f, _ in links.sources):
             links.sources.append((best, name))
@@ -319,7 +328,7 @@ def _source_of(name: str, passages: Sequence[Passage]) -> str | None:
 
 def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: set[str] | frozenset[str],
               with_question_names: bool, links: Links, min_share: float = MIN_SHARE,
-              ahead: Sequence[Passage] | None = None) -> list[tuple[str, Passage]]:
+              ahead: Sequence[Passage] | None = None, hub: float = 0.0) -> list[tuple[str, Passage]]:
     """The names worth following, best first (at most :data:`MAX_NAMES`), each with its best passage; the calls a
     retriever without a name index gets are counted in ``links``. With a name index, a name the passages mention is
     followed only when its passage bears on the question (:class:`~active_rag.retrieval.relevance.Relevance`: at
@@ -350,12 +359,16 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
     relevance = relevance_of(index) if index is not None and min_share > 0 else None
     floor = _continuation_floor(index, question, passages, ahead) if index is not None else None
     asked_terms = terms(question) if floor is not None else set()
+    hub_mentions = max(HUB_MIN_MENTIONS, hub * len(index.passages)) if index is not None and hub > 0 else None
     ranked: list[tuple[int, int, str, Passage]] = []
     for order, name in enumerate(candidates):
         articles = found[name]
         if not articles or any(a.id in held_ids for a in articles):  # nothing to read, or the prompt holds it
             continue
         best = max(articles, key=lambda a: _overlap(asked, a))  # max keeps the first of equals: corpus order
+        if hub_mentions is not None and name not in asked_names and index.mentions(name) >= hub_mentions:
+            links.hubs.append(name)  # many passages name it in passing: rarely the bridge
+            continue
         if relevance is not None and name not in asked_names and not relevance.bears_on(question, best, passages, min_share):
             links.unrelated.append(name)  # a name the passages mention whose passage does not bear on the question
             continue

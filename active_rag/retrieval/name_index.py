@@ -330,6 +330,7 @@ class NameIndex:
         self._sources = list(sources) if sources is not None else [source_of(p) for p in self.passages]
         self._identifiers: frozenset[str] | None = None
         self._chunked: frozenset[str] | None = None
+        self._mentions: dict[str, int] = {}
 
     @classmethod
     def from_passages(cls, passages: Iterable[Passage]) -> NameIndex:
@@ -376,6 +377,14 @@ class NameIndex:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def mentions(self, name: str) -> int:
+        """How many of the index's passages mention ``name`` in their text (its words whole, as written): how much of a
+        hub the name is ("Los Angeles", "World War II" against a film's director). Counted once per name."""
+        if name not in self._mentions:
+            pattern = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
+            self._mentions[name] = sum(1 for p in self.passages if name in p.text and pattern.search(p.text))
+        return self._mentions[name]
 
     def chunked_sources(self) -> frozenset[str]:
         """The documents cut into more than one of the index's passages (by :func:`source_of`), built once."""

@@ -123,6 +123,38 @@ def test_min_share_drops_a_linked_passage_that_does_not_bear_on_the_question() -
     assert gated.articles == {"st": "Shirley Temple"} and gated.unrelated == ["Los Angeles"]
 
 
+def test_hub_leaves_out_a_name_that_many_passages_mention_but_not_one_the_question_names() -> None:
+    film = Passage(id="film", title="Kiss and Tell", text="Kiss and Tell is a 1945 film starring Shirley Temple, shot in Los Angeles.")
+    star = Passage(id="st", title="Shirley Temple", text="Shirley Temple held the government position of Chief of Protocol.")
+    city = Passage(id="la", title="Los Angeles", text="Los Angeles is a large city in California.")
+    others = [Passage(id=f"o{i}", title=f"Film {i}", text=f"Film {i} was shot in Los Angeles in {1940 + i}.") for i in range(25)]
+    docs = [film, star, city, *others]
+
+    class Retriever:
+        def retrieve(self, query: str, k: int) -> list[Passage]:
+            return docs[:k]
+
+    retriever = Retriever()
+    index = attach_name_index(retriever, docs)
+    assert index.mentions("Los Angeles") == 27 and index.mentions("Shirley Temple") == 2 and index.mentions("Angeles") == 27
+    question = "What government position was held by the star of the film Kiss and Tell?"
+    every = follow_links(retriever, [film], question, 2, {"film"}, fill=False)
+    assert set(every.articles) == {"st", "la"} and every.hubs == []
+    hubbed = follow_links(retriever, [film], question, 2, {"film"}, fill=False, hub=0.001)
+    assert hubbed.articles == {"st": "Shirley Temple"} and hubbed.hubs == ["Los Angeles"]
+    # in a corpus where fewer than HUB_MIN_MENTIONS passages mention it, no name is a hub, whatever its share
+    few = [film, star, city, *others[:10]]
+    small = Retriever()
+    docs[:] = few
+    attach_name_index(small, few)
+    kept = follow_links(small, [film], question, 2, {"film"}, fill=False, hub=0.001)
+    assert set(kept.articles) == {"st", "la"} and kept.hubs == []
+    docs[:] = [film, star, city, *others]
+    # a name the question itself states is followed however many passages mention it
+    asked = follow_links(retriever, [], "Where is Los Angeles?", 2, {"film"}, fill=False, hub=0.001)
+    assert asked.articles == {"la": "Los Angeles"} and asked.hubs == []
+
+
 def test_ask_warns_once_when_the_corpus_gives_no_names(capsys) -> None:  # type: ignore[no-untyped-def]
     from active_rag.cli.commands import _warn_without_names
 
