@@ -91,7 +91,7 @@ class ContextPolicy:
         return self
 
     def describe(self) -> str:
-        settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
+        settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_") and (k != "hub" or v))
         return f"{self.name}({settings})"
 
 
@@ -139,15 +139,21 @@ class AccumulateContext(ContextPolicy):
 
     ``max_passages=None`` (the default) is twice the engine's ``top_k`` (:meth:`for_top_k`): the question's own
     passages and as many more, so that ``top_k`` 5 with the linked articles keeps the five passages the links came
-    from (a fixed 6 kept the fifth only)."""
+    from (a fixed 6 kept the fifth only).
+
+    ``hub`` (per mille; 0, the default, follows every name): a linked look leaves out the names that at least that
+    share of the corpus's passages, and at least 20, mention (:func:`~active_rag.answer.links.follow_links`' ``hub``;
+    measured, not the default: docs/context.md, "Hubs")."""
 
     name: ClassVar[str] = "accumulate"
     skip_held: ClassVar[bool] = True
     max_passages: int | None = None
+    hub: int = 0
 
     def __post_init__(self) -> None:
         if self.max_passages is not None:
             check_int("max_passages", self.max_passages, minimum=1, hint="It bounds the passages the prompt keeps across retrievals")
+        check_int("hub", self.hub, minimum=0, hint="It is the per mille of the corpus's passages that makes a name a hub")
 
     def for_top_k(self, top_k: int) -> AccumulateContext:
         return self if self.max_passages is not None else replace(self, max_passages=2 * top_k)
@@ -232,14 +238,14 @@ class FocusContext(AccumulateContext):
 
     def for_look(self, way: str) -> ContextPolicy:
         if way == "compare" and self.compare:
-            return AccumulateContext(max_passages=self.max_passages)
+            return AccumulateContext(max_passages=self.max_passages, hub=self.hub)
         return self
 
     def describe(self) -> str:
         # focus before comparison looks were read in full had no ``compare``: its rows keep the keys they were
         # written with (``focus:compare=0``)
         settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_")
-                             and (k != "compare" or v))
+                             and (k not in ("compare", "hub") or v))
         return f"{self.name}({settings})"
 
     def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:

@@ -116,7 +116,8 @@ class Retrieving:
         found: list[Links] = []
 
         def fetch(held: set[str]) -> list[Passage]:
-            links = follow_links(engine.retriever, read, run.question, engine.top_k, held, fill=context.fill_links)
+            links = follow_links(engine.retriever, read, run.question, engine.top_k, held, fill=context.fill_links,
+                                 hub=getattr(context, "hub", 0) / 1000)
             details.update(names=links.names, articles=links.articles)  # articles: the rest are the question's
             details["linked_from"] = dict(links.linked_from)
             if links.unrelated:  # names mentioned whose passage does not bear on the question: not read
