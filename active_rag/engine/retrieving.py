@@ -124,6 +124,8 @@ class Retrieving:
                 details["unrelated"] = list(links.unrelated)
             if links.outranked:  # names whose passage bears on the question less than the next chunk read instead
                 details["outranked"] = list(links.outranked)
+            if links.hubs:  # names that many of the corpus's passages mention (the context's hub): not followed
+                details["hubs"] = list(links.hubs)
             found.append(links)
             return links.passages
 

@@ -230,6 +230,24 @@ def test_sr_rag_linked_reads_the_linked_articles_before_the_first_token_and_answ
     assert plain.answer.endswith("So the answer is Annie Morton.") and len(plain.retrievals) == 1
 
 
+def test_a_context_with_hub_leaves_the_hub_out_of_the_linked_look_and_the_trace_names_it() -> None:
+    """``accumulate:hub=1``: a name that at least 0.1% of the passages, and at least 20, mention is not followed
+    (:func:`follow_links`' ``hub``); the trace lists it under ``hubs``; without ``hub`` the look is as before."""
+    city = [Passage(id=f"p{i}", title=f"Street {i}", text=f"Street {i} is in Paris.") for i in range(25)]
+
+    class HubWiki(Wiki):
+        name_index = NameIndex.from_passages([*ALL, *city])
+
+    lm, _ = _reader()
+    plain = ActiveRAG.from_preset("sr-rag-linked", lm, HubWiki(), top_k=2).run(QUESTION)
+    assert plain.retrievals[1].new_ids == ["f", "c"] and "hubs" not in plain.retrievals[1].details
+    rag = ActiveRAG.from_preset("sr-rag-linked", lm, HubWiki(), top_k=2, context="accumulate:hub=1")
+    linked = rag.run(QUESTION).retrievals[1]
+    assert linked.details["hubs"] == ["Paris"] and "f" not in linked.new_ids and "c" in linked.new_ids
+    assert rag.describe()["context"] == "accumulate(max_passages=4, hub=1)"
+    assert ActiveRAG.from_preset("sr-rag-linked", lm, HubWiki(), top_k=2).describe()["context"] == "accumulate(max_passages=4)"
+
+
 def test_follow_links_needs_a_first_retrieval_and_a_policy_that_keeps_it() -> None:
     from active_rag.errors import InvalidOptionError
 
