@@ -161,7 +161,7 @@ class ActiveRAG:
     @property
     def retrieves_first(self) -> bool:
         """Whether a run retrieves with the input before its first token (the ``once`` trigger, ``initial_retrieval``)."""
-        return self.trigger.action == "once" or (self.settings.initial_retrieval and self.trigger.action != "never")
+        return _retrieves_first(self.trigger, self.settings)
 
     answer_phrase = property(lambda self: self._stage.phrase, doc="The forced answer phrase (``None``: none).")
     answer_check = property(lambda self: self._stage.check, doc="The answer check (``None``: none).")
@@ -277,7 +277,7 @@ class ActiveRAG:
         """Retrieve with the input before the first token (the ``once`` trigger, FLARE App. A), then, with
         ``links``, the own articles of the names those passages mention (or what the question's form chooses)."""
         trigger = run.trigger
-        if not (trigger.action == "once" or (self.settings.initial_retrieval and trigger.action != "never")):
+        if not _retrieves_first(trigger, self.settings):  # the run's: the router may have turned retrieval off
             return
         decision = TriggerDecision(fire=True, trigger=trigger.name, reason="initial retrieval with the input")
         ctx = QueryContext(question=run.question, output=[], segment=[], decision=decision, action="continue", lm=self.model)
@@ -436,6 +436,10 @@ class ActiveRAG:
             date_comparison=run.settled.to_dict() if run.settled is not None else None,
             each_name=run.each_name,
         )
+
+
+def _retrieves_first(trigger: Trigger, settings: RunSettings) -> bool:
+    return trigger.action == "once" or (settings.initial_retrieval and trigger.action != "never")
 
 
 def _check_questions(questions: object) -> None:
