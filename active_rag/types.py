@@ -248,7 +248,9 @@ class ActiveRAGResult:
     date_comparison: dict[str, Any] | None = None
     """With ``settle_dates``, on a choice question that compares two things in time: the direction, the date the
     reasoning gave each option, and the option they choose (``answer``; ``None``: the reader's answer stands)
-    (:class:`~active_rag.answer.dates.DateComparison`)."""
+    (:class:`~active_rag.answer.dates.DateComparison`); with ``settle_versions``, the same for versions (``event``
+    ``"version"``) and, on a question that asks for a version, the version the answer names (``event``
+    ``"version-asked"``, :class:`~active_rag.answer.versions.VersionAnswer`)."""
     each_name: dict[str, Any] | None = None
     """With ``ask_each_name``, on a "both" question answered "yes": the names, the question asked of each with the
     passages the answer was written from, the reader's answer to it and its verdict (``asked``), and the answer they

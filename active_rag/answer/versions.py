@@ -21,22 +21,31 @@ asks ("Requires-Python: >=3.9" for "requires a newer minimum Python version", no
 A version neither gives settles nothing. ``ActiveRAG(answer=AnswerStage(versions=True))``; ``versions="reasoning"``
 reads the reasoning only (the rule before passages were read). On with ``dates`` in the ``sr-rag-choose`` and
 ``look-again-choose`` presets.
+
+A question that asks for a version ("What is the minimum Python version that package requires?") gets the version
+as its short answer (:func:`asked_version`): the reader writes "Python version 3.10 or higher", "Python 3.9+" or
+"3.10" for the same reading, and only the last is the answer a user (or an F1 against "3.10") reads as such. The
+version is kept as written ("3.10.0" stays "3.10.0"); an answer with no version, or with two different ones, stands.
+The record is a :class:`VersionAnswer` (``event`` ``"version-asked"``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from ..entities import content_words
 from ..retrieval.name_index import file_stem
 from ..types import Passage
 from .options import question_options
 from ..answer_span import answer_span
+from ..text import WH_WORDS
 from .dates import DateComparison, comparison_direction, values_by_option
 
-__all__ = ["LABEL_WORDS", "asks_versions", "labelled_versions", "settle_versions", "versions_by_option",
-           "versions_in_passages"]
+__all__ = ["LABEL_WORDS", "VersionAnswer", "asked_version", "asks_for_version", "asks_versions", "labelled_versions",
+           "settle_versions", "versions_by_option", "versions_in_passages"]
 
 _VERSION_WORDS = re.compile(r"\bversions?\b", re.IGNORECASE)
 #: "3.10", ">=3.9", "v2.1.0", "3.9+": two or three dotted numbers, not part of a longer number or a date ("12.5.2020")
@@ -149,12 +158,69 @@ def _padded(version: tuple[int, ...]) -> tuple[int, ...]:
     return version + (0,) * (3 - len(version))
 
 
-def settle_versions(question: str, text: str, passages: Sequence[Passage] | None = None) -> DateComparison | None:
+@dataclass(frozen=True)
+class VersionAnswer:
+    """What :func:`asked_version` read: the version the answer names (its numbers), as written (``answer``, the
+    short answer), and the span it was read from (``written``)."""
+
+    version: tuple[int, ...]
+    answer: str
+    written: str
+    event: str = "version-asked"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def asks_for_version(question: str) -> bool:
+    """Whether ``question`` asks for a version: not a choice between options, it says "version", and it opens with a
+    question word ("What is the minimum Python version that typer requires?"; not "Which requires a newer minimum
+    Python version, A or B?", nor "Does typer support Python version 3.8?").
+
+    >>> asks_for_version("What is the minimum Python version that package requires?")
+    True
+    >>> asks_for_version("Which requires a newer minimum Python version, typer or Pygments?")
+    False
+    """
+    if question_options(question) or not _VERSION_WORDS.search(question):
+        return False
+    asking = re.split(r"(?<=[.!?])\s+", question.strip())[-1]
+    first = _WORDS.findall(asking.lower())[:1]
+    return bool(first) and first[0] in WH_WORDS and _VERSION_WORDS.search(asking) is not None
+
+
+def asked_version(question: str, text: str) -> VersionAnswer | None:
+    """The version the answer span of ``text`` names, when ``question`` asks for one (:func:`asks_for_version`) and
+    the span names exactly one (an upper bound or an exclusion, "<4.0", does not count); else ``None``.
+
+    >>> asked_version("What is the minimum Python version that package requires?",
+    ...               "It requires Python 3.10. So the answer is Python version 3.10 or higher.").answer
+    '3.10'
+    >>> asked_version("What is the minimum Python version that package requires?",
+    ...               "So the answer is 3.9 or 3.10.") is None
+    True
+    """
+    if not asks_for_version(question):
+        return None
+    span = answer_span(text)
+    written = (text if span is None else text[span[0]:span[1]]).strip()
+    low = written.lower()
+    found = [m for m in _VERSION.finditer(low) if not _BOUND_BEFORE.search(low, 0, m.start())]
+    numbers = {tuple(int(g) for g in m.groups() if g is not None) for m in found}
+    if len(numbers) != 1:
+        return None
+    first = found[0]
+    return VersionAnswer(version=next(iter(numbers)), answer=written[first.start():first.end()].lstrip("vV"),
+                         written=written)
+
+
+def settle_versions(question: str, text: str, passages: Sequence[Passage] | None = None
+                    ) -> DateComparison | VersionAnswer | None:
     """Settle a comparison of versions (see the module docstring) from ``text``, the reader's answer: its reasoning
     is what precedes the answer span; with ``passages`` (those of the answer's prompt), an option the reasoning
     gives no version gets its own passage's (:func:`versions_in_passages`). ``None`` when ``question`` is not such a
     comparison; else the record (``event`` ``"version"``), whose ``answer`` is the option the versions choose, or
-    ``None`` when they choose none.
+    ``None`` when they choose none. A question that asks for a version gets :func:`asked_version`'s record instead.
 
     >>> settle_versions("Which requires a newer minimum Python version, rpds-py or py-cpuinfo2?",
     ...                 "rpds-py requires Python 3.11. py-cpuinfo2 requires Python 3.9. So the answer is py-cpuinfo2."
@@ -163,7 +229,7 @@ def settle_versions(question: str, text: str, passages: Sequence[Passage] | None
     """
     direction = asks_versions(question)
     if direction is None:
-        return None
+        return asked_version(question, text)
     options = question_options(question)
     span = answer_span(text)
     reasoning = text if span is None else text[:span[0]]

@@ -105,7 +105,10 @@ def print_checks_and_cost(result: Any, out: Any) -> None:
     """What ``ask`` prints after the retrievals: the answer check, the dates compared, and the question's cost."""
     if result.answer_check is not None:
         print_answer_check(result.answer_check, out)
-    if result.date_comparison is not None:
+    if result.date_comparison is not None and result.date_comparison.get("event") == "version-asked":
+        record = result.date_comparison  # a question that asks for a version: the version the answer names
+        print(f"Version asked: {record['written']!r} -> {record['answer']!r}", file=out)
+    elif result.date_comparison is not None:
         from ..answer.dates import describe_comparison
 
         label = "Versions compared" if result.date_comparison.get("event") == "version" else "Dates compared"

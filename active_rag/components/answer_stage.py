@@ -73,7 +73,9 @@ class AnswerStage:
     """Settle a comparison of versions with the versions the reader wrote
     (:func:`~active_rag.answer.versions.settle_versions`) or, for an option it gave none, the version the
     option's own passage in the prompt states: the result's ``short_answer`` is the option they choose, and
-    ``date_comparison`` records them (``event`` ``"version"``). ``"reasoning"``: the reader's versions only."""
+    ``date_comparison`` records them (``event`` ``"version"``). ``"reasoning"``: the reader's versions only. Either
+    way a question that asks for a version ("What is the minimum Python version ...?") gets the version its answer
+    names as the short answer (:func:`~active_rag.answer.versions.asked_version`, ``event`` ``"version-asked"``)."""
 
     each_name: bool = False
     """Ask a "both" question's names one by one when the answer is "yes" (:mod:`~active_rag.answer.both_names`):

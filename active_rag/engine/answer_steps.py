@@ -34,7 +34,7 @@ from ..answer.both_names import both_question, settle_both, yes_or_no
 from ..answer.dates import settle_dates
 from ..answer.links import question_articles
 from ..answer.read_choice import choose_reading
-from ..answer.versions import settle_versions
+from ..answer.versions import VersionAnswer, settle_versions
 from ..types import Retrieval, StreamEvent, TokenEvent, TriggerDecision
 from .generation import Generation, text_of
 from .retrieving import Retrieving
@@ -274,18 +274,23 @@ class LookAgain:
 class SettleVersions:
     """A comparison of versions settled by the versions the reader wrote (``"reasoning"``) or, for an option it
     gave none, the version the option's own passage in the prompt states (``"passages"``):
-    :func:`~active_rag.answer.versions.settle_versions`, recorded in ``run.settled``."""
+    :func:`~active_rag.answer.versions.settle_versions`, recorded in ``run.settled``. With ``asked`` (the default),
+    a question that asks for a version gets the version its answer names as the short answer
+    (:func:`~active_rag.answer.versions.asked_version`)."""
 
     rule: Literal["reasoning", "passages"] = "passages"
+    asked: bool = True
     name: str = "settle-versions"
     rewrites: bool = False
 
     def describe(self) -> dict[str, Any]:
-        return {"settle_versions": True if self.rule == "reasoning" else self.rule}
+        return {"settle_versions": True if self.rule == "reasoning" else self.rule,
+                **({"version_asked": True} if self.asked else {})}
 
     def __call__(self, run: Run, parts: EngineParts) -> Iterator[StreamEvent]:
         own = run.retrieved(run.answer_passages) if self.rule == "passages" else None
-        run.settled = settle_versions(run.question, run.output_text.strip(), own)
+        settled = settle_versions(run.question, run.output_text.strip(), own)
+        run.settled = None if isinstance(settled, VersionAnswer) and not self.asked else settled
         return iter(())
 
 

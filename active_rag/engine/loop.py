@@ -49,7 +49,7 @@ from ..components.settings import RunSettings
 from ..text import word_start
 from ..types import ActiveRAGResult, Retriever, RouteDecision, StreamEvent, TokenStep, TriggerDecision
 from ..validation import MAX_RETRIEVALS_HINT, MAX_TOP_K, TOP_K_HINT, check_int, check_question
-from .answer_steps import BUILT_IN, FORCED_ANSWER_TOKENS, AnswerStep, EngineParts, answer_steps_for
+from .answer_steps import BUILT_IN, FORCED_ANSWER_TOKENS, AnswerStep, EngineParts, SettleVersions, answer_steps_for
 from .generation import Generation, text_of
 from .retrieving import Retrieving
 from .run import Run
@@ -204,6 +204,8 @@ class ActiveRAG:
             **({"settle_dates": True} if self.settle_dates else {}),
             **({"settle_versions": True if self.settle_versions == "reasoning" else self.settle_versions}
                if self.settle_versions else {}),
+            **({"version_asked": True} if any(isinstance(s, SettleVersions) and s.asked
+                                              for s in self.answer_steps) else {}),
             **({"ask_each_name": True} if self.ask_each_name else {}),
             **({"answer_steps": own} if own else {}),
         }

@@ -5,7 +5,8 @@
   :class:`~active_rag.types.Retrieval` record in the run's trace.
 - :meth:`Retrieving.linked`: the own articles of the names worth following that the passages read mention
   (:func:`active_rag.answer.links.follow_links`), after choosing by the question's form what to read
-  (:func:`active_rag.answer.read_choice.choose_reading`).
+  (:func:`active_rag.answer.read_choice.choose_reading`); the pages of what only the question's premise names leave
+  the prompt once the page it describes is read (:func:`active_rag.answer.premise.premise_pages`).
 - :meth:`Retrieving.follow`: the ``bridge`` trigger's action: retrieve the named entity's own article and start the
   next sentence with its name.
 - :meth:`Retrieving.scorer`: the ``rerank`` context policy's score of a set of passages (the model's uncertainty
@@ -21,6 +22,7 @@ from ..decoding.model import count_prompt_tokens
 from ..entities import is_own_passage
 from ..components.context import ContextPolicy, record_held
 from ..answer.links import Links, follow_links
+from ..answer.premise import premise_pages
 from ..answer.read_choice import choose_reading
 from ..retrieval.rankings import fetch_passages
 from ..types import Passage, Retrieval, StreamEvent, TriggerDecision
@@ -82,6 +84,8 @@ class Retrieving:
             retrieval.passages = [p for p in passages if p not in left_out]
             retrieval.dropped = left_out
             retrieval.dropped_reason = f"context policy {context.name}: not kept"
+            if details.get("premise_pages"):  # Retrieving.linked: a page of what only the question's premise names
+                retrieval.dropped_reason += "; or a page of what only the question's premise names (premise_pages)"
         if not_own:
             retrieval.dropped = not_own + list(retrieval.dropped)
             retrieval.dropped_reason = "; ".join(filter(None, ["not the bridge entity's own article", retrieval.dropped_reason]))
@@ -129,9 +133,15 @@ class Retrieving:
             found.append(links)
             return links.passages
 
+        def arrange(kept: list[Passage]) -> list[Passage]:
+            kept = context.arrange_links(kept, found[-1]) if found else kept
+            premise = premise_pages(run.question, kept)  # the described thing's page is read: the premise's pages go
+            if premise:
+                details["premise_pages"] = [p.id for p in premise]
+            return [p for p in kept if p not in premise]
+
         return self.retrieve(run, [run.question], position=position, decision=decision, details=details,
-                             formulator="linked", fetch=fetch, context=context,
-                             arrange=lambda kept: context.arrange_links(kept, found[-1]) if found else kept)
+                             formulator="linked", fetch=fetch, context=context, arrange=arrange)
 
     def follow(
         self, run: Run, queries: Sequence[str], position: int, decision: TriggerDecision, details: dict[str, Any],

@@ -18,6 +18,7 @@ from ..answer.options import OptionsConstraint
 from ..components.answer_stage import ResolvedAnswerStage
 from ..components.context import ContextPolicy
 from ..answer.dates import DateComparison
+from ..answer.versions import VersionAnswer
 from ..components.prompt_layout import Layout
 from ..components.prompts import PromptTemplate
 from ..components.queries import QueryFormulator
@@ -99,7 +100,7 @@ class Run:
     # what the answer steps found (ActiveRAGResult's fields of the same names)
     draft: str | None = None
     answer_check: dict[str, Any] | None = None
-    settled: DateComparison | None = None
+    settled: DateComparison | VersionAnswer | None = None
     each_name: dict[str, Any] | None = None
 
     @property

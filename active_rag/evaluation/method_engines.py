@@ -172,8 +172,13 @@ def _decodes_with_our_kernel(model: Any) -> bool:
 #: the rules of :func:`~active_rag.answer.links.follow_links` that change only a folder's (chunked) corpus, named in
 #: the keys of rows of methods that follow links over one: ``continuation`` (a link displaces the next chunk of a
 #: document the question reads only when it bears on the question as much), ``premise`` (a name only a question's
-#: premise states faces that rule too, :func:`~active_rag.answer.links.premise_names`)
-LINK_RULES = "continuation+premise"
+#: premise states faces that rule too, :func:`~active_rag.answer.links.premise_names`), ``described`` (the pages of
+#: what only a question's premise names leave the prompt once the page it describes is read,
+#: :func:`~active_rag.answer.premise.premise_pages`)
+LINK_RULES = "continuation+premise+described"
+#: the link rules of rows written before, each with the rules of :data:`LINK_RULES` it lacks (a resume carries those
+#: rows over or answers them again: :func:`active_rag.evaluation.settled.convert_row`)
+EARLIER_LINK_RULES = {"continuation+premise": "described", "continuation": "premise+described"}
 
 
 def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_passages: int | None = None,
@@ -182,8 +187,8 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
 
     Rows over another corpus than the shared one (``--data-dir`` of a union corpus: ``corpus_passages``, the
     index's size) and rows with hidden titles get keys of their own, so that they never resume one another.
-    ``link_rules``: the key of rows written with other rules of :data:`LINK_RULES` (``"continuation"``: before
-    ``premise``), for a resume to carry them over."""
+    ``link_rules``: the key of rows written with other rules of :data:`LINK_RULES` (:data:`EARLIER_LINK_RULES`),
+    for a resume to carry them over."""
     desc = {
         **rag.describe(),
         "prompt_text": [rag.prompt.direct, rag.prompt.with_docs],

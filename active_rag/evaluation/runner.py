@@ -66,6 +66,7 @@ from active_rag.evaluation.method_engines import (
     _ContextsRetriever,
     _engine_key,
     _router_options,
+    EARLIER_LINK_RULES,
     _TimedRetriever,
     build_engine,
     default_index_cache,
@@ -92,6 +93,7 @@ from active_rag.evaluation.scoring import resume_rows
 from active_rag.evaluation.store import compact_rows_file, format_failures, is_failed, rows_on_disk
 from active_rag.answer.check import passages_text
 from active_rag.components.context import FocusContext
+from active_rag.engine.answer_steps import SettleVersions
 from active_rag.components.prompt_layout import resolve_prompt_mode
 from active_rag.components.routing import authors_decision
 from active_rag.validation import check_date
@@ -355,9 +357,10 @@ class EvalWorker:
         (``settle_dates``, ``settle_versions``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
         ``focus`` reading comparison looks in full against ``compare=0``; :mod:`active_rag.evaluation.settled`),
         each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...; ``"version-passages"``:
-        versions read from the reasoning only, ``AnswerStage(versions="reasoning")``; ``"premise"``: the links of a
-        folder's corpus followed before a question's premise names faced the continuation rule,
-        :data:`~active_rag.evaluation.method_engines.LINK_RULES`); empty when it has none."""
+        versions read from the reasoning only, ``AnswerStage(versions="reasoning")``; ``"version-asked"``: before a
+        question that asks for a version got the version as its short answer; ``"premise"``, ``"described"``: the links of a
+        folder's corpus followed before a question's premise names faced the continuation rule, before the premise's
+        pages left the prompt, :data:`~active_rag.evaluation.method_engines.EARLIER_LINK_RULES`); empty when it has none."""
         probe, _ = self._engine(name)
         check = probe.answer_check
         context = probe.context
@@ -370,12 +373,17 @@ class EvalWorker:
             has.append("new-evidence")
         if isinstance(context, FocusContext) and context.compare:
             has.append("compare-look")
+        if versions:  # last: turning a stage rule back on rebuilds the steps, with this rule on
+            has.append("version-asked")
 
         stage_fields = {"dates": "dates", "each-name": "each_name"}
 
         def turn(rule: str, on: bool) -> None:
             if rule == "new-evidence":
                 check.select = "new-evidence" if on else "second"
+            elif rule == "version-asked":  # the step's own switch: the stage has none
+                probe.answer_steps[:] = [dataclasses.replace(step, asked=on) if isinstance(step, SettleVersions) else step
+                                         for step in probe.answer_steps]
             elif rule == "compare-look":
                 probe.context = context if on else dataclasses.replace(context, compare=0)
             elif rule == "version-passages":  # the reasoning's versions only; off already when "versions" is
@@ -394,10 +402,10 @@ class EvalWorker:
                 turn(rule, False)
             try:
                 keys.setdefault(_engine_key(probe, self.config, self.model_name, passages), "+".join(off))
-                # rows written before a question's premise names faced the continuation rule (the same key where
-                # the engine's key names no link rules)
-                keys.setdefault(_engine_key(probe, self.config, self.model_name, passages, link_rules="continuation"),
-                                "+".join(["premise", *off]))
+                # rows written with earlier link rules (the same key where the engine's key names no link rules)
+                for earlier, lacks in EARLIER_LINK_RULES.items():
+                    keys.setdefault(_engine_key(probe, self.config, self.model_name, passages, link_rules=earlier),
+                                    "+".join([lacks, *off]))
             finally:
                 for rule in off:
                     turn(rule, True)

@@ -32,10 +32,11 @@ On a folder's corpus, :func:`~active_rag.answer.links.follow_links` lets a name 
 states ("requests depends on a package described as ...") face the continuation rule
 (:func:`~active_rag.answer.links.premise_names`): a row written before (rule ``"premise"``) is the row it writes
 unless its question has a premise (:func:`~active_rag.answer.links.asking_sentence`); such a question is answered
-again.
+again. So is one written before the premise's pages left the prompt once the page it describes is read (rule
+``"described"``, :func:`~active_rag.answer.premise.premise_pages`).
 
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"versions"``, ``"each-name"``,
-``"new-evidence"``, ``"compare-look"``, ``"version-passages"``, ``"premise"``, joined by ``+``).
+``"new-evidence"``, ``"compare-look"``, ``"version-passages"``, ``"premise"``, ``"described"``, joined by ``+``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from typing import Any
 from active_rag.evaluation.metrics import qa_scores
 from active_rag.answer.both_names import both_question, yes_or_no
 from active_rag.answer.check import grounded_in, unsupported_change
-from active_rag.answer.dates import settle_dates
+from active_rag.answer.dates import DateComparison, settle_dates
 from active_rag.answer.links import asking_sentence
 from active_rag.answer.versions import settle_versions
 from active_rag.answer.normalize import normalize_answer
@@ -82,7 +83,9 @@ def settle_row(row: Mapping[str, Any], key: str, rules: str = "dates",
     question, prediction = str(row.get("question", "")), str(row.get("prediction") or "")
     missing = set(rules.split("+"))
     settled = (settle_versions(question, prediction, passages)
-               if missing & {"versions", "version-passages"} else None)
+               if missing & {"versions", "version-passages", "version-asked"} else None)
+    if isinstance(settled, DateComparison) and not missing & {"versions", "version-passages"}:
+        settled = None  # the row's comparison is settled as the engine settles it: only a version asked is new
     written = row.get("date_comparison") or {}
     if settled is None and "dates" in missing and written.get("event") != "version":
         settled = settle_dates(question, prediction)
@@ -144,17 +147,18 @@ def _reads_passages(row: Mapping[str, Any]) -> bool:
     """Whether ``AnswerStage(versions=True)`` reads the options' own passages on this row: a comparison of versions
     whose reasoning gives an option none."""
     written = settle_versions(str(row.get("question", "")), str(row.get("prediction") or ""))
-    return written is not None and None in written.dates
+    return isinstance(written, DateComparison) and None in written.dates
 
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
     """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"version-passages"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
-    ``"premise"``, joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the question must be
-    answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages through ``texts``,
-    :func:`looked_to_compare`; ``"premise"``: a question with a premise, :func:`~active_rag.answer.links.asking_sentence`)."""
+    ``"premise"``, ``"described"``, joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the
+    question must be answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages through
+    ``texts``, :func:`looked_to_compare`; ``"premise"``, ``"described"``: a question with a premise,
+    :func:`~active_rag.answer.links.asking_sentence`)."""
     missing = set(rules.split("+"))
-    if "premise" in missing and asking_sentence(str(row.get("question", ""))) is not None:
-        return None  # a question with a premise: its premise's names may now face the continuation rule
+    if missing & {"premise", "described"} and asking_sentence(str(row.get("question", ""))) is not None:
+        return None  # a question with a premise: its premise's names and pages may now go
     if "compare-look" in missing and looked_to_compare(row):
         return None
     if "each-name" in missing and _asks_each_name(row):
@@ -167,7 +171,7 @@ def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageText
     reads_passages = bool(missing & {"versions", "version-passages"}) and _reads_passages(row)
     if reads_passages and texts is None:
         return None  # the options' own passages cannot be read: the question is answered again
-    if missing & {"dates", "versions", "version-passages"}:
+    if missing & {"dates", "versions", "version-passages", "version-asked"}:
         passages = row_passages(row, texts) if reads_passages and texts is not None else None
         return settle_row(row, key, rules, passages)
     return {**row, "engine_key": key, "settled_from": row.get("engine_key")}

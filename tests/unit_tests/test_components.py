@@ -35,7 +35,8 @@ AFTER_THE_COMPONENTS = {"look-again-choose"}
 SETTLE_DATES = {"sr-rag-choose", "look-again-choose"}
 #: ... and that ask a "both" question's names one by one (``AnswerStage(each_name=True)``), likewise
 ASK_EACH_NAME = SETTLE_DATES
-#: ... and that settle comparisons of versions (``AnswerStage(versions=True)``), likewise
+#: ... and that settle comparisons of versions (``AnswerStage(versions=True)``), likewise, and answer a question that
+#: asks for a version with the version (``version_asked``)
 SETTLE_VERSIONS = SETTLE_DATES
 
 
@@ -50,6 +51,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
     assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
     assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
     assert described.pop("settle_versions", False) == ("passages" if name in SETTLE_VERSIONS else False)
+    assert described.pop("version_asked", False) == (name in SETTLE_VERSIONS)
     assert described == BEFORE[name]
     if name + "@profile" in BEFORE:
         profile = "2wikimultihopqa"
@@ -59,6 +61,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
         assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
         assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
         assert described.pop("settle_versions", False) == ("passages" if name in SETTLE_VERSIONS else False)
+        assert described.pop("version_asked", False) == (name in SETTLE_VERSIONS)
         assert described == BEFORE[name + "@profile"]
 
 

@@ -3,6 +3,8 @@ name the corpus's documents; choice options whatever their case; the name index 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from active_rag.markup import identifiers, prose
 from active_rag.answer.options import question_options
 from active_rag.answer import links as linked
@@ -268,3 +270,60 @@ def test_a_name_only_the_premise_states_faces_the_next_chunk_of_the_document_rea
     monkeypatch.undo()
     asked = "Who is the author of the package sklearn depends on for lightweight pipelining?"
     assert "sklearn.md" in [p.id for p in follow_links(retriever, [docs[0]], asked, 1, {docs[0].id}).passages]
+
+
+# -- a premise's pages leave once the page it describes is read ------------------------------------------------------
+
+_PREMISE_Q = ('referencing depends on a package described as "Python bindings to Rust\'s persistent data structures". '
+              "What is the minimum Python version that package requires?")
+
+
+def _premise_folder(root) -> Path:
+    folder = root / "docs"
+    folder.mkdir()
+    (folder / "referencing.md").write_text("# referencing\n\nName: referencing\nSummary: JSON referencing\n"
+                                           "Requires-Python: >=3.10\nRequires-Dist: rpds-py\n")
+    (folder / "rpds-py.md").write_text("# rpds-py\n\nName: rpds-py\nSummary: Python bindings to Rust's persistent data "
+                                       "structures\nRequires-Python: >=3.11\n")
+    for i in range(4):
+        (folder / f"other{i}.md").write_text(f"# other{i}\n\nName: other{i}\nSummary: a tool for task {i}\n")
+    return folder
+
+
+def test_premise_pages_are_those_of_what_only_the_premise_names_once_the_described_page_is_read() -> None:
+    from active_rag.answer.premise import premise_pages
+
+    named = Passage(id="referencing.md#2", title="referencing (2/5)", text="Requires-Python: >=3.10")
+    described = Passage(id="rpds-py.md#1", title="rpds-py (1/3)",
+                        text="Summary: Python bindings to Rust's\npersistent data structures")  # lines break anywhere
+    assert premise_pages(_PREMISE_Q, [named, described]) == [named]
+    assert premise_pages(_PREMISE_Q, [named]) == []  # nothing read yet of what the question asks about
+    one_sentence = "What is the minimum Python version of the package referencing depends on?"
+    assert premise_pages(one_sentence, [named, described]) == []  # no premise
+    asked_too = ('referencing depends on a package described as "Python bindings to Rust\'s persistent data '
+                 'structures". Does that package require a newer Python than referencing?')
+    assert premise_pages(asked_too, [named, described]) == []  # the asking sentence names it: its page stays
+    short = 'referencing depends on a package called "rpds". What is the minimum Python version it requires?'
+    assert premise_pages(short, [named, described]) == []  # a quoted name, not a description
+    file_titled = Passage(id="docs/referencing.md", title="docs/referencing.md", text="Requires-Python: >=3.10")
+    assert premise_pages(_PREMISE_Q, [file_titled, described]) == [file_titled]
+
+
+def test_a_linked_look_leaves_the_premises_pages_out_and_says_so(tiny_lm, tmp_path) -> None:
+    """sr-rag-choose over a folder: the question's passages hold referencing's page (the premise names it) and
+    rpds-py's (whose summary it quotes); the linked look leaves referencing's out of the prompt, and the trace
+    says which and where they went."""
+    from active_rag import ActiveRAG, BM25Index
+
+    index = BM25Index.from_path(_premise_folder(tmp_path))
+    rag = ActiveRAG.from_preset("sr-rag-choose", tiny_lm, index, top_k=2, max_new_tokens=3)
+    result = rag.run(_PREMISE_Q)
+    first, look = result.retrievals[0], result.retrievals[1]
+    assert {p.title.split()[0] for p in first.passages} >= {"referencing", "rpds-py"}
+    gone = look.details["premise_pages"]
+    assert gone and all(i.startswith("referencing") for i in gone)
+    assert set(gone) <= set(look.evicted_ids) | {p.id for p in look.dropped}  # recorded, not lost
+    assert not [i for i in result.final_passage_ids if i.startswith("referencing")]
+    assert any(i.startswith("rpds-py") for i in result.final_passage_ids)
+    plain = rag.run("What is the minimum Python version that rpds-py requires?")
+    assert all("premise_pages" not in r.details for r in plain.retrievals)

@@ -75,12 +75,13 @@ def test_the_prompt_is_hotpotqas() -> None:
     assert build_eval_prompt("pydocs", "Q?") == build_eval_prompt("hotpotqa", "Q?")
 
 
-def test_rows_written_before_premise_names_faced_the_continuation_rule_resume_but_those_with_a_premise(
-        tiny_lm, tmp_path: Path) -> None:
+@pytest.mark.parametrize("earlier", ["continuation", "continuation+premise"])
+def test_rows_written_with_earlier_link_rules_resume_but_those_with_a_premise(
+        tiny_lm, tmp_path: Path, earlier: str) -> None:
     """Rows of a method that follows links over a folder, written before a name only a question's premise states
-    faced the continuation rule (``link_rules: "continuation"``), resume under the new key: a question of one
-    sentence is carried over, one with a premise ("alpha depends on ... . Who is ...?") is answered again, and the
-    rows it replaces are set aside."""
+    faced the continuation rule (``link_rules: "continuation"``) or before the premise's pages left the prompt
+    (``"continuation+premise"``), resume under the new key: a question of one sentence is carried over, one with a
+    premise ("alpha depends on ... . Who is ...?") is answered again, and the rows it replaces are set aside."""
     from active_rag.evaluation import method_engines
     from active_rag.evaluation.runner import EvalConfig, run_eval
 
@@ -91,7 +92,7 @@ def test_rows_written_before_premise_names_faced_the_continuation_rule_resume_bu
                           methods=["sr-rag-choose"], max_new_tokens=6, plots=False)
 
     with pytest.MonkeyPatch.context() as mp:  # the key as it was
-        mp.setattr(method_engines._engine_key, "__defaults__", (None, "continuation"))
+        mp.setattr(method_engines._engine_key, "__defaults__", (None, earlier))
         old = run_eval(config(), lm=tiny_lm, progress=False)
     path = old.out_dir / "sr-rag-choose.jsonl"
     written = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
@@ -102,3 +103,28 @@ def test_rows_written_before_premise_names_faced_the_continuation_rule_resume_bu
     assert all(rows[q]["engine_key"] != written[q]["engine_key"] for q in rows)
     aside = [json.loads(line) for p in (old.out_dir / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
     assert len(aside) == len(written)  # nothing lost
+
+
+def test_rows_written_before_a_version_asked_got_the_version_resume_without_the_model(tiny_lm, tmp_path: Path) -> None:
+    """Rows of a preset that settles versions, written before a question that asks for a version got the version
+    as its short answer (no ``version_asked`` in the key), resume under the new key without the model: every row
+    carried over (none answered again), each settled from what it holds."""
+    from active_rag.engine.answer_steps import SettleVersions
+    from active_rag.evaluation.runner import EvalConfig, run_eval
+
+    data = _data(tmp_path)
+
+    def config() -> EvalConfig:
+        return EvalConfig(dataset="pydocs", data_dir=data, out_dir=tmp_path / "out", index_cache=tmp_path / "idx",
+                          methods=["sr-rag-choose"], max_new_tokens=6, plots=False)
+
+    with pytest.MonkeyPatch.context() as mp:  # the step as it was: no version asked
+        mp.setattr(SettleVersions.__init__, "__defaults__", ("passages", False, "settle-versions", False))
+        old = run_eval(config(), lm=tiny_lm, progress=False)
+    path = old.out_dir / "sr-rag-choose.jsonl"
+    written = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+    with pytest.warns(UserWarning, match=r"carried over 3 row\(s\).*version-asked"):
+        run_eval(config(), lm=tiny_lm, progress=False)
+    rows = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+    assert sorted(rows) == ["q1", "q2", "q3"] and all(rows[q]["settled_from"] == written[q]["engine_key"] for q in rows)
+    assert all(rows[q]["prediction"] == written[q]["prediction"] for q in rows)  # not answered again

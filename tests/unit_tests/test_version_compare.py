@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -12,7 +13,9 @@ from active_rag import ActiveRAG, AnswerStage
 from active_rag.evaluation.scoring import _read_rows
 from active_rag.evaluation.settled import convert_row
 from active_rag.errors import InvalidOptionError
-from active_rag.answer.versions import asks_versions, settle_versions, versions_by_option, versions_in_passages
+from active_rag.answer.versions import (asked_version, asks_for_version, asks_versions, settle_versions,
+                                        versions_by_option, versions_in_passages)
+from active_rag.engine.answer_steps import SettleVersions
 from active_rag.retrieval.name_index import NameIndex
 from active_rag.types import Passage
 from active_rag.components.settings import engine_kwargs
@@ -165,3 +168,64 @@ def test_a_row_settled_by_the_reasoning_only_is_settled_again_from_its_passages(
     assert convert_row(row, "passages", "version-passages") is None  # no passages to read: answered again
     other = _row("reasoning", question="Who is older, Annie Morton or Terry Richardson?", prediction="Annie Morton.")
     assert convert_row(other, "passages", "version-passages") is not None  # no versions asked: nothing to read
+
+
+# -- a question that asks for a version: the version is the short answer ----------------------------------------------
+ASKED = "What is the minimum Python version that rpds-py requires?"
+VERBOSE = "rpds-py requires Python 3.11. So the answer is Python version 3.11 or higher."
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (VERBOSE, "3.11"),
+    ("So the answer is Python 3.9+.", "3.9"),
+    ("So the answer is >=3.10.", "3.10"),
+    ("So the answer is <4.0,>=3.10.0.", "3.10.0"),  # the upper bound is not it; the version is kept as written
+    ("So the answer is 3.10.", "3.10"),
+    ("So the answer is v2.1.0.", "2.1.0"),
+    ("So the answer is 3.9 or 3.10.", None),  # two versions: the reader's answer stands
+    ("So the answer is Python 3.", None),  # no version
+])
+def test_a_question_that_asks_for_a_version_gets_the_version_its_answer_names(text: str, expected: str | None) -> None:
+    found = asked_version(ASKED, text)
+    assert (found.answer if found is not None else None) == expected
+    assert found is None or found.to_dict()["event"] == "version-asked"
+
+
+@pytest.mark.parametrize(("question", "asks"), [
+    (ASKED, True),
+    ("Which version of Python added the walrus operator?", True),
+    ('rpds-py depends on a package described as "A thing". What is the minimum Python version that package requires?',
+     True),
+    (Q, False),  # a choice between two packages: the comparison's rule
+    ("Does rpds-py support Python version 3.8?", False),  # yes or no
+    ("Who is the author of the rpds-py package?", False),
+])
+def test_asks_for_version(question: str, asks: bool) -> None:
+    assert asks_for_version(question) is asks
+
+
+def test_the_engine_answers_a_version_asked_with_the_version_and_ask_prints_it() -> None:
+    from active_rag.cli.commands import _print_checks_and_cost
+
+    lm = ScriptedLM(script=lambda prompt: words(VERBOSE))
+    result = ActiveRAG.from_preset("sr-rag-choose", lm, Packages(), top_k=2).run(ASKED)
+    assert result.answer == VERBOSE and result.short_answer == "3.11"  # the text stays what the model wrote
+    assert result.date_comparison == {"version": (3, 11), "answer": "3.11", "written": "Python version 3.11 or higher",
+                                      "event": "version-asked"}
+    out = io.StringIO()
+    _print_checks_and_cost(result, out)
+    assert "Version asked: 'Python version 3.11 or higher' -> '3.11'" in out.getvalue()
+    assert ActiveRAG.from_preset("sr-rag", lm, Packages(), top_k=2).run(ASKED).short_answer == "Python version 3.11 or higher"
+    rag = ActiveRAG.from_preset("sr-rag-choose", lm, Packages(), top_k=2)
+    rag.answer_steps[:] = [dataclasses.replace(s, asked=False) if isinstance(s, SettleVersions) else s
+                           for s in rag.answer_steps]
+    assert rag.run(ASKED).short_answer == "Python version 3.11 or higher" and "version_asked" not in rag.describe()
+
+
+def test_a_row_written_before_the_rule_gets_the_version_without_the_model() -> None:
+    row = _row("old", question=ASKED, gold=["3.11", ">=3.11"], prediction=VERBOSE, answer="Python version 3.11 or higher")
+    converted = convert_row(row, "new", "version-asked")
+    assert converted is not None and converted["answer"] == "3.11" and converted["metrics"]["f1"] == 1.0
+    assert converted["date_comparison"]["event"] == "version-asked" and converted["settled_from"] == "old"
+    compared = convert_row(_row("old"), "new", "version-asked")  # a comparison: settled as the row's engine settled it
+    assert compared is not None and compared["answer"] == "py-cpuinfo2" and "date_comparison" not in compared
