@@ -10,7 +10,11 @@ gold passage in the prompt once ``--more`` passages are added, by each way of ch
 - ``linked``: :func:`active_rag.answer.links.follow_links`: the names worth following looked up in the index's name index
   (:mod:`active_rag.retrieval.name_index`), then the question's next passages;
 - ``choose``: ``sr-rag-choose``'s per-question choice (:func:`active_rag.answer.read_choice.choose_reading`): a comparison
-  of named things follows only the question's own names, any other question as ``linked``.
+  of named things follows only the question's own names, any other question as ``linked``;
+- ``budget`` (with ``--budget OPEN,CHOICE,SHARE``): ``choose``'s links kept by a budget (:func:`budgeted_links`): the
+  question's own names, the first ``OPEN`` links of an open question and ``CHOICE`` of a choice question ("A or
+  B?"), and any other whose passage scores at least ``SHARE`` times the least relevant first passage; the question's
+  next passages fill the rest.
 
 It prints the new-evidence rate (the share of questions whose added passages bring a gold passage the first ones
 lacked), how many of the added passages are linked articles that the question's next-ranked ones do not include,
@@ -37,8 +41,10 @@ from active_rag.entities import entities_of, is_article_of
 from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example, load_dataset
 from active_rag.evaluation.method_engines import load_corpus_index
-from active_rag.answer.links import follow_links
-from active_rag.retrieval.name_index import NameIndex, name_index_of
+from active_rag.answer.links import follow_links, question_names
+from active_rag.answer.options import question_options
+from active_rag.retrieval.name_index import NameIndex, name_index_of, name_key
+from active_rag.retrieval.relevance import relevance_of, terms
 from active_rag.retrieval.rankings import fetch_rankings
 from active_rag.answer.read_choice import choose_reading
 from active_rag.text import split_sentences
@@ -85,20 +91,49 @@ def per_name_articles(retriever: Any, passages: Sequence[Passage], question: str
     return found[:k]
 
 
+def budgeted_links(retriever: CountingRetriever, first: Sequence[Passage], question: str, more: int, held: set[str],
+                   budget: tuple[int, int, float], continuation: bool = True) -> list[str]:
+    """The ids of ``more`` passages: ``choose``'s links (see the module docstring) kept by ``budget`` (open, choice,
+    share), then the question's next passages."""
+    open_links, choice_links, share = budget
+    index = retriever.name_index
+    compare = choose_reading(question).way == "compare"
+    links = follow_links(retriever, [] if compare else first, question, more, held, fill=False, continuation=continuation)
+    named = [(p, n) for p, n in links.sources if n is not None]
+    relevance, asked = relevance_of(index), terms(question)
+    floor = min(relevance.score(asked, p) for p in first) if first else 0.0
+    own = {name_key(n) for n in question_names(question, index.names_document)}
+    allowed = choice_links if question_options(question) else open_links
+    ids = [p.id for order, (p, name) in enumerate(named)
+           if name_key(name) in own or order < allowed or (floor > 0 and relevance.score(asked, p) >= share * floor)]
+    ids = ids[:more]
+    if len(ids) < more:
+        for p in fetch_rankings(retriever, [question], more + len(ids), held)[0]:
+            if len(ids) >= more:
+                break
+            if p.id not in ids:
+                ids.append(p.id)
+    return ids
+
+
 def added_passages(retriever: CountingRetriever, example: Example, top_k: int, more: int,
                    with_question_names: bool = True,
                    min_share: float = 0.0,
-                   continuation: bool = True, hub: float = 0.0) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
-    """The first retrieval's passage ids, per way (:data:`WAYS`) the ids of the ``more`` passages it adds, and per
-    way the retriever calls the question made (the first retrieval's included)."""
+                   continuation: bool = True, hub: float = 0.0,
+                   budget: tuple[int, int, float] | None = None) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+    """The first retrieval's passage ids, per way (:data:`WAYS`, and ``budget`` when given) the ids of the ``more``
+    passages it adds, and per way the retriever calls the question made (the first retrieval's included)."""
     retriever.calls = 0
     first = retriever.retrieve(example.question, top_k)
     held = {p.id for p in first}
     added: dict[str, list[str]] = {}
     calls: dict[str, int] = {}
-    for way in WAYS:
+    for way in WAYS + (("budget",) if budget is not None else ()):
         retriever.calls = 1
-        if way == "question":
+        if way == "budget":
+            assert budget is not None
+            ids = budgeted_links(retriever, first, example.question, more, held, budget, continuation)
+        elif way == "question":
             ids = [p.id for p in fetch_rankings(retriever, [example.question], more, held)[0][:more]]
         elif way == "per-name":
             ids = [p.id for p in per_name_articles(retriever, first, example.question, more, held)]
@@ -114,7 +149,8 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
 
 def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: int = 3,
                  name_index: NameIndex | None = None, with_question_names: bool = True,
-                 min_share: float = 0.0, continuation: bool = True, hub: float = 0.0) -> dict[str, dict[str, float]]:
+                 min_share: float = 0.0, continuation: bool = True, hub: float = 0.0,
+                 budget: tuple[int, int, float] | None = None) -> dict[str, dict[str, float]]:
     """Per way: ``all_gold`` (% of questions whose prompt holds every gold passage after the added ones),
     ``new_evidence`` (% whose added passages bring a gold passage the first ones lacked), ``linked`` and
     ``linked_without_gold`` (added passages a question that the question's next-ranked ones would not have
@@ -127,12 +163,13 @@ def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: 
     retriever = CountingRetriever(index, name_index)
     most: dict[str, int] = {}
     out: dict[str, dict[str, float]] = {"first": {"all_gold": 0.0}}
-    for way in WAYS:
+    for way in WAYS + (("budget",) if budget is not None else ()):
         out[way] = {"all_gold": 0.0, "new_evidence": 0.0, "linked": 0.0, "linked_without_gold": 0.0, "calls": 0.0,
                     "max_calls": 0.0}
     for e in rows:
         gold = set(e.gold_passage_ids)
-        first, added, calls = added_passages(retriever, e, top_k, more, with_question_names, min_share, continuation, hub)
+        first, added, calls = added_passages(retriever, e, top_k, more, with_question_names, min_share, continuation, hub,
+                                             budget)
         out["first"]["all_gold"] += gold <= set(first)
         question_ids = set(added["question"])
         for way, ids in added.items():
@@ -190,7 +227,7 @@ def markdown(report: dict[str, Any]) -> str:
              "| Retriever calls / q (max) |",
              "|---|---:|---:|---:|---:|---:|",
              f"| none ({report['top_k']} passages) | {t['first']['all_gold']:.1f} | - | - | - | 1 |"]
-    for way in WAYS:
+    for way in [w for w in t if w != "first"]:
         s = t[way]
         lines.append(f"| {way} | {s['all_gold']:.1f} | {s['new_evidence']:.1f} | {s['linked']:.2f} | "
                      f"{s['linked_without_gold']:.2f} | {s['calls']:.2f} ({s['max_calls']:.0f}) |")
@@ -223,11 +260,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-continuation", action="store_true",
                         help="linked/choose: follow every name even where the question's next passage continues a "
                              "document it reads (active_rag.answer.links.follow_links' continuation off)")
+    parser.add_argument("--budget", default=None, metavar="OPEN,CHOICE,SHARE",
+                        help="also the way 'budget': choose's links kept by a budget (the first OPEN links of an open "
+                             "question, CHOICE of a choice question, any whose passage scores at least SHARE times the "
+                             "least relevant first passage; the question's own names always)")
     parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here, and as Markdown beside it")
     args = parser.parse_args(argv)
     if args.top_k < 1 or args.more < 1:
         print("error: --top-k and --more must be at least 1.", file=sys.stderr)
         return 2
+    budget = None
+    if args.budget is not None:
+        try:
+            open_links, choice_links, share = args.budget.split(",")
+            budget = (int(open_links), int(choice_links), float(share))
+        except ValueError:
+            print(f"error: --budget {args.budget!r} is not OPEN,CHOICE,SHARE (two whole numbers and a number, "
+                  "e.g. 1,2,0.5).", file=sys.stderr)
+            return 2
     try:
         examples = load_dataset(args.dataset, args.data_dir, args.limit, split=args.split)
         index, _, _ = load_corpus_index(args.dataset, args.data_dir)
@@ -238,11 +288,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = NameIndex.from_passages(index.passages)  # built here: a cached index may hold one by older rules
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         table = recall_table(index, examples, args.top_k, args.more, names, not args.without_question_names,
-                             args.min_share, not args.no_continuation, args.hub)
+                             args.min_share, not args.no_continuation, args.hub, budget)
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = {"dataset": args.dataset, "split": args.split, "min_share": args.min_share, "hub": args.hub, "continuation": not args.no_continuation, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
+    report = {"dataset": args.dataset, "split": args.split, "min_share": args.min_share, "hub": args.hub,
+              "budget": args.budget, "continuation": not args.no_continuation, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
               "question_names": not args.without_question_names,
               "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),
               "top_k": args.top_k, "more": args.more, "table": table, "name_index_seconds": seconds,

@@ -381,3 +381,23 @@ def test_read_links_fills_with_the_questions_next_passages_when_no_link_is_found
     result = ActiveRAG(lm, NoNames(), trigger="once", query="input", context="read-links",
                        answer=AnswerStage(links=True), top_k=2).run(QUESTION)
     assert result.retrievals[1].details["articles"] == {} and result.final_passage_ids == ["a", "b", "d", "f"]
+
+
+def test_the_recall_tools_budget_keeps_the_first_links_by_the_questions_form_and_refuses_a_bad_budget(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--budget OPEN,CHOICE,SHARE``: an open question keeps its first ``OPEN`` links (and any whose passage scores
+    ``SHARE`` times the least relevant first passage); the question's next passages fill the rest."""
+    from active_rag.evaluation.datasets import Example
+    from research.linked_recall import CountingRetriever, added_passages, main, recall_table
+
+    example = Example(id="q1", question=QUESTION, answers=["x"], kind="qa", gold_passage_ids=["a", "c"])
+    retriever = CountingRetriever(Wiki())
+    _, added, _ = added_passages(retriever, example, 2, 2, budget=(1, 1, 1e9))
+    assert added["choose"] == ["f", "c"] and added["budget"] == ["f", "d"]  # the second link (c) gives way to d
+    assert added_passages(retriever, example, 2, 2, budget=(0, 0, 1e9))[1]["budget"] == ["d", "f"]  # the question's
+    assert added_passages(retriever, example, 2, 2, budget=(0, 0, 0.0))[1]["budget"] == ["f", "c"]  # every score
+    table = recall_table(Wiki(), [example], top_k=2, more=2, budget=(1, 1, 1e9))
+    assert table["choose"]["all_gold"] == 100.0 and table["budget"]["all_gold"] == 0.0
+    assert "budget" not in recall_table(Wiki(), [example], top_k=2, more=2)
+    assert main(["--dataset", "hotpotqa", "--budget", "1,two,0.5"]) == 2
+    assert "--budget '1,two,0.5' is not OPEN,CHOICE,SHARE" in capsys.readouterr().err
