@@ -28,10 +28,12 @@ from ..retrieval.name_index import file_stem, is_file_name
 from ..types import Passage
 from .links import asking_sentence
 
-__all__ = ["MIN_QUOTE_WORDS", "described_passages", "premise_pages", "quotations"]
+__all__ = ["MIN_QUOTE_WORDS", "PREMISE_REASON", "described_passages", "premise_pages", "quotations"]
 
 #: a quotation shorter than this (in words) is a name, not a description: it identifies no page by itself
 MIN_QUOTE_WORDS = 3
+#: the trace's ``dropped_reason`` for such a page (a passage the context policy would have kept)
+PREMISE_REASON = "a page of what only the question's premise names, once the page it describes is read (premise_pages)"
 
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")

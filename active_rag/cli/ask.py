@@ -82,8 +82,16 @@ def print_retrieval(r: Any, out: Any) -> None:
         if linked is not None:  # the linked look: a name's own article, or the question's next passage
             origin = f"  <- the article of {linked[p.id]!r}" if p.id in linked else "  <- the question's next passage"
         print(f"      - {p.shown_title or p.id}  [{p.id}]{origin}", file=out)
-    if r.dropped:
-        print(f"      ({len(r.dropped)} lower-ranked passages left out of the prompt: {r.dropped_reason})", file=out)
+    premise = set(details.get("premise_pages") or ())
+    dropped = [p for p in r.dropped if p.id not in premise]
+    if dropped:
+        from ..answer.premise import PREMISE_REASON
+
+        reason = r.dropped_reason.replace(f"; {PREMISE_REASON}", "")
+        print(f"      ({len(dropped)} lower-ranked passages left out of the prompt: {reason})", file=out)
+    if premise:  # a linked look read the page the question describes: the premise's own pages leave
+        print(f"      left out, pages of what only the question's premise names (the page it describes is read): "
+              f"{', '.join(sorted(premise))}", file=out)
     held = getattr(r, "held_ids", None)
     if held is not None and held != r.passage_ids:  # a context policy that keeps earlier passages
         print(f"      the prompt now holds {len(held)} passages: {', '.join(held)}", file=out)
@@ -107,7 +115,8 @@ def print_checks_and_cost(result: Any, out: Any) -> None:
         print_answer_check(result.answer_check, out)
     if result.date_comparison is not None and result.date_comparison.get("event") == "version-asked":
         record = result.date_comparison  # a question that asks for a version: the version the answer names
-        print(f"Version asked: {record['written']!r} -> {record['answer']!r}", file=out)
+        if record["written"] != record["answer"]:  # said only where the short answer is not the span as written
+            print(f"Version asked: {record['written']!r} -> {record['answer']!r}", file=out)
     elif result.date_comparison is not None:
         from ..answer.dates import describe_comparison
 

@@ -22,7 +22,7 @@ from ..decoding.model import count_prompt_tokens
 from ..entities import is_own_passage
 from ..components.context import ContextPolicy, record_held
 from ..answer.links import Links, follow_links
-from ..answer.premise import premise_pages
+from ..answer.premise import PREMISE_REASON, premise_pages
 from ..answer.read_choice import choose_reading
 from ..retrieval.rankings import fetch_passages
 from ..types import Passage, Retrieval, StreamEvent, TriggerDecision
@@ -83,9 +83,10 @@ class Retrieving:
         if left_out:
             retrieval.passages = [p for p in passages if p not in left_out]
             retrieval.dropped = left_out
-            retrieval.dropped_reason = f"context policy {context.name}: not kept"
-            if details.get("premise_pages"):  # Retrieving.linked: a page of what only the question's premise names
-                retrieval.dropped_reason += "; or a page of what only the question's premise names (premise_pages)"
+            premise = set(details.get("premise_pages") or ())  # Retrieving.linked: pages of the premise's names
+            reasons = [f"context policy {context.name}: not kept" if any(p.id not in premise for p in left_out) else "",
+                       PREMISE_REASON if any(p.id in premise for p in left_out) else ""]
+            retrieval.dropped_reason = "; ".join(filter(None, reasons))
         if not_own:
             retrieval.dropped = not_own + list(retrieval.dropped)
             retrieval.dropped_reason = "; ".join(filter(None, ["not the bridge entity's own article", retrieval.dropped_reason]))

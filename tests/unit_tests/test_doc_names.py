@@ -327,3 +327,12 @@ def test_a_linked_look_leaves_the_premises_pages_out_and_says_so(tiny_lm, tmp_pa
     assert any(i.startswith("rpds-py") for i in result.final_passage_ids)
     plain = rag.run("What is the minimum Python version that rpds-py requires?")
     assert all("premise_pages" not in r.details for r in plain.retrievals)
+    import io
+
+    from active_rag.cli.ask import print_retrieval
+
+    printed = io.StringIO()
+    print_retrieval(look, printed)
+    assert f"left out, pages of what only the question's premise names (the page it describes is read): " \
+           f"{', '.join(sorted(gone))}" in printed.getvalue()
+    assert "premise_pages)" not in printed.getvalue()  # said once, in words
