@@ -128,3 +128,36 @@ def test_rows_written_before_a_version_asked_got_the_version_resume_without_the_
     rows = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
     assert sorted(rows) == ["q1", "q2", "q3"] and all(rows[q]["settled_from"] == written[q]["engine_key"] for q in rows)
     assert all(rows[q]["prediction"] == written[q]["prediction"] for q in rows)  # not answered again
+
+
+def test_the_held_out_two_hop_questions_skip_extras_ambiguous_summaries_and_what_the_dev_set_asks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from research.pydocs_heldout import main, questions
+
+    docs = tmp_path / "data" / "pydocs" / "docs"
+    docs.mkdir(parents=True)
+    pages = {
+        "alpha": "Name: alpha\nSummary: Alpha\nRequires-Dist: beta>=2\nRequires-Dist: gamma\n"
+                 'Requires-Dist: delta; extra == "x"\n',
+        "beta": "Name: beta\nSummary: Beta helpers.\nAuthor-email: Bo Chen <bo@example.org>\nRequires-Python: >=3.10.0\n",
+        "gamma": "Name: gamma\nSummary: Shared words\nAuthor: Gil\n",
+        "epsilon": "Name: epsilon\nSummary: Shared words\n",  # the same summary: a quotation naming neither
+        "delta": "Name: delta\nSummary: Delta things\nAuthor: Dee\n",  # only an extra's dependency
+        "zeta": "Name: zeta\nSummary: Zeta\nRequires-Dist: beta\n",  # a premise the dev set names
+    }
+    for name, text in pages.items():
+        (docs / f"{name}.md").write_text(f"# {name} 1.0\n\n{text}\nLong description.\n", encoding="utf-8")
+    dev = tmp_path / "data" / "pydocs" / "questions_dev.jsonl"
+    dev.write_text(json.dumps({"question_text": 'zeta depends on a package described as "Other". Who is the author '
+                                                "of that package?"}) + "\n", encoding="utf-8")
+    rows = questions(docs, dev, 5, 0)
+    assert [(r["type"], r["answers"], r["supporting_files"]) for r in rows] == [
+        ("dep-author", ["Bo Chen"], ["alpha.md", "beta.md"]),
+        ("dep-python", ["3.10", ">=3.10", "3.10.0"], ["alpha.md", "beta.md"])]
+    assert rows[0]["question_text"] == 'alpha depends on a package described as "Beta helpers". Who is the author of that package?'
+    out = tmp_path / "held"
+    assert main(["--data-dir", str(tmp_path / "data"), "--out", str(out), "--per-type", "5"]) == 0
+    assert (out / "pydocs" / "docs" / "beta.md").is_file() and len((out / "pydocs" / "questions_dev.jsonl").read_text().splitlines()) == 2
+    assert load_dataset("pydocs", out)[0].question == rows[0]["question_text"]
+    assert main(["--data-dir", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert "holds no docs/" in capsys.readouterr().err
