@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..retrieval.name_index import file_stem, is_file_name
+from ..retrieval.name_index import is_file_name
 from ..types import Passage
 from .links import asking_sentence
 
@@ -55,15 +55,24 @@ def quotations(question: str) -> list[str]:
     return [q for q in out if len(q.split()) >= MIN_QUOTE_WORDS]
 
 
+def _name_form(text: str) -> str:
+    """``text`` lower-cased with ``_`` read as ``-`` and runs of white space as one: how names compare here
+    (``typing_extensions`` is ``typing-extensions``, and ``requests`` is not ``requests-oauthlib``)."""
+    return _SPACE.sub(" ", text.lower().replace("_", "-")).strip()
+
+
 def _page_name(passage: Passage) -> str:
     """What a passage's title names: its file's stem for a file name (``docs/teams.md (2/5)``: ``teams``), else the
     title without a trailing parenthesis (a chunk's ``referencing (2/5)``: ``referencing``)."""
     title = passage.title or ""
-    return _plain(file_stem(title) if is_file_name(title) else _PARENTHESIS.sub("", title))
+    if is_file_name(title):
+        title = re.split(r"[/\\]", _PARENTHESIS.sub("", title).strip())[-1].rsplit(".", 1)[0]
+    return _name_form(_PARENTHESIS.sub("", title))
 
 
 def _names(text: str, name: str) -> bool:
-    return bool(name) and re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text) is not None
+    """Whether ``text`` names ``name`` (both in :func:`_name_form`) as a whole name, not a part of a longer one."""
+    return bool(name) and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text) is not None
 
 
 def described_passages(question: str, passages: Sequence[Passage]) -> list[Passage]:
@@ -95,8 +104,8 @@ def premise_pages(question: str, passages: Sequence[Passage]) -> list[Passage]:
     quoted = quotations(question)
     if not quoted:
         return []
-    premise = _plain(_QUOTED.sub(" ", question.replace(asking, " ")))
-    kept_out = _plain(asking) + " " + " ".join(_plain(a or b) for a, b in _QUOTED.findall(question))
+    premise = _name_form(_QUOTED.sub(" ", question.replace(asking, " ")))
+    kept_out = _name_form(asking) + " " + " ".join(_name_form(a or b) for a, b in _QUOTED.findall(question))
 
     def of_premise(p: Passage) -> bool:
         name = _page_name(p)

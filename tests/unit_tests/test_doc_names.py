@@ -336,3 +336,16 @@ def test_a_linked_look_leaves_the_premises_pages_out_and_says_so(tiny_lm, tmp_pa
     assert f"left out, pages of what only the question's premise names (the page it describes is read): " \
            f"{', '.join(sorted(gone))}" in printed.getvalue()
     assert "premise_pages)" not in printed.getvalue()  # said once, in words
+
+
+def test_a_premise_name_is_a_whole_name_not_the_start_of_a_longer_one() -> None:
+    """'requests-oauthlib depends on ...': requests' own page (the one the quotation describes) is not the premise's."""
+    from active_rag.answer.premise import premise_pages
+
+    question = ('requests-oauthlib depends on a package described as "Python HTTP for Humans". '
+                "Who is the author of that package?")
+    named = Passage(id="requests-oauthlib.md#1", title="requests-oauthlib (1/15)", text="Requires-Dist: requests")
+    described = Passage(id="requests.md#1", title="requests (1/3)", text="Summary: Python HTTP for Humans.")
+    assert premise_pages(question, [named, described]) == [named]
+    underscored = Passage(id="docs/requests_oauthlib.md", title="docs/requests_oauthlib.md", text="Name: requests-oauthlib")
+    assert premise_pages(question, [underscored, described]) == [underscored]
