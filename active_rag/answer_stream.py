@@ -44,17 +44,6 @@ class AnswerStream:
         self.tokens: list[str] = []
         self.sent = ""
 
-    @classmethod
-    def for_engine(cls, engine: Any) -> AnswerStream:
-        """The stream for ``engine`` (an :class:`~active_rag.ActiveRAG`): from its repetition guard, trigger and
-        ``rewrites_answer``."""
-        trigger = getattr(engine, "trigger", None)
-        return cls(
-            repetition_guard=bool(getattr(engine, "repetition_guard", False)),
-            sentence_truncation=getattr(trigger, "action", None) == "truncate" and getattr(trigger, "truncate", "word") == "sentence",
-            rewrites=bool(getattr(engine, "rewrites_answer", False)),
-        )
-
     def safe_end(self, text: str) -> int:
         """How much of the output ``text`` no later step of the engine can cut (see the module docstring)."""
         end = len(text)

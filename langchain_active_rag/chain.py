@@ -71,7 +71,6 @@ from active_rag import (
 )
 
 from active_rag._aio import aiter_in_thread, run_in_thread
-from active_rag.answer_stream import AnswerStream
 from active_rag.per_call import PER_CALL_RETRIEVER, EngineCache, engine_for_call
 from active_rag.components.settings import engine_kwargs
 
@@ -350,7 +349,7 @@ class ActiveRAG(RunnableSerializable[Any, dict[str, Any]]):
             config, engine.model, engine.prompt, question.strip() if isinstance(question, str) else "",
             max_new_tokens=engine.max_new_tokens, prompt_mode=getattr(engine, "prompt_mode", "single"),
         )
-        answer = AnswerStream.for_engine(engine)  # the chunks join to the engine's answer (see its docstring)
+        answer = engine.answer_stream()  # the chunks join to the engine's answer (see its docstring)
         read: dict[str, Passage] = {}  # every passage retrieved, by id: the final prompt's are among them
         keys: set[str] = set()
         try:

@@ -219,7 +219,7 @@ class ActiveRAGNodes:
         live.extras.update(
             tracer=GenerationTracer(None, engine.model, engine.prompt, question, max_new_tokens=engine.max_new_tokens,
                                     prompt_mode=getattr(engine, "prompt_mode", "single")),
-            stream=AnswerStream.for_engine(engine), read={}, sent=[],
+            stream=engine.answer_stream(), read={}, sent=[],
         )
         update: dict[str, Any] = {
             "run_id": run_id, "run_step": 0, "route": None, "query": None, "k": None, "retrieved": None,

@@ -298,7 +298,7 @@ class EngineCall:
         engine's answer (:class:`~active_rag.answer_stream.AnswerStream`: only what the engine may still cut is held
         back). :attr:`nodes` and :attr:`meta` follow every other event."""
         if self._answer is None:
-            self._answer = AnswerStream.for_engine(self.rag)
+            self._answer = self.rag.answer_stream()
         if isinstance(event, TokenEvent):
             if event.passage_ids is not None and [n.node.node_id for n in self.nodes] != list(event.passage_ids):
                 self.nodes[:] = self.source_nodes()  # a retrieval changed the prompt this token was written with

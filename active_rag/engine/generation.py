@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from ..decoding.constrained import chain
-from ..decoding.context_window import fit_passages
+from .context_window import fit_passages
 from ..decoding.model import count_prompt_tokens
 from ..stopping import (completed_answer_end, has_completed_answer, last_complete_sentence_end,
                                  repeated_sentence_start)
@@ -77,7 +77,7 @@ class Generation:
         return len(self.layout(run, passages).ids) + reserve <= self.model.max_context
 
     def fit_passages(self, run: Run, held: Sequence[Passage], retrieval: Retrieval) -> list[Passage]:
-        """The longest version of ``held`` whose prompt fits the context (:func:`~active_rag.decoding.context_window.fit_passages`)."""
+        """The longest version of ``held`` whose prompt fits the context (:func:`~active_rag.engine.context_window.fit_passages`)."""
         return fit_passages(
             held, retrieval, lambda passages: self.fits(run, passages), model=self.model,
             max_new_tokens=self.engine.max_new_tokens, run_warnings=run.warnings,
@@ -174,15 +174,18 @@ class Generation:
         text = ""
         halted = False
         session = run.session
-        for step in session.generate(limit, stop=None if stop is None else (lambda _steps: halted),
-                                     logits_processor=processor):
+        tokens = session.generate(limit, logits_processor=processor)
+        for step in tokens:
             steps.append(step)
             text += step.text
             halted = stop is not None and stop(steps)
+            if halted:
+                tokens.close()  # ends the session's generation there, as its own ``stop`` would have
+                break
             if not live or (by_sentence and _SENTENCE_MARK.search(text)):
                 live = False
                 continue
-            if halted or (not step.text.strip() and _AFTER_MARK.search(text)):
+            if not step.text.strip() and _AFTER_MARK.search(text):
                 continue  # may be cut off: streams with the next token, or when accepted
             for n in range(run.streamed, len(steps)):
                 s = steps[n]

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any, Protocol
 
+from ..answer_stream import AnswerStream
 from ..decoding.model import ActiveLM, count_prompt_tokens
 from ..errors import QuestionsTypeError
 from ..components.answer_stage import AnswerStage, ResolvedAnswerStage
@@ -178,6 +179,18 @@ class ActiveRAG:
         """Whether a run may write the answer again from its first word (``reanswer``, an answer check): its
         stream then gives a second attempt from position 0, so a consumer cannot treat tokens as final."""
         return any(getattr(step, "rewrites", False) for step in self.answer_steps)
+
+    def answer_stream(self) -> AnswerStream:
+        """How an adapter streams this engine's answer as text no later step of a run cuts
+        (:class:`~active_rag.answer_stream.AnswerStream`): held back past the last full sentence under a trigger that
+        truncates to sentences, before a sentence that may repeat under the repetition guard, and to the end when a
+        run may write the answer again."""
+        trigger = self.trigger
+        return AnswerStream(
+            repetition_guard=self.settings.repetition_guard,
+            sentence_truncation=trigger.action == "truncate" and getattr(trigger, "truncate", "word") == "sentence",
+            rewrites=self.rewrites_answer,
+        )
 
     def describe(self) -> dict[str, Any]:
         settings = self.settings

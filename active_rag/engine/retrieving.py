@@ -24,7 +24,7 @@ from ..components.context import ContextPolicy, record_held
 from ..answer.links import Links, follow_links
 from ..answer.premise import PREMISE_REASON, premise_pages
 from ..answer.read_choice import choose_reading
-from ..retrieval.rankings import fetch_passages
+from ..retrieval.rankings import count_retriever_calls, fetch_passages
 from ..types import Passage, Retrieval, StreamEvent, TriggerDecision
 from .generation import Generation
 from .run import EngineView, Run
@@ -57,7 +57,12 @@ class Retrieving:
         assert engine.retriever is not None
         context = context or engine.context
         held = {p.id for p in run.docs} if context.skip_held else set()
-        passages, calls = fetch_passages(engine.retriever, queries, engine.top_k, held, fetch)
+        if fetch is not None:  # a linked look reads the articles it follows: its retriever calls count here too
+            with count_retriever_calls() as counter:
+                passages = fetch(set(held))
+            calls = counter.n
+        else:
+            passages, calls = fetch_passages(engine.retriever, queries, engine.top_k, held)
         returned = len(passages)
         not_own = [p for p in passages if keep is not None and not keep(p)]
         passages = [p for p in passages if p not in not_own]

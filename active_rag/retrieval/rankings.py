@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,12 +43,11 @@ def count_retriever_calls() -> Iterator[RetrieverCalls]:
 
 def fetch_passages(
     retriever: Any, queries: Sequence[str], k: int, held: set[str] | frozenset[str] = frozenset(),
-    fetch: Callable[[set[str]], list[Passage]] | None = None,
 ) -> tuple[list[Passage], int]:
-    """One retrieval's passages and the retriever calls they took: ``fetch(held)`` when given (e.g. the linked
-    articles), else the merged rankings of ``queries`` (at most ``k``, without the ``held`` passages)."""
+    """One retrieval's passages, the merged rankings of ``queries`` (at most ``k``, without the ``held`` passages),
+    and the retriever calls they took."""
     with count_retriever_calls() as calls:
-        passages = fetch(set(held)) if fetch else merge_rankings(fetch_rankings(retriever, queries, k, held), k)
+        passages = merge_rankings(fetch_rankings(retriever, queries, k, held), k)
     return passages, calls.n
 
 

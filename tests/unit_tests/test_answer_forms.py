@@ -278,7 +278,7 @@ def test_the_forced_answer_is_written_whole(form: Form) -> None:
     assert result.answer == expected_answer(form)
     assert result.short_answer == form.short
     assert replay(events) == result.answer
-    stream = AnswerStream.for_engine(rag)
+    stream = rag.answer_stream()
     sent = "".join(stream.push(e) for e in events if isinstance(e, TokenEvent)) + stream.finish(result.answer)
     assert sent == result.answer
 

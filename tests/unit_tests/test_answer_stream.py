@@ -52,14 +52,20 @@ def test_sentence_truncation_holds_the_unfinished_sentence() -> None:
     assert [stream.push(e) for e in _events(["A", " done.", " Half"])] == ["", "A done.", ""]
 
 
-def test_for_engine_reads_what_the_engine_may_cut() -> None:
-    class Engine:
-        repetition_guard = True
-        rewrites_answer = False
-        trigger = type("T", (), {"action": "truncate", "truncate": "sentence"})()
+def test_the_engine_says_what_its_stream_holds_back(tiny_lm, fake_retriever) -> None:
+    """The engine's own settings decide it: the repetition guard is on by default (a sentence that may repeat is held
+    back), DRAGIN truncating to sentences holds back the unfinished sentence, an answer check rewrites."""
+    def flags(rag: ActiveRAG) -> tuple[bool, bool, bool]:
+        stream = rag.answer_stream()
+        return stream.repetition_guard, stream.sentence_truncation, stream.rewrites
 
-    stream = AnswerStream.for_engine(Engine())
-    assert (stream.repetition_guard, stream.sentence_truncation, stream.rewrites) == (True, True, False)
+    assert flags(ActiveRAG.from_preset("sr-rag", tiny_lm, fake_retriever)) == (True, False, False)
+    assert flags(ActiveRAG.from_preset("sr-rag", tiny_lm, fake_retriever, repetition_guard=False)) == (False, False, False)
+    dragin = ActiveRAG.from_preset("dragin", tiny_lm, fake_retriever)
+    assert flags(dragin)[1] is False
+    dragin.trigger.truncate = "sentence"
+    assert flags(dragin)[1] is True
+    assert flags(ActiveRAG.from_preset("look-again-choose", tiny_lm, fake_retriever))[2] is True
 
 
 # -- the engine streams a token nothing checks as soon as it is generated ---------------------------------------
