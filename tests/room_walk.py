@@ -1,6 +1,6 @@
 """A walk of one question through the rooms of the code: which rooms a call enters, in what order.
 
-The rooms are the layers of ``active_rag`` (``tests/unit_tests/test_import_structure.py``'s :data:`ROOMS`: the
+The rooms are the layers of ``active_rag`` (:data:`ROOMS`, whose imports ``tests/unit_tests/test_import_structure.py`` checks: the
 top-level modules as the floor, then kernels and models, decoding and retrieval, answer, components, engine) and the
 two adapters above them. The walk runs a real call under :func:`sys.setprofile` and records, for every function of
 the three packages it enters, the rooms on the stack below it, consecutive frames of one room counted once (a *room
@@ -27,7 +27,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTERS = ("langchain_active_rag", "llamaindex_active_rag")
-#: the rooms of active_rag, lowest first (as tests/unit_tests/test_import_structure.py's ROOMS)
+#: The rooms of ``active_rag``, lowest first: a module imports only from its own room or lower ones (the package's
+#: top-level modules are the floor: types, errors, text, stop rules...; tests/unit_tests/test_import_structure.py
+#: checks it). The adapters sit above all of them.
 ROOMS = (("top",), ("kernels", "models"), ("decoding", "retrieval", "remote"), ("answer",), ("components",),
          ("engine",), ("evaluation", "cli", "viz"))
 #: classes whose methods are the plugged-in retriever's (left out of the walk with everything they call)
@@ -53,8 +55,7 @@ def floor_of(room: str) -> int:
 
 def _is_port(frame: FrameType) -> bool:
     owner = frame.f_locals.get("self")
-    return owner is not None and any(type(owner).__name__ == name or any(c.__name__ == name for c in type(owner).__mro__)
-                                     for name in RETRIEVER_PORTS)
+    return owner is not None and any(c.__name__ in RETRIEVER_PORTS for c in type(owner).__mro__)
 
 
 def room_paths(call: Callable[[], Any], entry: tuple[str, ...] | None = ADAPTERS) -> set[tuple[str, ...]]:
