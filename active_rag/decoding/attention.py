@@ -12,6 +12,9 @@ of the config whose ``_attn_implementation`` names :data:`IMPLEMENTATION`. The f
 - **Single-sequence capture**: a one-token decode step outside a batch records its row the same way.
 - **Anything else** (prefill, plain ``model.generate``): the model's own kernel (sdpa), unchanged.
 
+In every path a one-token step over a long cache on the CPU gives sdpa the query heads that share a key/value head as
+that head's rows, so each key/value head is read once (:mod:`active_rag.decoding.one_token_attention`).
+
 Capture state lives in :class:`contextvars.ContextVar` objects, so several threads never share it.
 """
 
@@ -26,6 +29,7 @@ from typing import Any
 
 import torch
 
+from . import one_token_attention as one_token
 from .ragged_attention import RaggedBatch, RaggedCache, ragged_attention
 
 IMPLEMENTATION = "active_rag"
@@ -50,13 +54,30 @@ def eager_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor,
     return fn
 
 
-def _inner_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None]]:
+def _model_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None]]:
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     inner = module._active_rag_inner  # type: ignore[attr-defined]
     if inner == "eager":
         return eager_function(module)
     return ALL_ATTENTION_FUNCTIONS.get_interface(inner, eager_function(module))
+
+
+def _inner_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None]]:
+    """The layer's kernel: the model's own (sdpa, eager...), except a one-token step over a long cache, whose heads
+    sdpa reads grouped by the key/value head they share where that is the same attention
+    (:mod:`active_rag.decoding.one_token_attention`)."""
+    model_function = _model_function(module)
+    if module._active_rag_inner != "sdpa" or type(module).__name__ not in one_token.FAMILIES:  # type: ignore[attr-defined]
+        return model_function
+
+    def kernel(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if one_token.applies(module, query, key, mask, kwargs):
+            return one_token.one_token_attention(query, key, value, kwargs.get("scaling")), None
+        return model_function(module, query, key, value, mask, **kwargs)
+
+    return kernel
 
 
 def _additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
