@@ -59,6 +59,20 @@ def test_it_applies_only_where_it_is_the_same_attention(monkeypatch: pytest.Monk
     assert not one_token.applies(module, q, k, None, {})
 
 
+@pytest.fixture
+def grouped_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """``grouped_calls[0]``: the calls of :func:`one_token_attention` so far."""
+    calls = [0]
+    real = one_token.one_token_attention
+
+    def counting(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(one_token, "one_token_attention", counting)
+    return calls
+
+
 def _long_prompt(lm: ActiveLM) -> list[int]:
     ids = lm.prompt_ids("Peter Schmeichel was voted the IFFHS World's Best Goalkeeper in 1992 and 1993. " * 60)
     assert len(ids) > one_token.MIN_KEYS + 50
@@ -73,25 +87,16 @@ def _generate(lm: ActiveLM, ids: list[int], capture: bool) -> tuple[list[int], l
 
 @pytest.mark.parametrize("capture", [False, True], ids=["plain", "capture"])
 def test_the_engine_decodes_the_same_tokens_and_rows(tiny_tokenizer: Any, monkeypatch: pytest.MonkeyPatch,
-                                                     capture: bool) -> None:
+                                                     grouped_calls: list[int], capture: bool) -> None:
     model = _conftest().build_tiny_model(len(tiny_tokenizer), seed=3, layers=2)
     lm = ActiveLM(model, tiny_tokenizer, name="tiny-long", prefix_cache=False)
     ids = _long_prompt(lm)
-    calls = 0
-    real = one_token.one_token_attention
-
-    def counting(*args: Any, **kwargs: Any) -> torch.Tensor:
-        nonlocal calls
-        calls += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(one_token, "one_token_attention", counting)
     tokens, logprobs, rows = _generate(lm, ids, capture)
-    made = calls
+    made = grouped_calls[0]
     assert made >= 2 * 12 and made % 2 == 0  # every layer of every one-token step grouped its heads
     monkeypatch.setenv(one_token.VARIABLE, "sdpa")
     sdpa_tokens, sdpa_logprobs, sdpa_rows = _generate(lm, ids, capture)
-    assert calls == made  # none with the model's own kernel
+    assert grouped_calls[0] == made  # none with the model's own kernel
     assert tokens == sdpa_tokens
     torch.testing.assert_close(torch.tensor(logprobs), torch.tensor(sdpa_logprobs), atol=1e-4, rtol=0)
     for a, b in zip(rows, sdpa_rows):  # DRAGIN's rows are computed apart, by the eager function, on both paths
@@ -99,7 +104,8 @@ def test_the_engine_decodes_the_same_tokens_and_rows(tiny_tokenizer: Any, monkey
             torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
 
 
-def test_a_ragged_batch_takes_it_per_sequence(tiny_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ragged_batch_takes_it_per_sequence(tiny_tokenizer: Any, monkeypatch: pytest.MonkeyPatch,
+                                              grouped_calls: list[int]) -> None:
     """In a batched step (the decode scheduler's loop over sequences) the long sequence groups its heads,
     the short ones the model's kernel, and every sequence gets the tokens it gets with the model's kernel alone."""
     from active_rag.decoding.decode_scheduler import DecodeScheduler, _Request
@@ -122,18 +128,9 @@ def test_a_ragged_batch_takes_it_per_sequence(tiny_tokenizer: Any, monkeypatch: 
                 t.append(int(r.logits.argmax()))
         return tokens
 
-    calls = 0
-    real = one_token.one_token_attention
-
-    def counting(*args: Any, **kwargs: Any) -> torch.Tensor:
-        nonlocal calls
-        calls += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(one_token, "one_token_attention", counting)
     scheduler.attention = "loop"
     fast = decode()
-    made = calls
+    made = grouped_calls[0]
     assert 6 * 2 <= made <= 7 * 2  # the long sequence only (its pending last prompt token too), every layer
     monkeypatch.setenv(one_token.VARIABLE, "sdpa")
-    assert decode() == fast and calls == made
+    assert decode() == fast and grouped_calls[0] == made
