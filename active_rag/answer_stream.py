@@ -19,8 +19,6 @@ phrase cuts nothing: it follows the unfinished sentence, closed with a full stop
 
 from __future__ import annotations
 
-from typing import Any
-
 from .stopping import last_complete_sentence_end, may_repeat_start
 from .types import TokenEvent
 

@@ -91,7 +91,8 @@ HUB_MIN_MENTIONS = 20
 _LOWER = re.compile(r"(?<![\w'’-])[a-z]+(?![\w'’-])")
 #: A word of a question that may name a document: lowercase, possibly an identifier ("typing-extensions", "pyyaml").
 _QUESTION_WORD = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
-_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
+#: a quotation in double quotes, straight or curly (group 1 or 2: its text)
+QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _WORD = re.compile(r"[A-Za-z]+")
 #: the words a question's asking sentence opens with
 _ASKS = WH_WORDS | AUXILIARIES
@@ -228,7 +229,7 @@ def premise_names(question: str, names: Sequence[str]) -> list[str]:
     asking = asking_sentence(question)
     if asking is None:
         return []
-    quoted = " ".join(a or b for a, b in _QUOTED.findall(question)).lower()
+    quoted = " ".join(a or b for a, b in QUOTED.findall(question)).lower()
     return [n for n in names if n.lower() not in asking.lower() and n.lower() not in quoted]
 
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..retrieval.name_index import is_file_name
+from ..retrieval.name_index import file_base, is_file_name
 from ..types import Passage
-from .links import asking_sentence
+from .links import QUOTED, asking_sentence
 
 __all__ = ["MIN_QUOTE_WORDS", "PREMISE_REASON", "described_passages", "premise_pages", "quotations"]
 
@@ -35,7 +35,6 @@ MIN_QUOTE_WORDS = 3
 #: the trace's ``dropped_reason`` for such a page (a passage the context policy would have kept)
 PREMISE_REASON = "a page of what only the question's premise names, once the page it describes is read (premise_pages)"
 
-_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")
 _SPACE = re.compile(r"\s+")
 
@@ -51,7 +50,7 @@ def quotations(question: str) -> list[str]:
     >>> quotations('kubernetes depends on a package described as "Python HTTP for Humans". Who wrote it?')
     ['python http for humans']
     """
-    out = [_plain(a or b) for a, b in _QUOTED.findall(question)]
+    out = [_plain(a or b) for a, b in QUOTED.findall(question)]
     return [q for q in out if len(q.split()) >= MIN_QUOTE_WORDS]
 
 
@@ -65,9 +64,7 @@ def _page_name(passage: Passage) -> str:
     """What a passage's title names: its file's stem for a file name (``docs/teams.md (2/5)``: ``teams``), else the
     title without a trailing parenthesis (a chunk's ``referencing (2/5)``: ``referencing``)."""
     title = passage.title or ""
-    if is_file_name(title):
-        title = re.split(r"[/\\]", _PARENTHESIS.sub("", title).strip())[-1].rsplit(".", 1)[0]
-    return _name_form(_PARENTHESIS.sub("", title))
+    return _name_form(file_base(title) if is_file_name(title) else _PARENTHESIS.sub("", title))
 
 
 def _names(text: str, name: str) -> bool:
@@ -104,8 +101,8 @@ def premise_pages(question: str, passages: Sequence[Passage]) -> list[Passage]:
     quoted = quotations(question)
     if not quoted:
         return []
-    premise = _name_form(_QUOTED.sub(" ", question.replace(asking, " ")))
-    kept_out = _name_form(asking) + " " + " ".join(_name_form(a or b) for a, b in _QUOTED.findall(question))
+    premise = _name_form(QUOTED.sub(" ", question.replace(asking, " ")))
+    kept_out = _name_form(asking) + " " + " ".join(_name_form(a or b) for a, b in QUOTED.findall(question))
 
     def of_premise(p: Passage) -> bool:
         name = _page_name(p)

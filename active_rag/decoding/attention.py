@@ -68,8 +68,6 @@ def _inner_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor
     sdpa reads grouped by the key/value head they share where that is the same attention
     (:mod:`active_rag.decoding.one_token_attention`)."""
     model_function = _model_function(module)
-    if module._active_rag_inner != "sdpa" or type(module).__name__ not in one_token.FAMILIES:  # type: ignore[attr-defined]
-        return model_function
 
     def kernel(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:

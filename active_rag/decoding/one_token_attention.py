@@ -42,7 +42,7 @@ FAMILIES = frozenset({"LlamaAttention", "Qwen2Attention"})
 
 
 def enabled() -> bool:
-    """Whether :data:`VARIABLE` leaves the matrix-product path on (it is unless set to ``sdpa``)."""
+    """Whether :data:`VARIABLE` leaves the grouped call on (it is unless set to ``sdpa``)."""
     return os.environ.get(VARIABLE, "").strip().lower() not in ("sdpa", "model", "off", "0", "false", "no")
 
 

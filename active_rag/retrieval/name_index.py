@@ -48,6 +48,7 @@ __all__ = [
     "SOURCE_KEYS",
     "SENTENCE_OPENERS",
     "attach_name_index",
+    "file_base",
     "file_stem",
     "is_file_name",
     "name_index_for",
@@ -174,10 +175,15 @@ def source_of(passage: Passage) -> str | None:
     return None
 
 
+def file_base(title: str) -> str:
+    """``docs/orion_api.md (2/5)`` -> ``orion_api``: the file's name without its folder, extension and the chunk
+    suffix " (2/5)" that :mod:`active_rag.retrieval.chunking` adds."""
+    return _FILE_SUFFIX.sub("", re.split(r"[/\\]", _PARENTHESIS.sub("", title).strip())[-1])
+
+
 def file_stem(title: str) -> str:
-    """``docs/orion.md`` -> ``orion``; the chunk suffix " (2/5)" that :mod:`active_rag.retrieval.chunking` adds goes too."""
-    base = re.split(r"[/\\]", _PARENTHESIS.sub("", title).strip())[-1]
-    return _FILE_SUFFIX.sub("", base).replace("_", " ").replace("-", " ")
+    """``docs/orion.md`` -> ``orion``, with ``_`` and ``-`` read as spaces (:func:`file_base`)."""
+    return file_base(title).replace("_", " ").replace("-", " ")
 
 
 def opens_sentence(word: str, alone: bool, common: frozenset[str] | set[str] = frozenset()) -> bool:
