@@ -1,0 +1,169 @@
+"""Which linked passages a lexical rule could leave out: per-link features and rules, without the model.
+
+The linked look's item "links that earn their place" asks for half the linked passages without gold at no loss of all-gold
+recall. ``dump`` writes, per question of a slice, the ``choose`` way's linked passages (:func:`active_rag.answer.
+links.follow_links`, as ``research/linked_recall.py`` runs it: BM25 top 3, 3 more) with what a rule could read:
+
+- ``order``: the look's own rank; ``qname``: the question names it;
+- ``rel``: the linked passage's relevance to the question (:class:`~active_rag.retrieval.relevance.Relevance`),
+  ``floor`` (per question) the least relevant first passage's;
+- ``sent_rel``: the relevance of the read sentence that mentions the name (its own words left out), ``srank``: the
+  rank of the read passage that mentions it;
+- ``mentions``: how many of the corpus's passages mention the name (a hub: a city, a war, an award);
+- ``gold``: the passage is a gold paragraph.
+
+``rules`` replays the look with each rule of :data:`RULES` (the kept links first, the question's next passages
+fill the rest, as ``follow_links`` fills) and prints, per slice, all-gold % and linked passages without gold a
+question, against the look as it is::
+
+    python research/link_features.py dump --dataset hotpotqa --data-dir /tmp/union --out /tmp/lf/hp-union.jsonl
+    python research/link_features.py rules /tmp/lf/*.jsonl --out results/linked-recall/features/rules.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+try:  # imported as research.link_features (the tests), or run as a script beside linked_recall.py
+    from research.linked_recall import CountingRetriever, hide_titles
+except ModuleNotFoundError:
+    from linked_recall import CountingRetriever, hide_titles  # type: ignore[no-redef]
+
+from active_rag.answer.links import follow_links, question_names
+from active_rag.answer.options import question_options
+from active_rag.answer.read_choice import choose_reading
+from active_rag.evaluation.datasets import load_dataset
+from active_rag.evaluation.method_engines import load_corpus_index
+from active_rag.retrieval.name_index import NameIndex, name_key
+from active_rag.retrieval.rankings import fetch_rankings
+from active_rag.retrieval.relevance import relevance_of, terms
+from active_rag.text import split_sentences
+
+Row = dict[str, Any]
+Rule = Callable[[Row, Row], bool]
+
+
+def dump(dataset: str, data_dir: Path | None, split: str, hide: bool, out: Path) -> None:
+    """Write one JSON line per question with gold ids: its first and next-ranked ids, its gold and its links."""
+    examples = load_dataset(dataset, data_dir, None, split=split)
+    index, _, _ = load_corpus_index(dataset, data_dir)
+    if hide:
+        index = hide_titles(index)
+    names = NameIndex.from_passages(index.passages)
+    retriever, relevance = CountingRetriever(index, names), relevance_of(names)
+    weight = lambda w: relevance.weights.get(w, relevance._unseen)  # noqa: E731
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for e in (e for e in examples if e.gold_passage_ids):
+            q, first = e.question, retriever.retrieve(e.question, 3)
+            held = {p.id for p in first}
+            compare = choose_reading(q).way == "compare"
+            links = follow_links(retriever, [] if compare else first, q, 8, held, fill=False)
+            asked, own = terms(q), {name_key(n) for n in question_names(q, names.names_document)}
+            rows = []
+            for order, (p, name) in enumerate((p, n) for p, n in links.sources if n is not None):
+                src = links.linked_from.get(p.id)
+                srank = next((i for i, fp in enumerate(first) if fp.id == src), -1)
+                sentence = next((s for s in split_sentences(first[srank].text) if name in s), "") if srank >= 0 else ""
+                rows.append(dict(order=order, name=name, id=p.id, qname=name_key(name) in own,
+                                 rel=relevance.score(asked, p), srank=srank, mentions=names.mentions(name),
+                                 sent_rel=sum(weight(w) for w in asked & (terms(sentence) - terms(name))),
+                                 gold=p.id in set(e.gold_passage_ids)))
+            f.write(json.dumps(dict(question=q, compare=compare, options=bool(question_options(q)),
+                                    floor=min(relevance.score(asked, p) for p in first), first=sorted(held),
+                                    ahead=[p.id for p in fetch_rankings(retriever, [q], 9, held)[0]],
+                                    gold=list(e.gold_passage_ids), links=rows)) + "\n")
+
+
+def replay(rows: Sequence[Row], keep: Rule | None = None, k: int = 3) -> tuple[float, float]:
+    """All-gold % and linked passages without gold a question when the look keeps the links ``keep`` accepts."""
+    held = without_gold = 0
+    for q in rows:
+        ids: list[str] = []
+        for link in q["links"]:
+            if (keep is None or keep(q, link)) and link["id"] not in ids:
+                ids.append(link["id"])
+        ids = ids[:k] + [a for a in q["ahead"] if a not in ids][:max(0, k - len(ids))]
+        gold, ahead = set(q["gold"]), set(q["ahead"][:k])
+        held += gold <= set(q["first"]) | set(ids)
+        without_gold += sum(i not in ahead and i not in gold for i in ids)
+    return 100.0 * held / len(rows), without_gold / len(rows)
+
+
+def _first(n_open: int, n_choice: int, hub: int | None = None) -> Rule:
+    def keep(q: Row, link: Row) -> bool:
+        if link["qname"]:
+            return True
+        others = [x for x in q["links"] if not x["qname"] and (hub is None or x["mentions"] < hub)]
+        return link in others and others.index(link) < (n_choice if q["options"] else n_open)
+    return keep
+
+
+def _share(rel: float, sent: float, first: int = 0, hub: int | None = None) -> Rule:
+    def keep(q: Row, link: Row) -> bool:
+        if link["qname"]:
+            return True
+        if hub is not None and link["mentions"] >= hub:
+            return False
+        floor = q["floor"] or 1.0
+        return (q["links"].index(link) < first or link["rel"] >= rel * floor or link["sent_rel"] >= sent * floor)
+    return keep
+
+
+#: name -> rule: the look's first links, a hub cut, and shares of the question's least relevant first passage
+RULES: dict[str, Rule] = {
+    "hubs out (mentioned by 20+ passages)": _share(0.0, 0.0, 99, hub=20),
+    "first link (open), 2 (choice)": _first(1, 2),
+    "first 2 links, 3 (choice), hubs out": _first(2, 3, hub=20),
+    "first 2 links or sentence >= 0.8 floor, hubs out": _share(99.0, 0.8, 2, hub=20),
+    "sentence >= 0.8 floor or passage >= 0.5 floor, hubs out": _share(0.5, 0.8, 0, hub=20),
+}
+
+
+def rules_table(paths: Sequence[Path]) -> str:
+    slices = {p.stem: [json.loads(line) for line in p.open(encoding="utf-8")] for p in paths}
+    base = {name: replay(rows) for name, rows in slices.items()}
+    head = "| Rule | " + " | ".join(slices) + " |"
+    lines = ["All-gold % (change) / linked passages without gold a question (share of the look's), BM25 top 3 then 3.",
+             "", head, "|---|" + "---:|" * len(slices),
+             "| the look as it is | " + " | ".join(f"{a:.1f} / {n:.2f}" for a, n in base.values()) + " |"]
+    for name, rule in RULES.items():
+        cells = []
+        for s, rows in slices.items():
+            a, n = replay(rows, rule)
+            cells.append(f"{a - base[s][0]:+.1f} / {n / base[s][1] if base[s][1] else 0:.2f}x")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python research/link_features.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="write a slice's per-link features as JSONL")
+    d.add_argument("--dataset", required=True, choices=("hotpotqa", "2wikimultihopqa", "strategyqa", "pydocs"))
+    d.add_argument("--data-dir", type=Path, default=None)
+    d.add_argument("--split", default="dev")
+    d.add_argument("--hide-titles", action="store_true")
+    d.add_argument("--out", type=Path, required=True)
+    r = sub.add_parser("rules", help="replay the rules on dumped slices")
+    r.add_argument("dumps", type=Path, nargs="+")
+    r.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.command == "dump":
+        dump(args.dataset, args.data_dir, args.split, args.hide_titles, args.out)
+        return 0
+    text = rules_table(args.dumps)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""research/link_features.py: the replay of a linked look under a rule, and a dump of a tiny corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from research.link_features import RULES, replay, rules_table
+
+
+def _question(links: list[dict], gold: list[str], options: bool = False) -> dict:
+    return {"question": "q", "compare": False, "options": options, "floor": 10.0, "first": ["f1", "f2", "f3"],
+            "ahead": ["n1", "n2", "n3", "n4"], "gold": gold, "links": links}
+
+
+def _link(order: int, pid: str, gold: bool, *, mentions: int = 1, sent_rel: float = 0.0, qname: bool = False) -> dict:
+    return {"order": order, "name": pid, "id": pid, "qname": qname, "rel": 0.0, "srank": 0, "mentions": mentions,
+            "sent_rel": sent_rel, "gold": gold}
+
+
+def test_replay_keeps_the_links_then_fills_with_the_next_passages() -> None:
+    q = _question([_link(0, "a", False), _link(1, "b", False), _link(2, "g", True)], ["f1", "g"])
+    assert replay([q]) == (100.0, 2.0)  # a and b hold no gold; g completes the evidence
+    first_link = RULES["first link (open), 2 (choice)"]
+    assert replay([q], first_link) == (0.0, 1.0)  # only a is read, then n1 and n2: g is lost
+    assert replay([q], lambda q, link: link["gold"]) == (100.0, 0.0)
+
+
+def test_a_gold_next_passage_is_not_noise_and_hubs_leave() -> None:
+    q = _question([_link(0, "hub", False, mentions=500), _link(1, "g", True)], ["f1", "g", "n1"])
+    assert replay([q]) == (100.0, 1.0)  # hub is noise; n1 fills the third place
+    hubs_out = RULES["hubs out (mentioned by 20+ passages)"]
+    assert replay([q], hubs_out) == (100.0, 0.0)
+
+
+def test_rules_table_reads_dumps(tmp_path: Path) -> None:
+    path = tmp_path / "slice.jsonl"
+    rows = [_question([_link(0, "a", False), _link(1, "g", True, sent_rel=9.0)], ["f1", "g"])]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    table = rules_table([path])
+    assert "| the look as it is | 100.0 / 1.00 |" in table
+    assert "| first link (open), 2 (choice) | -100.0 / 1.00x |" in table
+    assert "| first 2 links or sentence >= 0.8 floor, hubs out | +0.0 / 1.00x |" in table
