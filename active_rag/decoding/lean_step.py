@@ -4,16 +4,18 @@ A decode step feeds one token per sequence. Through ``model(...)`` it also pays,
 what transformers does around the arithmetic: a causal mask built and thrown away, two ``nn.Module`` calls per
 projection, a ``deprecate_kwarg`` wrapper per layer and per attention, ``GradientCheckpointingLayer.__call__``,
 ``TransformersKwargs`` merged at each level and two output dataclasses. Measured through the engine on a 2-core CPU
-(``results/bench/lean-step/``: qwen2.5-coder-0.5b and 1.5B ``mixed``, batch 1 and 8), this step takes 0.95-0.98x the
-time of ``model(...)``'s, with the same tokens; the rest of a step's Python is in the packed layers' ``forward`` and
-the ragged attention's dispatch, which it keeps.
+(``results/bench/lean-step/``: qwen2.5-coder-0.5b and 1.5B ``mixed``, batch 1 and 8), this step takes 0.875-0.98x the
+time of ``model(...)``'s, with the same tokens: each layer's modules are read once when the step is built, a packed
+projection is its kernel's op with its tensors bound (:meth:`~active_rag.models.quantized.PackedLinear.
+decode_function`), and the rotation's ``cos``/``sin`` are prepared once a step (:class:`_Rotary`).
 
 :func:`lean_step` returns, for a model of a family whose decoder it knows (transformers' ``LlamaForCausalLM``, the
 shipped SmolLM2, and ``Qwen2ForCausalLM``, the shipped Qwen2.5 models), a function that runs the same step as
 ``model(input_ids, cache=cache, position_ids=..., use_cache=True, logits_to_keep=1)`` and returns the last
 position's logits. It calls what the model's own forward calls, in the same order and with the same shapes: the
-embedding, the model's rotary module (so any rope scaling it has), each layer's norms through their own
-``forward``, the projections (packed layers through their fused decode op), the cache's ``update`` and the
+embedding, the model's rotary module (so any rope scaling it has; its rotation is the family's function's, in fewer
+ops only where a check at build gives the same bits), each layer's norms through their own ``forward``, the
+projections (packed layers through their fused decode op), the cache's ``update`` and the
 attention function the model is configured with (:mod:`active_rag.decoding.attention`, so a ragged batch, its
 captured attention rows and any sequence's faults behave as before), the MLP, the final norm and the head. It is a
 step of the decode scheduler only (:class:`~active_rag.decoding.decode_scheduler.DecodeScheduler`); prefills run
@@ -92,6 +94,92 @@ def _unsupported(model: torch.nn.Module) -> str | None:
     return None
 
 
+def _projection(linear: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A projection's decode forward: a packed layer's bound op (:meth:`~active_rag.models.quantized.PackedLinear.
+    decode_function`), any other module's own ``forward``."""
+    decode = getattr(linear, "decode_function", None)
+    return decode() if callable(decode) else linear.forward
+
+
+class _Layer:
+    """A decoder layer's modules and constants, read once when the step is built instead of through
+    ``nn.Module.__getattr__`` at every step."""
+
+    def __init__(self, layer: Any) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        self.attn, self.index, self.head_dim, self.scaling = attn, attn.layer_idx, attn.head_dim, attn.scaling
+        self.extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
+        self.q, self.k, self.v, self.o = (_projection(attn.q_proj), _projection(attn.k_proj), _projection(attn.v_proj),
+                                          _projection(attn.o_proj))
+        self.gate, self.up, self.down, self.act = (_projection(mlp.gate_proj), _projection(mlp.up_proj),
+                                                   _projection(mlp.down_proj), mlp.act_fn)
+        self.input_norm, self.post_norm = layer.input_layernorm.forward, layer.post_attention_layernorm.forward
+
+
+class _Rotary:
+    """The family's ``apply_rotary_pos_emb`` for one step: ``q * cos + rotate_half(q) * sin`` with ``cos`` and
+    ``sin`` unsqueezed once a step, not once a layer, and ``rotate_half(q) * sin`` computed as ``roll(q) *
+    sin_signed`` (``rotate_half(q) = cat(-q2, q1) = roll(q)`` with the first half negated, and ``-a * b = a * -b``
+    exactly): four ops a tensor instead of eight, the same bits. Used only when a check on the model's own
+    ``cos``/``sin`` shapes gives the family function's bits (:func:`_rotary`)."""
+
+    def __init__(self, family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.family_function = family_function
+
+    @staticmethod
+    def prepare(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        half = sin.shape[-1] // 2
+        return cos, torch.cat((-sin[..., :half], sin[..., half:]), dim=-1), half
+
+    def __call__(self, query: torch.Tensor, key: torch.Tensor,
+                 rotation: tuple[torch.Tensor, torch.Tensor, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin_signed, half = rotation
+        return (query * cos + query.roll(half, -1) * sin_signed, key * cos + key.roll(half, -1) * sin_signed)
+
+
+class _FamilyRotary:
+    """The family's ``apply_rotary_pos_emb`` itself, once a layer (where :class:`_Rotary`'s check fails)."""
+
+    def __init__(self, family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.family_function = family_function
+
+    @staticmethod
+    def prepare(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return cos, sin
+
+    def __call__(self, query: torch.Tensor, key: torch.Tensor,
+                 rotation: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.family_function(query, key, *rotation)
+
+
+def _rotary(family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]], model: torch.nn.Module) -> Any:
+    """:class:`_Rotary` when it gives ``family_function``'s bits on random queries and keys rotated by the model's
+    own rotary embedding at a few positions (a family whose rotation differs, partial or interleaved, would not),
+    else :class:`_FamilyRotary`."""
+    inner, config = model.model, model.config  # type: ignore[attr-defined]
+    attn = inner.layers[0].self_attn
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    try:
+        param = next(model.parameters())
+        device, dtype = param.device, torch.float32
+        generator = torch.Generator(device="cpu").manual_seed(0)
+        query = torch.randn(2, heads, 1, attn.head_dim, generator=generator).to(device, dtype)
+        key = torch.randn(2, kv_heads, 1, attn.head_dim, generator=generator).to(device, dtype)
+        positions = torch.tensor([[3], [517]], device=device)
+        hidden = torch.zeros(2, 1, config.hidden_size, device=device, dtype=dtype)
+        cos, sin = inner.rotary_emb(hidden, positions)
+        fast = _Rotary(family_function)
+        mine = fast(query, key, fast.prepare(cos, sin))
+        theirs = family_function(query, key, cos, sin)
+    except Exception:  # noqa: BLE001 - any shape the check does not know: the family's function
+        return _FamilyRotary(family_function)
+    if all(torch.equal(a, b) for a, b in zip(mine, theirs)):
+        return fast
+    return _FamilyRotary(family_function)
+
+
 def lean_step(model: torch.nn.Module) -> LeanStep | None:
     """The decode step of ``model`` without transformers' per-call machinery, or ``None`` where it does not
     apply (see the module docstring)."""
@@ -104,37 +192,32 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     inner = model.model  # type: ignore[attr-defined]
-    layers = list(inner.layers)
     final_norm, rotary, embed, head = inner.norm, inner.rotary_emb, inner.embed_tokens, model.lm_head  # type: ignore[attr-defined]
+    rope = _rotary(apply_rotary_pos_emb, model)
+    layers = [_Layer(layer) for layer in inner.layers]
 
-    def attention(attn: Any, hidden: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], cache: Any,
+    def attention(layer: _Layer, hidden: torch.Tensor, rotation: Any, cache: Any,
                   position_ids: torch.Tensor) -> torch.Tensor:
         """``Qwen2Attention.forward`` / ``LlamaAttention.forward`` for a decode step."""
-        input_shape = hidden.shape[:-1]
-        hidden_shape = (*input_shape, -1, attn.head_dim)
-        query = attn.q_proj.forward(hidden).view(hidden_shape).transpose(1, 2)
-        key = attn.k_proj.forward(hidden).view(hidden_shape).transpose(1, 2)
-        value = attn.v_proj.forward(hidden).view(hidden_shape).transpose(1, 2)
-        cos, sin = cos_sin
-        query, key = apply_rotary_pos_emb(query, key, cos, sin)
+        attn = layer.attn
+        hidden_shape = (*hidden.shape[:-1], -1, layer.head_dim)
+        query = layer.q(hidden).view(hidden_shape).transpose(1, 2)
+        key = layer.k(hidden).view(hidden_shape).transpose(1, 2)
+        value = layer.v(hidden).view(hidden_shape).transpose(1, 2)
+        query, key = rope(query, key, rotation)
         kwargs: dict[str, Any] = {"position_ids": position_ids, "use_cache": True}
-        key, value = cache.update(key, value, attn.layer_idx, kwargs=kwargs)
+        key, value = cache.update(key, value, layer.index, kwargs=kwargs)
         function = ALL_ATTENTION_FUNCTIONS.get_interface(attn.config._attn_implementation, eager)
-        extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
-        out, _ = function(attn, query, key, value, None, dropout=0.0, scaling=attn.scaling, **extra, **kwargs)
-        return attn.o_proj.forward(out.reshape(*input_shape, -1).contiguous())
+        out, _ = function(attn, query, key, value, None, dropout=0.0, scaling=layer.scaling, **layer.extra, **kwargs)
+        return layer.o(out.reshape(*hidden.shape[:-1], -1).contiguous())
 
     def step(input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any) -> torch.Tensor:
         hidden = embed(input_ids)
-        cos_sin = rotary(hidden, position_ids)
+        rotation = rope.prepare(*rotary(hidden, position_ids))
         for layer in layers:
-            residual = hidden
-            hidden = residual + attention(layer.self_attn, layer.input_layernorm.forward(hidden), cos_sin, cache,
-                                          position_ids)
-            residual = hidden
-            mlp = layer.mlp
-            x = layer.post_attention_layernorm.forward(hidden)
-            hidden = residual + mlp.down_proj.forward(mlp.act_fn(mlp.gate_proj.forward(x)) * mlp.up_proj.forward(x))
+            hidden = hidden + attention(layer, layer.input_norm(hidden), rotation, cache, position_ids)
+            x = layer.post_norm(hidden)
+            hidden = hidden + layer.down(layer.act(layer.gate(x)) * layer.up(x))
         hidden = final_norm.forward(hidden)
         return head.forward(hidden[:, -1:, :])[:, -1]
 

@@ -203,6 +203,8 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
         desc["weights"] = weights
     if _decodes_with_our_kernel(rag.model):  # its int8 activations move logits within a stated bound: rows of their own
         desc["decode_kernel"] = "active-rag"  # (ACTIVE_RAG_DECODE_KERNEL=torch resumes the rows torch's kernels wrote)
+        if any(getattr(layer, "kind", "") == "int5" for _, layer in _decode_kernel_layers(rag.model)):
+            desc["decode_kernel"] = "active-rag+int5"  # 5-bit layers (ACTIVE_RAG_INT5=off resumes the int8 ones' rows)
     today = rag.router.today_text() if getattr(rag.router, "today", None) is not None else None
     if today is not None and today != EVAL_TODAY:  # rows of the pinned default date keep the keys they were made with
         desc["today"] = today

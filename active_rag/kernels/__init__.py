@@ -1,4 +1,4 @@
-"""active-rag's own CPU decode kernels: int4/int8 weights times int8-quantised activations.
+"""active-rag's own CPU decode kernels: int4/int5/int8 weights times int8-quantised activations.
 
 A decode step reads every weight once, so its speed is the speed at which weights stream through the cores. torch's
 weight-only kernels convert each weight to float first (the int4 one is bound by unpacking nibbles, about 12 GB/s on
@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from typing import Any
 
 import torch
 
-from .layout import GROUP, TILE, pack_int4, pack_int8, padded_inputs, tiles_count, unpack_int4, unpack_int8
+from .layout import (GROUP, TILE, pack_int4, pack_int5, pack_int8, padded_inputs, tiles_count, unpack_int4, unpack_int5,
+                     unpack_int8)
 
 logger = logging.getLogger(__name__)
 
@@ -45,23 +47,16 @@ _STATE: dict[str, object] = {}
 def _register_fake() -> None:
     """Shapes for tracing (``torch.compile``, meta tensors): the ops' outputs without running them."""
 
-    @torch.library.register_fake("active_rag::int4_gemm")
-    def _int4(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, isa: int = 0) -> torch.Tensor:
+    def product(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, isa: int = 0) -> torch.Tensor:
         return x.new_empty((x.shape[0], n), dtype=torch.float32)
 
-    @torch.library.register_fake("active_rag::int8_gemm")
-    def _int8(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, isa: int = 0) -> torch.Tensor:
+    def layer(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, bias: torch.Tensor | None,
+              isa: int = 0) -> torch.Tensor:
         return x.new_empty((x.shape[0], n), dtype=torch.float32)
 
-    @torch.library.register_fake("active_rag::int4_linear")
-    def _int4_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, bias: torch.Tensor | None,
-                     isa: int = 0) -> torch.Tensor:
-        return x.new_empty((x.shape[0], n), dtype=torch.float32)
-
-    @torch.library.register_fake("active_rag::int8_linear")
-    def _int8_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, n: int, bias: torch.Tensor | None,
-                     isa: int = 0) -> torch.Tensor:
-        return x.new_empty((x.shape[0], n), dtype=torch.float32)
+    for kind in ("int4", "int5", "int8"):
+        torch.library.register_fake(f"active_rag::{kind}_gemm")(product)
+        torch.library.register_fake(f"active_rag::{kind}_linear")(layer)
 
 
 def loaded() -> bool:
@@ -155,6 +150,12 @@ def int8_gemm(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_fe
     return ops.int8_gemm(x, tiles, scales, out_features, code)  # type: ignore[attr-defined]
 
 
+def int5_gemm(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int, isa: str | None = None) -> torch.Tensor:
+    """:func:`int4_gemm` for a 5-bit weight (:func:`~.layout.pack_int5`, ``w = (q - 16) * step + zero``)."""
+    ops, code = _ops(isa)
+    return ops.int5_gemm(x, tiles, scales, out_features, code)  # type: ignore[attr-defined]
+
+
 def int4_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int,
                 bias: torch.Tensor | None = None, isa: str | None = None) -> torch.Tensor:
     """A packed int4 layer's decode forward in one op: float32 ``x`` ``[rows, in]`` rounded to bfloat16, times the
@@ -171,10 +172,31 @@ def int8_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_
     return ops.int8_linear(x, tiles, scales, out_features, bias, code)  # type: ignore[attr-defined]
 
 
+def int5_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int,
+                bias: torch.Tensor | None = None, isa: str | None = None) -> torch.Tensor:
+    """:func:`int4_linear` for a 5-bit weight (:func:`~.layout.pack_int5`)."""
+    ops, code = _ops(isa)
+    return ops.int5_linear(x, tiles, scales, out_features, bias, code)  # type: ignore[attr-defined]
+
+
+def linear_op(kind: str, isa: str | None = None) -> tuple[Any, int]:
+    """The op of :func:`int4_linear` (``kind="int4"``), :func:`int5_linear` (``"int5"``) or :func:`int8_linear`
+    (``"int8"``) and the code of ``isa``,
+    to call with the rest of their arguments bound: a decode step's projection without this module's Python."""
+    ops, code = _ops(isa)
+    return getattr(ops, f"{kind}_linear"), code
+
+
 def int4_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """Write the int4 weight (``(q - 8) * step + zero``) into ``out`` ``[out_features, in_features]`` (float32 or
     bfloat16, contiguous) and return it: the dense prefill's weight."""
     _ops("scalar")[0].int4_dequant(tiles, scales, out)  # type: ignore[attr-defined]
+    return out
+
+
+def int5_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """:func:`int4_dequant` for a 5-bit weight (``(q - 16) * step + zero``)."""
+    _ops("scalar")[0].int5_dequant(tiles, scales, out)  # type: ignore[attr-defined]
     return out
 
 
@@ -196,15 +218,21 @@ __all__ = [
     "int4_dequant",
     "int4_gemm",
     "int4_linear",
+    "int5_dequant",
+    "int5_gemm",
+    "int5_linear",
     "int8_gemm",
     "int8_linear",
     "int8_unpack",
+    "linear_op",
     "loaded",
     "pack_int4",
+    "pack_int5",
     "pack_int8",
     "padded_inputs",
     "supported_isas",
     "tiles_count",
     "unpack_int4",
+    "unpack_int5",
     "unpack_int8",
 ]

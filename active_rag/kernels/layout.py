@@ -70,6 +70,40 @@ def unpack_int4(tiles: torch.Tensor, scales: torch.Tensor, out_features: int) ->
     return codes, s[:out_features, :, 0].contiguous(), s[:out_features, :, 1].contiguous()
 
 
+def pack_int5(codes: torch.Tensor, step: torch.Tensor, zero: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``codes`` uint8 ``[out, in]`` in [0, 31] (``w = (q - 16) * step + zero``), ``step`` and ``zero`` ``[out, in /
+    32]`` -> ``(tiles uint8 [tiles, in / 32 * 5, 64], scales bfloat16 [tiles, in / 32, 2, 16])``.
+
+    Per group of 32 inputs, five chunks of 64 bytes: the codes' low four bits as :func:`pack_int4` stores codes (four
+    chunks), then their fifth bits as eight 64-bit masks, little-endian: mask ``2c + h`` has bit ``4 l + i`` set when
+    the code that byte ``4 l + i`` of chunk ``c`` holds in its low (``h = 0``) or high (``h = 1``) nibble is 16 or
+    more, so one masked add of 16 completes a vector of the nibbles the int4 kernel unpacks."""
+    out_features, in_features = codes.shape
+    if in_features % GROUP:
+        raise ValueError(f"int5 needs in_features divisible by {GROUP}, got {in_features}")
+    codes = codes.to(torch.uint8)
+    low_tiles, scales = pack_int4(codes & 0x0F, step, zero)
+    count, pad, groups = tiles_count(out_features), -out_features % TILE, in_features // GROUP
+    high = F.pad(codes >> 4, (0, 0, 0, pad)).view(count, TILE, groups, 4, 2, 4)  # [tile, lane, group, chunk, h, i]
+    bits = high.permute(0, 2, 3, 4, 1, 5).reshape(count, groups, 8, 8, 8)  # [tile, group, mask, byte, bit]
+    weights = (1 << torch.arange(8, dtype=torch.int32)).view(1, 1, 1, 1, 8)
+    masks = (bits.to(torch.int32) * weights).sum(dim=-1).to(torch.uint8).reshape(count, groups, 1, 64)
+    tiles = torch.cat([low_tiles.view(count, groups, 4, 64), masks], dim=2).reshape(count, groups * 5, 64)
+    return tiles.contiguous(), scales
+
+
+def unpack_int5(tiles: torch.Tensor, scales: torch.Tensor, out_features: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inverse of :func:`pack_int5`: ``(codes uint8 [out, in], step float32 [out, groups], zero float32 [out,
+    groups])``."""
+    count, chunks, _ = tiles.shape
+    groups = chunks // 5
+    t = tiles.view(count, groups, 5, 64)
+    low, step, zero = unpack_int4(t[:, :, :4].reshape(count, groups * 4, 64).contiguous(), scales, out_features)
+    bits = (t[:, :, 4].reshape(count, groups, 8, 8, 1).to(torch.int32) >> torch.arange(8, dtype=torch.int32)) & 1
+    high = bits.view(count, groups, 4, 2, TILE, 4).permute(0, 4, 1, 2, 3, 5).reshape(count * TILE, groups * GROUP)
+    return (low | (high[:out_features].to(torch.uint8) << 4)).contiguous(), step, zero
+
+
 def pack_int8(qweight: torch.Tensor) -> torch.Tensor:
     """``qweight`` int8 ``[out, in]`` in [-127, 127] -> uint8 ``[tiles, padded_inputs(in) / 4, 64]`` (``q + 128``)."""
     out_features, in_features = qweight.shape
@@ -86,4 +120,5 @@ def unpack_int8(tiles: torch.Tensor, out_features: int, in_features: int) -> tor
     return (u[:out_features, :in_features].to(torch.int16) - 128).to(torch.int8).contiguous()
 
 
-__all__ = ["GROUP", "TILE", "pack_int4", "pack_int8", "padded_inputs", "tiles_count", "unpack_int4", "unpack_int8"]
+__all__ = ["GROUP", "TILE", "pack_int4", "pack_int5", "pack_int8", "padded_inputs", "tiles_count", "unpack_int4", "unpack_int5",
+           "unpack_int8"]

@@ -11,7 +11,9 @@ bfloat16 for the kernel and return the model's dtype.
 - :class:`Int4Linear`: per-group affine int4 (groups of :data:`INT4_GROUP` inputs, ``w ~ low + step * q``,
   ``q`` in [0, 15]); a layer whose weights already lie on such a grid (read from a 4-bit GGUF tensor, e.g.
   Q4_K) keeps it exactly (:func:`grid_quantize`), so ``weights="mixed"`` stores those layers in 4 bits with no
-  new rounding and the others in 8.
+  new rounding and the others in 8 (5 bits for a 5-bit grid where active-rag's kernel decodes:
+  :class:`~active_rag.models.int5_linear.Int5Linear`; which class a layer gets is
+  :func:`active_rag.models.weights.quantize_linear`).
 
 Which path runs depends on the shape. A forward of at most :data:`PACKED_MAX_ROWS` rows (every decode step,
 batched or not, and the output head, which prefill computes for one position) runs the packed kernel. A longer
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -173,6 +175,35 @@ class PackedLinear(nn.Module):
 
     def _kernel(self, rows: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    _scales_buffer = "scales"
+    """The buffer holding the scales the kernel's op reads (:meth:`decode_function`)."""
+
+    def decode_function(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """:meth:`forward` for a decode step, to call directly (:mod:`active_rag.decoding.lean_step`): where forward
+        would run active-rag's fused op (float32 input of at most :attr:`packed_max_rows` rows) that op with the
+        layer's tensors, read from its own tables at each call, so a module attribute lookup, two frames and the
+        checks of the other paths are not paid per projection; any other input goes through :meth:`forward`. The
+        same values and call counts as :meth:`forward`."""
+        if not self.uses_kernel:
+            return self.forward
+        op, code = kernels.linear_op(self.kind, self.isa)
+        buffers, parameters, calls = self._buffers, self._parameters, self._calls
+        in_features, out_features, scales = self.in_features, self.out_features, self._scales_buffer
+        forward = self.forward
+
+        def decode(x: torch.Tensor) -> torch.Tensor:
+            limit = self.packed_max_rows
+            rows = x.numel() // in_features
+            if x.dtype != torch.float32 or rows == 0 or (limit is not None and rows > limit):
+                return forward(x)
+            calls[0] += 1
+            out = op(x.reshape(rows, in_features), buffers["tiles"], buffers[scales], out_features,
+                     parameters.get("bias"), code)
+            return out.view(*x.shape[:-1], out_features)
+
+        return decode
+
 
     def _linear(self, rows: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         """The whole decode forward of float32 ``rows`` in active-rag's kernel: the input and output rounding and
@@ -362,6 +393,7 @@ class Int4Linear(PackedLinear):
     """
 
     kind = "int4"
+    _scales_buffer = "tile_scales"
 
     def __init__(self, codes: torch.Tensor | None = None, low: torch.Tensor | None = None, step: torch.Tensor | None = None,
                  bias: torch.Tensor | None = None, group_size: int = INT4_GROUP, *, tiles: torch.Tensor | None = None,
@@ -492,32 +524,6 @@ def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
     setattr(parent, child, new)
 
 
-def quantize_linear(linear: nn.Linear, kind: str) -> PackedLinear | None:
-    """The packed layer of ``kind`` for ``linear``, or ``None`` when its shape does not fit the kernel
-    (it then stays dense).
-
-    - ``int4``: 4 bits in groups (:class:`Int4Linear`);
-    - ``int8``: 8 bits per output channel (:class:`Int8Linear`);
-    - ``mixed``: 4 bits where every group of the layer lies on a grid of at most 16 levels (a layer read from
-      a 4-bit GGUF tensor such as Q4_K: stored exactly), 8 bits elsewhere (Q5_0, Q6_K, Q8_0 tensors).
-    """
-    grouped = Int4Linear.supports(linear)
-    if kind == "int4":
-        return Int4Linear.from_linear(linear) if grouped else None
-    if kind == "mixed" and grouped:
-        state = Int4Linear.quantize(linear.weight)
-        if bool(state["exact"].all()):
-            return Int4Linear.from_state(state, linear.bias)
-    return Int8Linear.from_linear(linear)
-
-
-def layer_from_state(state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> PackedLinear:
-    """The layer that :meth:`PackedLinear.state` saved (its class is told by its tensors)."""
-    if "tiles8" in state or "qweight" in state:
-        return Int8Linear.from_state(state, bias)
-    return Int4Linear.from_state(state, bias)
-
-
 def model_weight_bytes(model: nn.Module) -> int:
     """Weight bytes one decode step reads: packed layers' own bytes, dense linear layers' parameters, plus
     one embedding row (an embedding lookup reads only the rows it needs)."""
@@ -544,10 +550,8 @@ __all__ = [
     "native_bfloat16",
     "prefill_dtype",
     "PackedLinear",
-    "layer_from_state",
     "linear_layers",
     "model_weight_bytes",
     "packed_layers",
-    "quantize_linear",
     "replace_module",
 ]

@@ -33,15 +33,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import kernels
 from ..errors import InvalidOptionError
-from .quantized import (
-    INT4_GROUP,
-    PackedLinear,
-    layer_from_state,
-    linear_layers,
-    quantize_linear,
-    replace_module,
-)
+from .int5_linear import Int5Linear
+from .quantized import INT4_GROUP, Int4Linear, Int8Linear, PackedLinear, linear_layers, replace_module
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +52,61 @@ On a torch without the CPU int4 kernel, int8."""
 
 FORMAT = 4
 """Version of the saved quantisation format; a file of another version is quantised again. 4: the decode kernel's
-layout (:mod:`active_rag.kernels.layout`: int8 ``tiles8``, int4 ``tiles4`` and ``scales4``, each with its
-``shape``), where 3 stored int8 rows and int4 nibbles row by row."""
+layout (:mod:`active_rag.kernels.layout`: int8 ``tiles8``, int4 ``tiles4`` and ``scales4``, int5 ``tiles5`` and
+``scales5`` (only in files of :func:`packed_layout` ``mixed-int5``), each with its ``shape``), where 3 stored int8 rows
+and int4 nibbles row by row."""
 
 PACKED_PREFIX = "packed-"
+
+
+INT5_VARIABLE = "ACTIVE_RAG_INT5"
+"""Environment variable: ``off`` (or ``0``) keeps ``mixed``'s 5-bit tensors in int8 under active-rag's kernel too, as
+before 5-bit layers existed (the rows written that way resume with it)."""
+
+
+def packed_layout(weights: str) -> str:
+    """What the packed layers of ``weights`` are made of, which names their cache file: ``mixed-int5`` for ``mixed``
+    where active-rag's decode kernel is in use (the 5-bit tensors of a GGUF file kept in 5 bits,
+    :class:`~active_rag.models.int5_linear.Int5Linear`) and :data:`INT5_VARIABLE` is not ``off``, else ``weights``
+    itself (those tensors in int8, as torch's kernels need them: a file written either way loads the same layers
+    again)."""
+    off = os.environ.get(INT5_VARIABLE, "").strip().lower() in ("off", "0", "false", "no")
+    return "mixed-int5" if weights == "mixed" and not off and kernels.available() else weights
+
+
+def quantize_linear(linear: nn.Linear, kind: str) -> PackedLinear | None:
+    """The packed layer of ``kind`` for ``linear``, or ``None`` when its shape does not fit the kernel
+    (it then stays dense).
+
+    - ``int4``: 4 bits in groups (:class:`~active_rag.models.quantized.Int4Linear`);
+    - ``int8``: 8 bits per output channel (:class:`~active_rag.models.quantized.Int8Linear`);
+    - ``mixed``: 4 bits where every group of the layer lies on a grid of at most 16 levels (a layer read from
+      a 4-bit GGUF tensor such as Q4_K: stored exactly); where active-rag's decode kernel is in use, 5 bits where
+      every group lies on a grid of at most 32 (Q5_0: :class:`~active_rag.models.int5_linear.Int5Linear`); 8 bits
+      elsewhere (Q6_K, Q8_0 tensors, and Q5_0 under torch's kernels).
+    """
+    grouped = Int4Linear.supports(linear)
+    if kind == "int4":
+        return Int4Linear.from_linear(linear) if grouped else None
+    if kind == "mixed" and grouped:
+        state = Int4Linear.quantize(linear.weight)
+        if bool(state["exact"].all()):
+            return Int4Linear.from_state(state, linear.bias)
+        if packed_layout(kind) == "mixed-int5":
+            state = Int5Linear.quantize(linear.weight)
+            if bool(state["exact"].all()):
+                return Int5Linear.from_state(state, linear.bias)
+    return Int8Linear.from_linear(linear)
+
+
+def layer_from_state(state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> PackedLinear:
+    """The layer that :meth:`~active_rag.models.quantized.PackedLinear.state` saved (its class is told by its
+    tensors)."""
+    if "tiles8" in state or "qweight" in state:
+        return Int8Linear.from_state(state, bias)
+    if "tiles5" in state:
+        return Int5Linear.from_state(state, bias)
+    return Int4Linear.from_state(state, bias)
 
 
 def check_weights(weights: str | None) -> str:
@@ -100,11 +146,12 @@ def resolve_weights(weights: str | None, device: torch.device | str) -> str:
 
 
 def model_weights(model: nn.Module) -> str:
-    """``int8``/``int4`` when the model's linear layers are packed, else ``float32``."""
+    """``int8``/``int4`` when the model's linear layers are packed in one of them, ``mixed`` when in several (or in
+    5 bits, which only ``mixed`` makes), else ``float32``."""
     kinds = {module.kind for module in model.modules() if isinstance(module, PackedLinear)}
     if not kinds:
         return "float32"
-    return kinds.pop() if len(kinds) == 1 else "mixed"
+    return kinds.pop() if kinds in ({"int8"}, {"int4"}) else "mixed"
 
 
 # ------------------------------------------------------------------------------------------------ quantise
@@ -124,7 +171,10 @@ def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None,
     if model_weights(model) != "float32":
         raise InvalidOptionError(f"The model's linear layers are packed already ({model_weights(model)}); load it again to change weights.")
     started = time.monotonic()
-    states = _read_cache(cache, weights, fingerprint) if cache is not None else None
+    layout = packed_layout(weights)
+    if cache is not None and layout != weights:  # another file: a cache written for torch's kernels stays theirs
+        cache = cache.with_name(cache.name.replace(f"{PACKED_PREFIX}{weights}.", f"{PACKED_PREFIX}{layout}.", 1))
+    states = _read_cache(cache, layout, fingerprint) if cache is not None else None
     loaded = states is not None
     if states is None:
         states = {}
@@ -134,7 +184,7 @@ def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None,
                 states[name] = layer.state()
                 _swap(model, name, linear, layer)
         if cache is not None:
-            _write_cache(cache, weights, fingerprint, states, lock)
+            _write_cache(cache, layout, fingerprint, states, lock)
     else:
         for name, linear in linear_layers(model):
             if name in states:
@@ -226,12 +276,16 @@ def _write_cache(path: Path, weights: str, fingerprint: str, states: dict[str, d
 
 __all__ = [
     "DEFAULT_CPU_WEIGHTS",
+    "INT5_VARIABLE",
     "WEIGHTS",
     "check_weights",
     "folder_fingerprint",
     "hub_packed_path",
+    "layer_from_state",
     "model_weights",
+    "packed_layout",
     "packed_path",
+    "quantize_linear",
     "quantize_model",
     "resolve_weights",
 ]

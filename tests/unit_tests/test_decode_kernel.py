@@ -34,7 +34,8 @@ from torch import nn
 from active_rag import ActiveLM, ActiveRAG, Passage, kernels
 from active_rag.kernels import build as kernel_build
 from active_rag.components.presets import PRESETS
-from active_rag.models.quantized import Int4Linear, Int8Linear, decode_kernel, layer_from_state, packed_layers
+from active_rag.models.quantized import Int4Linear, Int8Linear, decode_kernel, packed_layers
+from active_rag.models.weights import layer_from_state
 from active_rag.models.weights import quantize_model
 from tests.conftest import build_tiny_model
 
@@ -78,13 +79,14 @@ def _rounding_bound(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return (xg.abs().amax(-1) / 254) @ w.sum(-1).t()
 
 
-def _int4_weights(n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Random codes, bfloat16 steps and zeros, and the float weight they stand for."""
+def _int4_weights(n: int, k: int, seed: int = 0, bits: int = 4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random codes (``bits`` bits: 4, or 5 for int5), bfloat16 steps and zeros, and the float weight they stand for
+    (``(q - 2**(bits - 1)) * step + zero``)."""
     g = torch.Generator().manual_seed(seed)
-    codes = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=g)
+    codes = torch.randint(0, 2**bits, (n, k), dtype=torch.uint8, generator=g)
     step = (torch.rand(n, k // 32, generator=g) * 0.05 + 1e-3).to(torch.bfloat16).float()
     zero = (torch.randn(n, k // 32, generator=g) * 0.05).to(torch.bfloat16).float()
-    weight = ((codes.float() - 8).view(n, -1, 32) * step[..., None] + zero[..., None]).view(n, k)
+    weight = ((codes.float() - 2 ** (bits - 1)).view(n, -1, 32) * step[..., None] + zero[..., None]).view(n, k)
     return codes, step, zero, weight
 
 
@@ -340,6 +342,31 @@ def test_a_layer_s_fused_decode_op_equals_its_unfused_ops_bit_for_bit(monkeypatc
         assert torch.equal(fused[0], unfused_x.view(4, 3, 72)) and torch.equal(fused[1], unfused_s)
         monkeypatch.undo()
         assert fused[0].dtype == torch.float32
+
+
+@needs_kernel
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_layer_s_decode_function_is_its_forward(monkeypatch, bias: bool) -> None:
+    """``decode_function`` (the lean step's projection) gives forward's values and counts for float32 rows the
+    kernel decodes, and hands any other input (bfloat16, more rows than the packed limit, none) to forward."""
+    torch.manual_seed(4)
+    linear = nn.Linear(96, 40, bias=bias)
+    for cls in (Int8Linear, Int4Linear):
+        layer = cls.from_linear(linear)
+        decode = layer.decode_function()
+        x = torch.randn(3, 1, 96) * 2
+        assert torch.equal(decode(x), layer(x)) and layer.packed_calls == 2
+        strided = torch.randn(96, 2).t()  # a transposed view, as an attention output can be
+        assert torch.equal(decode(strided), layer(strided))
+        bf16 = x.to(torch.bfloat16)
+        assert torch.equal(decode(bf16), layer(bf16)) and decode(bf16).dtype == torch.bfloat16
+        assert decode(torch.randn(0, 96)).shape == (0, 40)
+        monkeypatch.setattr(cls, "packed_max_rows", 2)
+        dense_before = layer.dense_calls
+        assert torch.equal(decode(x), layer(x)) and layer.dense_calls == dense_before + 2  # 3 rows: the dense path
+        monkeypatch.undo()
+        layer.bias = None if not bias else nn.Parameter(torch.zeros(40), requires_grad=False)  # read at each call
+        assert torch.equal(decode(x), layer(x))
 
 
 def test_torch_kernels_decode_when_the_library_is_not_built(monkeypatch, caplog) -> None:

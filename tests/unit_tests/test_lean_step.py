@@ -136,3 +136,25 @@ def test_families_and_layouts_it_does_not_know_step_through_the_model(tiny_token
     assert lean_step(plain) is None
     lm = ActiveLM(plain, tiny_tokenizer, name="tiny-qwen2", prefix_cache=False)
     assert lm.scheduler is not None and lm.scheduler.step_path == "transformers"
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_the_step_rotates_with_fewer_ops_only_where_the_bits_are_the_family_s(tiny_tokenizer, family) -> None:
+    """The lean step's rotation (``roll`` and a signed ``sin``, once a step) is used where a check on the model's own
+    rotary embedding gives the family function's bits; a family function that rotates otherwise is called as it is."""
+    model = _model(family, len(tiny_tokenizer), torch.float32, "dense")
+    family_module = __import__(type(model).__module__, fromlist=["apply_rotary_pos_emb"])
+    assert isinstance(lean_module._rotary(family_module.apply_rotary_pos_emb, model), lean_module._Rotary)
+
+    def interleaved(q, k, cos, sin, *args, **kwargs):  # pairs (0, 1), (2, 3), ...: not rotate_half's halves
+        def turn(x):
+            pairs = x.unflatten(-1, (-1, 2))
+            return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+        c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+        return q * c + turn(q) * s, k * c + turn(k) * s
+
+    chosen = lean_module._rotary(interleaved, model)
+    assert isinstance(chosen, lean_module._FamilyRotary)
+    q, k = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 1, 16)
+    cos, sin = torch.randn(1, 1, 16), torch.randn(1, 1, 16)
+    assert all(torch.equal(a, b) for a, b in zip(chosen(q, k, chosen.prepare(cos, sin)), interleaved(q, k, cos, sin)))

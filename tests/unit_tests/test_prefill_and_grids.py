@@ -17,7 +17,7 @@ from torch import nn
 import active_rag.models.quantized as quantized
 from active_rag import ActiveLM, Passage
 from active_rag.models.quantized import Int4Linear, Int8Linear, PackedLinear, grid_quantize, packed_layers, prefill_dtype
-from active_rag.models.weights import quantize_model
+from active_rag.models.weights import layer_from_state, quantize_model
 from tests.conftest import build_tiny_model
 
 QUESTION = "Who is Kasper Schmeichel and who is his father, the goalkeeper of Manchester United and Denmark?"
@@ -171,7 +171,7 @@ def test_mixed_stores_grid_layers_in_4_bits_and_the_others_in_8() -> None:
 def test_saved_states_rebuild_their_layers() -> None:
     linear = nn.Linear(64, 32)
     for layer in (Int4Linear.from_linear(linear), Int8Linear.from_linear(linear)):
-        again = quantized.layer_from_state(layer.state(), linear.bias)
+        again = layer_from_state(layer.state(), linear.bias)
         assert type(again) is type(layer) and all(torch.equal(t, layer.state()[k]) for k, t in again.state().items())
         x = torch.randn(2, 64)
         assert torch.equal(again(x), layer(x))
@@ -185,7 +185,7 @@ import json, sys, torch
 sys.path.insert(0, {root!r})
 from tests.conftest import build_tiny_model, build_tokenizer
 from active_rag import ActiveLM
-from active_rag.models.weights import quantize_model
+from active_rag.models.weights import layer_from_state, quantize_model
 tok = build_tokenizer()
 model = build_tiny_model(len(tok), seed=3)
 with torch.no_grad():

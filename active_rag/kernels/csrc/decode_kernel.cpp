@@ -1,4 +1,4 @@
-// active-rag's CPU decode kernels: int4 and int8 weights times int8-quantised activations.
+// active-rag's CPU decode kernels: int4, int5 and int8 weights times int8-quantised activations.
 //
 // Decoding reads every weight once per step, so a step is as fast as the weights stream from memory. torch's
 // weight-only kernels convert each weight to float before multiplying (the int4 one is bound by unpacking nibbles,
@@ -12,7 +12,9 @@
 // inputs for int4 (byte 4 * lane + i: input 8 * chunk + i in the low nibble, 8 * chunk + 4 + i in the high one), so
 // one load (and for int4 one AND and one shift) gives a vector of 16 outputs' unsigned bytes and a broadcast 4 bytes
 // of activations multiplies it. int4 scales: per tile and group of 32 inputs, 16 bfloat16 steps then 16 zeros,
-// w = (q - 8) * step + zero (torch's int4 convention). int8 scales: one float32 per output, w = q * scale.
+// w = (q - 8) * step + zero (torch's int4 convention). int8 scales: one float32 per output, w = q * scale. int5: int4's
+// four chunks of nibbles a group, then a fifth chunk of eight 64-bit masks holding each code's bit 4 (one masked add
+// of 16 a vector), w = (q - 16) * step + zero, int4's scales.
 //
 // Every instruction-set path computes the same integers and the same float operations in the same order, so all of
 // them (and the scalar reference) give bit-identical outputs. One binary serves every x86-64 CPU: the vector code
@@ -182,8 +184,17 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, boo
 
 // ------------------------------------------------------------------------------------------------ scalar reference
 
+// int5: 16 when bit `j` of the group's mask `m` is set (layout.pack_int5), else 0.
+static inline int32_t fifth_bit(const uint8_t* group, int64_t m, int64_t j) {
+  return ((group[4 * kChunk + 8 * m + j / 8] >> (j % 8)) & 1) << 4;
+}
+
+// F (int5): the tile's groups hold a fifth chunk of masks, each code's bit 4 (layout.pack_int5), and the codes are
+// offset by 16 (the activations' `start` says so).
+template <bool F>
 static void int4_tile_scalar(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a, int64_t r0,
                              int64_t rows, float* out, int64_t ldo, int64_t valid) {
+  const int64_t group_bytes = (F ? 5 : 4) * kChunk;
   for (int64_t r = r0; r < r0 + rows; ++r) {
     const int8_t* x = a.xq + r * a.kp;
     const float* sx = a.sx + r * a.groups;
@@ -193,10 +204,18 @@ static void int4_tile_scalar(const uint8_t* tile, const uint16_t* sc, int64_t gr
       float acc = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
         int32_t d = start[g];
+        const uint8_t* group = tile + g * group_bytes;
         for (int64_t c = 0; c < 4; ++c) {
-          const uint8_t* w = tile + (g * 4 + c) * kChunk + l * 4;
+          const uint8_t* w = group + c * kChunk + l * 4;
           const int8_t* xc = x + g * kGroup + c * 8;
-          for (int i = 0; i < 4; ++i) d += int32_t(w[i] & 15) * xc[i] + int32_t(w[i] >> 4) * xc[4 + i];
+          for (int i = 0; i < 4; ++i) {
+            int32_t lo = w[i] & 15, hi = w[i] >> 4;
+            if (F) {
+              lo |= fifth_bit(group, 2 * c, 4 * l + i);
+              hi |= fifth_bit(group, 2 * c + 1, 4 * l + i);
+            }
+            d += lo * xc[i] + hi * xc[4 + i];
+          }
         }
         const float step = bf16_to_float(sc[g * 32 + l]), zero = bf16_to_float(sc[g * 32 + 16 + l]);
         float t = float(d) * step;
@@ -232,10 +251,10 @@ static void int8_tile_scalar(const uint8_t* tile, const float* scales, int64_t g
 
 // ------------------------------------------------------------------------------------------------ dispatch
 
-static Plan<Int4Fn> int4_plan(int64_t isa) {
-  static const Int4Fn scalar[1] = {int4_tile_scalar};
-  const Plan<Int4Fn> simd = simd_int4_plan(isa);
-  return simd.table != nullptr ? simd : Plan<Int4Fn>{scalar, 0};
+static Plan<Int4Fn> int4_plan(int64_t isa, bool five) {
+  static const Int4Fn scalar4[1] = {int4_tile_scalar<false>}, scalar5[1] = {int4_tile_scalar<true>};
+  const Plan<Int4Fn> simd = five ? simd_int5_plan(isa) : simd_int4_plan(isa);
+  return simd.table != nullptr ? simd : Plan<Int4Fn>{five ? scalar5 : scalar4, 0};
 }
 
 static Plan<Int8Fn> int8_plan(int64_t isa) {
@@ -272,24 +291,28 @@ static at::Tensor rows_of(const at::Tensor& x) {
   return x.contiguous();
 }
 
-// x [rows, K] float32/bfloat16; tiles uint8 [ceil(n / 16), K / 8, 64]; scales bfloat16 [ceil(n / 16), K / 32, 2, 16].
+// x [rows, K] float32/bfloat16; tiles uint8 [ceil(n / 16), K / 8, 64] (int5: [ceil(n / 16), K / 32 * 5, 64]); scales
+// bfloat16 [ceil(n / 16), K / 32, 2, 16].
 static at::Tensor int4_run(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
-                           int64_t isa, bool round_inputs) {
+                           int64_t isa, bool round_inputs, bool five = false) {
+  const char* op = five ? "int5_gemm" : "int4_gemm";
   const at::Tensor x = rows_of(x_in);
   const int64_t k = x.size(1), count = (n + kTile - 1) / kTile;
-  TORCH_CHECK(k % kGroup == 0, "int4_gemm: in_features must be a multiple of 32");
+  const int64_t chunks = five ? k / kGroup * 5 : k / 8;
+  TORCH_CHECK(k % kGroup == 0, op, ": in_features must be a multiple of 32");
   TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous() && tiles.dim() == 3 && tiles.size(0) == count &&
-                  tiles.size(1) * 8 == k && tiles.size(2) == kChunk,
-              "int4_gemm: tiles must be uint8 [ceil(n / 16), in_features / 8, 64]");
+                  tiles.size(1) == chunks && tiles.size(2) == kChunk,
+              op, five ? ": tiles must be uint8 [ceil(n / 16), in_features / 32 * 5, 64]"
+                       : ": tiles must be uint8 [ceil(n / 16), in_features / 8, 64]");
   TORCH_CHECK(scales.scalar_type() == at::kBFloat16 && scales.is_contiguous() && scales.numel() == count * k,
-              "int4_gemm: scales must be bfloat16 [ceil(n / 16), in_features / 32, 2, 16]");
-  const Plan<Int4Fn> plan = int4_plan(resolve(isa));
+              op, ": scales must be bfloat16 [ceil(n / 16), in_features / 32, 2, 16]");
+  const Plan<Int4Fn> plan = int4_plan(resolve(isa), five);
   at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(at::kFloat));
   if (x.size(0) == 0 || n == 0) return out;
-  const Activations a = quantize(x, k, 8, round_inputs);
+  const Activations a = quantize(x, k, five ? 16 : 8, round_inputs);
   const int64_t groups = k / kGroup;
   const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>());
-  run_tiles(plan, tiles.data_ptr<uint8_t>(), k * 8, sc,
+  run_tiles(plan, tiles.data_ptr<uint8_t>(), chunks * kChunk, sc,
             [groups](const uint16_t* s, int64_t t) { return s + t * groups * 32; }, groups, a, x.size(0),
             out.data_ptr<float>(), n);
   return out;
@@ -323,6 +346,11 @@ static at::Tensor int4_gemm(const at::Tensor& x, const at::Tensor& tiles, const 
 static at::Tensor int8_gemm(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
                             int64_t isa) {
   return int8_run(x, tiles, scales, n, isa, false);
+}
+
+static at::Tensor int5_gemm(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                            int64_t isa) {
+  return int4_run(x, tiles, scales, n, isa, false, true);
 }
 
 // ------------------------------------------------------------------------------------------------ a whole layer
@@ -364,31 +392,43 @@ static at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& tiles, cons
   return finish(int8_run(linear_input(x), tiles, scales, n, isa, true), bias);
 }
 
+static at::Tensor int5_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                              const c10::optional<at::Tensor>& bias, int64_t isa) {
+  return finish(int4_run(linear_input(x), tiles, scales, n, isa, true, true), bias);
+}
+
 // ------------------------------------------------------------------------------------------------ dequantisation
 // For the dense prefill: the weight [n, K] the kernels multiply by, in float32 or bfloat16, written into `out`.
 
 // Each output row is written in order, from values looked up in a small table (16 per int4 group, 256 for int8) that
 // is computed once: the tile's bytes are re-read from cache per lane, the rows are streamed once.
-template <typename T>
+template <typename T, bool F>
 static void int4_dequant_into(const uint8_t* tiles, const uint16_t* sc, int64_t n, int64_t k, T* out) {
-  const int64_t count = (n + kTile - 1) / kTile, groups = k / kGroup;
+  const int64_t count = (n + kTile - 1) / kTile, groups = k / kGroup, group_bytes = (F ? 5 : 4) * kChunk;
+  constexpr int levels = F ? 32 : 16, offset = F ? 16 : 8;
   SpinPool::parallel_for(count, 1, [&](int64_t begin, int64_t end) {
-    T table[16];
+    T table[levels];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
-      const uint8_t* tile = tiles + t * groups * 4 * kChunk;
+      const uint8_t* tile = tiles + t * groups * group_bytes;
       for (int64_t l = 0; l < valid; ++l) {
         T* row = out + (t * kTile + l) * k;
         for (int64_t g = 0; g < groups; ++g) {
           const uint16_t* s = sc + (t * groups + g) * 32;
           const float step = bf16_to_float(s[l]), zero = bf16_to_float(s[16 + l]);
-          for (int q = 0; q < 16; ++q) table[q] = T(float(q - 8) * step + zero);
+          for (int q = 0; q < levels; ++q) table[q] = T(float(q - offset) * step + zero);
+          const uint8_t* group = tile + g * group_bytes;
           for (int64_t c = 0; c < 4; ++c) {
-            const uint8_t* w = tile + (g * 4 + c) * kChunk + l * 4;
+            const uint8_t* w = group + c * kChunk + l * 4;
             T* o = row + g * kGroup + c * 8;
             for (int i = 0; i < 4; ++i) {
-              o[i] = table[w[i] & 15];
-              o[4 + i] = table[w[i] >> 4];
+              int lo = w[i] & 15, hi = w[i] >> 4;
+              if (F) {
+                lo |= fifth_bit(group, 2 * c, 4 * l + i);
+                hi |= fifth_bit(group, 2 * c + 1, 4 * l + i);
+              }
+              o[i] = table[lo];
+              o[4 + i] = table[hi];
             }
           }
         }
@@ -430,19 +470,29 @@ static void check_out(const at::Tensor& out, const char* op) {
               op, ": out must be a contiguous float32 or bfloat16 [out_features, in_features] CPU tensor");
 }
 
-static void int4_dequant(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
-  check_out(out, "int4_dequant");
+template <bool F>
+static void dequant_op(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
+  const char* op = F ? "int5_dequant" : "int4_dequant";
+  check_out(out, op);
   const int64_t n = out.size(0), k = out.size(1), count = (n + kTile - 1) / kTile;
   TORCH_CHECK(k % kGroup == 0 && tiles.scalar_type() == at::kByte && tiles.is_contiguous() &&
-                  tiles.numel() == count * k * 8 && scales.scalar_type() == at::kBFloat16 && scales.is_contiguous() &&
-                  scales.numel() == count * k,
-              "int4_dequant: tiles/scales do not match out's shape");
+                  tiles.numel() == count * k * (F ? 10 : 8) && scales.scalar_type() == at::kBFloat16 &&
+                  scales.is_contiguous() && scales.numel() == count * k,
+              op, ": tiles/scales do not match out's shape");
   const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>());
   if (out.scalar_type() == at::kFloat) {
-    int4_dequant_into(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<float>());
+    int4_dequant_into<float, F>(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<float>());
   } else {
-    int4_dequant_into(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<at::BFloat16>());
+    int4_dequant_into<at::BFloat16, F>(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<at::BFloat16>());
   }
+}
+
+static void int4_dequant(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
+  dequant_op<false>(tiles, scales, out);
+}
+
+static void int5_dequant(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
+  dequant_op<true>(tiles, scales, out);
 }
 
 static void int8_unpack(const at::Tensor& tiles, at::Tensor out) {
@@ -467,6 +517,9 @@ TORCH_LIBRARY(active_rag, m) {
   m.def("int8_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
   m.def("int4_dequant(Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
   m.def("int8_unpack(Tensor tiles, Tensor(a!) out) -> ()");
+  m.def("int5_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
+  m.def("int5_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
+  m.def("int5_dequant(Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
   m.def("best_isa() -> int", &active_rag_kernels::best_isa);
   m.def("isa_supported(int isa) -> bool", &active_rag_kernels::isa_supported);
 }
@@ -478,4 +531,7 @@ TORCH_LIBRARY_IMPL(active_rag, CPU, m) {
   m.impl("int8_linear", &active_rag_kernels::int8_linear);
   m.impl("int4_dequant", &active_rag_kernels::int4_dequant);
   m.impl("int8_unpack", &active_rag_kernels::int8_unpack);
+  m.impl("int5_gemm", &active_rag_kernels::int5_gemm);
+  m.impl("int5_linear", &active_rag_kernels::int5_linear);
+  m.impl("int5_dequant", &active_rag_kernels::int5_dequant);
 }

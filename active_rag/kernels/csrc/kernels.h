@@ -59,6 +59,7 @@ struct Plan {
 // The vector paths (simd.cpp): the table of `isa`'s tile kernels ({nullptr, 0} for the scalar path and on other
 // machines), and one int8 row unpacked with AVX-512 (for the dense prefill; AVX-512 machines only).
 Plan<Int4Fn> simd_int4_plan(int64_t isa);
+Plan<Int4Fn> simd_int5_plan(int64_t isa);  // int4 tiles with a fifth bit (layout.pack_int5): w = (q - 16) * step + zero
 Plan<Int8Fn> simd_int8_plan(int64_t isa);
 void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, float* row);
 void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row);

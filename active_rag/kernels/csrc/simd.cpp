@@ -21,6 +21,20 @@ static inline int32_t load4(const int8_t* p) {
   return v;
 }
 
+// int5 (F = true): a group's fifth bits, eight 64-bit masks after its four chunks of nibbles (layout.pack_int5); mask
+// 2c + h covers the low (h = 0) or high (h = 1) nibbles of chunk c, bit 4 * lane + i for byte 4 * lane + i.
+static inline uint64_t load_mask(const uint8_t* group, int m) {
+  uint64_t v;
+  std::memcpy(&v, group + 4 * kChunk + 8 * m, sizeof v);
+  return v;
+}
+
+// Bytes per group of a tile: four chunks of nibbles, and for int5 a fifth of masks.
+template <bool F>
+constexpr int64_t group_bytes() {
+  return (F ? 5 : 4) * kChunk;
+}
+
 // ------------------------------------------------------------------------------------------------ AVX2, AVX-VNNI
 // 8 lanes a vector: a tile is two halves (lanes 0-7, then 8-15: the first and second 32 bytes of each chunk); at most
 // 4 rows a pass (16 vector registers).
@@ -46,6 +60,15 @@ AR_AVX2 static inline __m256 load8(const float* p, int64_t valid) {
   return _mm256_load_ps(tmp);
 }
 
+// 32 mask bits -> 32 bytes, 16 where the bit is set (byte j: bit j), 0 elsewhere: the fifth bit's value.
+AR_AVX2 static inline __m256i fifth_bits(uint32_t bits) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                          3, 3, 3, 3, 3, 3);
+  const __m256i select = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, select), select), _mm256_set1_epi8(16));
+}
+
 // The int4 epilogue of a group: acc += sx * ((d - 8 S) * step + zero * S), d already holding d - 8 S.
 AR_AVX2 static inline __m256 int4_fold8(__m256 acc, __m256i d, __m256 step, __m256 zero, float sum, float sx) {
   __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(d), step);
@@ -53,9 +76,9 @@ AR_AVX2 static inline __m256 int4_fold8(__m256 acc, __m256i d, __m256 step, __m2
   return _mm256_fmadd_ps(t, _mm256_set1_ps(sx), acc);
 }
 
-// AVX2: u8 x s8 pairs summed in 16 bits (at most 2 * 15 * 127 each; a group's 8 products sum below 2^15), then
-// widened once a group.
-template <int R>
+// AVX2: u8 x s8 pairs summed in 16 bits (int4: at most 2 * 15 * 127 each; a group's 8 products sum below 2^15), then
+// widened once a group; int5 (codes up to 31) widens once a chunk, where its 4 pairs' sums still fit.
+template <int R, bool F>
 AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                    int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
@@ -63,23 +86,33 @@ AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int6
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
-      __m256i s16[R];
-      for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
-      const uint8_t* w = tile + g * 4 * kChunk + h * 32;
+      __m256i s16[R], s32[R];
+      for (int r = 0; r < R; ++r) s16[r] = s32[r] = _mm256_setzero_si256();
+      const uint8_t* group = tile + g * group_bytes<F>();
+      const uint8_t* w = group + h * 32;
       const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
       for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i*)(w + c * kChunk));
-        const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        if constexpr (F) {
+          lo = _mm256_or_si256(lo, fifth_bits(uint32_t(load_mask(group, 2 * c) >> (32 * h))));
+          hi = _mm256_or_si256(hi, fifth_bits(uint32_t(load_mask(group, 2 * c + 1) >> (32 * h))));
+        }
         for (int r = 0; r < R; ++r) {
           const int8_t* xr = xg + r * a.kp + c * 8;
           s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load4(xr))));
           s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load4(xr + 4))));
+          if constexpr (F) {
+            s32[r] = _mm256_add_epi32(s32[r], _mm256_madd_epi16(s16[r], ones));
+            s16[r] = _mm256_setzero_si256();
+          }
         }
       }
       const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
       for (int r = 0; r < R; ++r) {
         const int64_t at = (r0 + r) * a.groups + g;
-        const __m256i d = _mm256_add_epi32(_mm256_madd_epi16(s16[r], ones), _mm256_set1_epi32(a.start[at]));
+        const __m256i sum = F ? s32[r] : _mm256_madd_epi16(s16[r], ones);
+        const __m256i d = _mm256_add_epi32(sum, _mm256_set1_epi32(a.start[at]));
         acc[r] = int4_fold8(acc[r], d, step, zero, a.sums[at], a.sx[at]);
       }
     }
@@ -87,7 +120,7 @@ AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int6
   }
 }
 
-template <int R>
+template <int R, bool F>
 AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                          int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   const __m256i nib = _mm256_set1_epi8(0x0F);
@@ -97,11 +130,16 @@ AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc
     for (int64_t g = 0; g < groups; ++g) {
       __m256i d[R];
       for (int r = 0; r < R; ++r) d[r] = _mm256_set1_epi32(a.start[(r0 + r) * a.groups + g]);
-      const uint8_t* w = tile + g * 4 * kChunk + h * 32;
+      const uint8_t* group = tile + g * group_bytes<F>();
+      const uint8_t* w = group + h * 32;
       const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
       for (int c = 0; c < 4; ++c) {
         const __m256i v = _mm256_loadu_si256((const __m256i*)(w + c * kChunk));
-        const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        if constexpr (F) {
+          lo = _mm256_or_si256(lo, fifth_bits(uint32_t(load_mask(group, 2 * c) >> (32 * h))));
+          hi = _mm256_or_si256(hi, fifth_bits(uint32_t(load_mask(group, 2 * c + 1) >> (32 * h))));
+        }
         for (int r = 0; r < R; ++r) {
           const int8_t* xr = xg + r * a.kp + c * 8;
           d[r] = _mm256_dpbusd_avx_epi32(d[r], lo, _mm256_set1_epi32(load4(xr)));
@@ -186,7 +224,17 @@ AR_AVX512 static inline __mmask16 lanes(int64_t valid) {
   return valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1u);
 }
 
-template <int R>
+// 64 mask bits -> 64 bytes, 16 where the bit is set (byte j: bit j), with vector operations only.
+AR_AVX512 static inline __m512i fifth_bits512(uint64_t bits) {
+  const __m512i spread = _mm512_set_epi8(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4,
+                                         4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i select = _mm512_set1_epi64(int64_t(0x8040201008040201ull));
+  const __m512i v = _mm512_and_si512(_mm512_shuffle_epi8(_mm512_set1_epi64(int64_t(bits)), spread), select);
+  return _mm512_slli_epi16(_mm512_min_epu8(v, _mm512_set1_epi8(1)), 4);
+}
+
+template <int R, bool F>
 AR_AVX512 static void int4_tile_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                        int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   const __m512i nib = _mm512_set1_epi8(0x0F);
@@ -200,11 +248,15 @@ AR_AVX512 static void int4_tile_avx512(const uint8_t* tile, const uint16_t* sc, 
       d[r] = _mm512_set1_epi32(a.start[(r0 + r) * a.groups + g]);
       e[r] = _mm512_setzero_si512();
     }
-    const uint8_t* w = tile + g * 4 * kChunk;
+    const uint8_t* w = tile + g * group_bytes<F>();
     const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
     for (int c = 0; c < 4; ++c) {
       const __m512i v = _mm512_loadu_si512(w + c * kChunk);
-      const __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+      __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+      if constexpr (F) {
+        lo = _mm512_or_si512(lo, fifth_bits512(load_mask(w, 2 * c)));
+        hi = _mm512_or_si512(hi, fifth_bits512(load_mask(w, 2 * c + 1)));
+      }
       for (int r = 0; r < R; ++r) {
         const int8_t* xr = xg + r * a.kp + c * 8;
         d[r] = _mm512_dpbusd_epi32(d[r], lo, _mm512_set1_epi32(load4(xr)));
@@ -270,17 +322,22 @@ AR_AVX512 static void int8_row_avx512_t(const uint8_t* lane_bytes, int64_t k, T*
 
 // ------------------------------------------------------------------------------------------------ tables
 
-Plan<Int4Fn> simd_int4_plan(int64_t isa) {
-  static const Int4Fn avx2[4] = {int4_tile_avx2<1>, int4_tile_avx2<2>, int4_tile_avx2<3>, int4_tile_avx2<4>};
-  static const Int4Fn avxvnni[4] = {int4_tile_avxvnni<1>, int4_tile_avxvnni<2>, int4_tile_avxvnni<3>,
-                                    int4_tile_avxvnni<4>};
-  static const Int4Fn avx512[8] = {int4_tile_avx512<1>, int4_tile_avx512<2>, int4_tile_avx512<3>, int4_tile_avx512<4>,
-                                   int4_tile_avx512<5>, int4_tile_avx512<6>, int4_tile_avx512<7>, int4_tile_avx512<8>};
+template <bool F>
+static Plan<Int4Fn> int4_tables(int64_t isa) {
+  static const Int4Fn avx2[4] = {int4_tile_avx2<1, F>, int4_tile_avx2<2, F>, int4_tile_avx2<3, F>, int4_tile_avx2<4, F>};
+  static const Int4Fn avxvnni[4] = {int4_tile_avxvnni<1, F>, int4_tile_avxvnni<2, F>, int4_tile_avxvnni<3, F>,
+                                    int4_tile_avxvnni<4, F>};
+  static const Int4Fn avx512[8] = {int4_tile_avx512<1, F>, int4_tile_avx512<2, F>, int4_tile_avx512<3, F>,
+                                   int4_tile_avx512<4, F>, int4_tile_avx512<5, F>, int4_tile_avx512<6, F>,
+                                   int4_tile_avx512<7, F>, int4_tile_avx512<8, F>};
   if (isa == kAvx512Vnni) return {avx512, 8};
   if (isa == kAvxVnni) return {avxvnni, 4};
   if (isa == kAvx2) return {avx2, 4};
   return {nullptr, 0};
 }
+
+Plan<Int4Fn> simd_int4_plan(int64_t isa) { return int4_tables<false>(isa); }
+Plan<Int4Fn> simd_int5_plan(int64_t isa) { return int4_tables<true>(isa); }
 
 Plan<Int8Fn> simd_int8_plan(int64_t isa) {
   static const Int8Fn avx2[4] = {int8_tile_avx2<1>, int8_tile_avx2<2>, int8_tile_avx2<3>, int8_tile_avx2<4>};
@@ -299,6 +356,7 @@ void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row) { 
 
 #else
 Plan<Int4Fn> simd_int4_plan(int64_t) { return {nullptr, 0}; }
+Plan<Int4Fn> simd_int5_plan(int64_t) { return {nullptr, 0}; }
 Plan<Int8Fn> simd_int8_plan(int64_t) { return {nullptr, 0}; }
 void int8_row_avx512(const uint8_t*, int64_t, float*) {}
 void int8_row_avx512(const uint8_t*, int64_t, at::BFloat16*) {}
