@@ -123,9 +123,6 @@ class _Rotary:
     exactly): four ops a tensor instead of eight, the same bits. Used only when a check on the model's own
     ``cos``/``sin`` shapes gives the family function's bits (:func:`_rotary`)."""
 
-    def __init__(self, family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
-        self.family_function = family_function
-
     @staticmethod
     def prepare(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
@@ -153,7 +150,8 @@ class _FamilyRotary:
         return self.family_function(query, key, *rotation)
 
 
-def _rotary(family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]], model: torch.nn.Module) -> Any:
+def _rotary(family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]],
+            model: torch.nn.Module) -> _Rotary | _FamilyRotary:
     """:class:`_Rotary` when it gives ``family_function``'s bits on random queries and keys rotated by the model's
     own rotary embedding at a few positions (a family whose rotation differs, partial or interleaved, would not),
     else :class:`_FamilyRotary`."""
@@ -162,15 +160,14 @@ def _rotary(family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]], m
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     try:
-        param = next(model.parameters())
-        device, dtype = param.device, torch.float32
+        device, dtype = next(model.parameters()).device, torch.float32
         generator = torch.Generator(device="cpu").manual_seed(0)
         query = torch.randn(2, heads, 1, attn.head_dim, generator=generator).to(device, dtype)
         key = torch.randn(2, kv_heads, 1, attn.head_dim, generator=generator).to(device, dtype)
         positions = torch.tensor([[3], [517]], device=device)
         hidden = torch.zeros(2, 1, config.hidden_size, device=device, dtype=dtype)
         cos, sin = inner.rotary_emb(hidden, positions)
-        fast = _Rotary(family_function)
+        fast = _Rotary()
         mine = fast(query, key, fast.prepare(cos, sin))
         theirs = family_function(query, key, cos, sin)
     except Exception:  # noqa: BLE001 - any shape the check does not know: the family's function

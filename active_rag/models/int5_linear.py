@@ -43,7 +43,6 @@ class Int5Linear(PackedLinear):
                                f"({kernels.describe()}); quantize_linear stores these layers in int8 instead.")
         out_features, in_features = shape
         super().__init__(in_features, out_features, bias)
-        self.group_size = INT4_GROUP
         self.uses_kernel = True
         self.isa = kernels.default_isa()
         if codes is not None:
