@@ -22,10 +22,15 @@ def entropy_from_logprobs(logprobs: torch.Tensor) -> float:
     (only the terms whose probability is exactly 0); NaN or infinite logits raise
     :class:`~active_rag.errors.NonFiniteLogitsError` rather than read as a confident entropy of 0."""
     p = logprobs.exp()
-    value = float(-torch.where(p == 0, 0.0, p * logprobs).sum())
+    return finite_entropy(float(-torch.where(p == 0, 0.0, p * logprobs).sum()), f"{logprobs.dtype} on {logprobs.device}")
+
+
+def finite_entropy(value: float, where: str) -> float:
+    """``value`` (an entropy computed from logits ``where`` says) if finite, else
+    :class:`~active_rag.errors.NonFiniteLogitsError`."""
     if not math.isfinite(value):
         raise NonFiniteLogitsError(
-            f"The model produced non-finite logits (NaN or inf; {logprobs.dtype} on {logprobs.device}): its "
+            f"The model produced non-finite logits (NaN or inf; {where}): its "
             "signals would be meaningless. float16 overflows on some models (Qwen2): load it with "
             "dtype='bfloat16' or 'float32'."
         )

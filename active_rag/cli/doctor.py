@@ -12,6 +12,10 @@ engine's paths hold there too, in the dtype and weights they chose:
 - **batched = serial**: sequences decoded together by the scheduler yield the tokens each yields alone;
 - **padded attention = loop**: the ragged batch's one padded attention call (:mod:`active_rag.decoding.ragged_attention`)
   gives the per-sequence loop's next-token logits within rounding, teacher-forced over 16 steps;
+- **graphed step = eager**: where the scheduler records its decode step as CUDA graphs
+  (:mod:`active_rag.decoding.graph_step`), teacher-forced like the padded check, the recorded step gives the eager
+  step's greedy tokens (every one with dense float32 weights) and its logits within the same bounds; skipped on a
+  device whose step is not recorded;
 - **out of memory isolated**: an out-of-memory error injected into a middle layer whenever a long sequence is in the
   batch fails that sequence alone (:class:`~active_rag.errors.DecodeOutOfMemoryError`) while the other decodes its
   serial tokens (:mod:`active_rag.decoding.admission`); the line also gives the scheduler's KV budget;
@@ -132,42 +136,62 @@ def _batched(lm: ActiveLM, ids: list[int]) -> str:
     return f"2 sequences, same tokens as one at a time (largest batch {batch})"
 
 
+def _teacher_forced(lm: ActiveLM, paths: dict[str, Callable[[], None]]) -> tuple[float, float, int, int]:
+    """Three prompts decoded over :data:`TOKENS` steps along each of two paths (``paths``: name -> what sets the
+    scheduler up for it), both reading the first path's greedy tokens: the largest logit difference, the logits'
+    largest magnitude, and at how many of how many steps the second path's greedy token is the first's."""
+    from ..decoding.decode_scheduler import _Request
+
+    scheduler = lm.scheduler
+    assert scheduler is not None
+    prompts = [lm.prompt_ids(QUESTION), lm.prompt_ids("Which Danish goalkeeper won the IFFHS award in 1992?"),
+               lm.prompt_ids("Hi")]
+    sessions = {path: [lm.session(p) for p in prompts] for path in paths}
+    first, second = list(paths)
+    tokens = [int(s._next_logits.argmax()) for s in sessions[first]]  # type: ignore[union-attr]
+    worst, scale, same = 0.0, 0.0, 0
+    with scheduler.lock:  # no other caller's steps in between
+        for _ in range(TOKENS):
+            logits = {}
+            for path, group in sessions.items():
+                paths[path]()
+                requests = [_Request(s._cache, t, s._fed, False) for s, t in zip(group, tokens, strict=True)]
+                scheduler._run(requests)
+                for s, r in zip(group, requests, strict=True):
+                    if r.error is not None:
+                        raise r.error
+                    s._fed += 1
+                logits[path] = torch.stack([r.logits for r in requests])  # type: ignore[misc]
+            worst = max(worst, float((logits[first] - logits[second]).abs().max()))
+            scale = max(scale, float(logits[first].abs().max()))
+            tokens = [int(t) for t in logits[first].argmax(dim=-1)]
+            same += sum(int(a == b) for a, b in zip(tokens, logits[second].argmax(dim=-1).tolist()))
+    return worst, scale, same, TOKENS * len(prompts)
+
+
+def _bound(lm: ActiveLM, scale: float) -> tuple[float, str]:
+    """The allowed logit difference (1e-3 of the logits' scale with dense float32 weights, 5% in reduced precision)
+    and how to say it."""
+    dense = lm.weights == "float32" and lm.dtype == torch.float32
+    share = 1e-3 if dense else 5e-2
+    return share * scale, (f"tolerance {share * scale:.2g}: {share:.1%} of the logits' largest magnitude {scale:.3g}, "
+                           + ("float32" if dense else "reduced precision"))
+
+
 def _padded(lm: ActiveLM, ids: list[int]) -> str:
     """Teacher-forced: both paths read the same tokens (the loop's greedy ones) from the same prompts; their next-token
     logits must agree within rounding: 1e-3 of the logits' scale with dense float32 weights, 5% in reduced precision
     (bfloat16, float16, int8/int4 layers that round to bfloat16), where an exact tie may flip a greedy token."""
-    from ..decoding.decode_scheduler import _Request
-
     scheduler = lm.scheduler
     if scheduler is None:
         return "skipped: batching is off"
-    prompts = [ids, lm.prompt_ids("Which Danish goalkeeper won the IFFHS award in 1992?"), lm.prompt_ids("Hi")]
-    sessions = {path: [lm.session(p) for p in prompts] for path in ("loop", "padded")}
-    tokens = [int(s._next_logits.argmax()) for s in sessions["loop"]]  # type: ignore[union-attr]
-    worst, scale, mode = 0.0, 0.0, scheduler.attention
+    mode = scheduler.attention
     try:
-        with scheduler.lock:  # no other caller's steps in between
-            for _ in range(TOKENS):
-                logits = {}
-                for path, group in sessions.items():
-                    scheduler.attention = path
-                    requests = [_Request(s._cache, t, s._fed, False) for s, t in zip(group, tokens, strict=True)]
-                    scheduler._run(requests)
-                    for s, r in zip(group, requests, strict=True):
-                        if r.error is not None:
-                            raise r.error
-                        s._fed += 1
-                    logits[path] = torch.stack([r.logits for r in requests])  # type: ignore[misc]
-                worst = max(worst, float((logits["loop"] - logits["padded"]).abs().max()))
-                scale = max(scale, float(logits["loop"].abs().max()))
-                tokens = [int(t) for t in logits["loop"].argmax(dim=-1)]
+        worst, scale, _, _ = _teacher_forced(lm, {"loop": lambda: setattr(scheduler, "attention", "loop"),
+                                                  "padded": lambda: setattr(scheduler, "attention", "padded")})
     finally:
         scheduler.attention = mode
-    dense = lm.weights == "float32" and lm.dtype == torch.float32
-    share = 1e-3 if dense else 5e-2
-    tolerance = share * scale
-    allowed = (f"tolerance {tolerance:.2g}: {share:.1%} of the logits' largest magnitude {scale:.3g}, "
-               + ("float32" if dense else "reduced precision"))
+    tolerance, allowed = _bound(lm, scale)
     if worst > tolerance:
         raise AssertionError(f"the padded attention call's logits differ from the loop's by {worst:.3g} ({allowed})")
     return f"3 sequences x {TOKENS} steps, logits within {worst:.2g} of the loop's ({allowed}); {_attention_path(mode, lm.device.type)}"
@@ -185,6 +209,39 @@ def _attention_path(mode: str, device_type: str) -> str:
                 "not measured faster there)")
     return (f"batched decoding pads from {threshold} sequences on {device_type} when at least {PADDED_MIN_FILL:.0%} of "
             "the padded keys are real, else takes the loop (attention='auto')")
+
+
+def _graphed(lm: ActiveLM, ids: list[int]) -> str:
+    """Teacher-forced as :func:`_padded`: three sequences read the eager step's greedy tokens through the recorded
+    step and through the eager one; the next-token logits agree within the same bounds and, with dense float32
+    weights, every greedy token is the same."""
+    scheduler = lm.scheduler
+    if scheduler is None:
+        return "skipped: batching is off"
+    graph = scheduler.graph
+    if graph is None:
+        return f"skipped: the decode step is {scheduler.step_path!r} on {lm.device.type} (recorded on CUDA only)"
+    replays, steps = graph.replays, scheduler.graph_steps
+    try:
+        worst, scale, same, total = _teacher_forced(lm, {"eager": lambda: setattr(scheduler, "graph", None),
+                                                         "graph": lambda: setattr(scheduler, "graph", graph)})
+    finally:
+        scheduler.graph = graph
+    if graph.graph_error is not None:
+        raise AssertionError(f"recording the step failed, it ran eagerly: {graph.graph_error}")
+    if scheduler.graph_steps - steps < TOKENS:
+        raise AssertionError("the batches did not go through the graphed step")
+    if graph.graphs and graph.replays == replays:
+        raise AssertionError("no step was replayed from a recorded graph")
+    tolerance, allowed = _bound(lm, scale)
+    if worst > tolerance:
+        raise AssertionError(f"the graphed step's logits differ from the eager step's by {worst:.3g} ({allowed})")
+    if lm.weights == "float32" and lm.dtype == torch.float32 and same != total:
+        raise AssertionError(f"the graphed step's greedy token differs from the eager step's at {total - same} of {total} steps")
+    how = (f"{graph.replays - replays} replays, {graph.recorded} shapes recorded" if graph.graphs
+           else f"its body without a recording on {lm.device.type}")
+    return (f"3 sequences x {TOKENS} steps, greedy tokens the eager step's at {same} of {total}, logits within "
+            f"{worst:.2g} ({allowed}; {how}; {graph.pool.slots} slots of {graph.pool.capacity} positions)")
 
 
 def _out_of_memory(lm: ActiveLM, ids: list[int]) -> str:
@@ -250,6 +307,7 @@ def run_checks(lm: ActiveLM, presets: list[str] | None = None) -> list[Check]:
         ("prefix cache", lambda: _prefix(lm, ids)),
         ("batched = serial", lambda: _batched(lm, ids)),
         ("padded attention = loop", lambda: _padded(lm, ids)),
+        ("graphed step = eager", lambda: _graphed(lm, ids)),
         ("out of memory isolated", lambda: _out_of_memory(lm, ids)),
         ("every preset", lambda: _presets(lm, chosen)),
     ]

@@ -17,6 +17,10 @@ request has arrived for ``wait_s``), then runs the batch for all of them (at mos
 A session that is busy elsewhere (retrieving, prefilling, or in a slow consumer) is not waited for
 beyond that pause.
 
+On CUDA the batch runs through the recorded step (:mod:`active_rag.decoding.graph_step`: a static key/value pool
+and one CUDA graph per shape, with each row's greedy token, log-probability and entropy computed inside), and through
+the eager step (:mod:`active_rag.decoding.lean_step` or ``model(...)``) when it cannot take the batch.
+
 Memory: the leader admits the waiting steps by the KV bytes the forward reads
 (:mod:`active_rag.decoding.admission`: ``kv_budget_bytes``, from the device's free memory on CUDA) and leaves the rest
 queued for the next forward. A forward that runs out of memory is rolled back and retried split in halves, so
@@ -36,6 +40,7 @@ import torch
 
 from .admission import admit, batch_cost, default_kv_budget_bytes, is_out_of_memory, kv_bytes_per_token, release_cached_memory
 from .attention import RAGGED
+from .graph_step import GraphStep, Greedy, graph_step, graph_wanted
 from .lean_step import lean_step
 from ..errors import DecodeOutOfMemoryError
 from .ragged_attention import ATTENTION_MODES, RaggedBatch, RaggedCache
@@ -60,6 +65,7 @@ class _Request:
     capture: bool
     logits: torch.Tensor | None = None
     row: torch.Tensor | None = None
+    greedy: Greedy | None = None
     error: BaseException | None = None
     done: bool = False
 
@@ -75,6 +81,7 @@ class DecodeScheduler:
         wait_s: float = 0.01,
         kv_budget_bytes: int | None = None,
         attention: str = "auto",
+        graph: bool | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -91,9 +98,19 @@ class DecodeScheduler:
         self.lock = threading.RLock()
         """Held around every model call (batched decode and prefill): one forward at a time."""
         self._lean = lean_step(model)
-        self.step_path = "lean" if self._lean is not None else "transformers"
-        """How a batched step runs: ``lean`` (:mod:`active_rag.decoding.lean_step`, the same ops without
-        transformers' per-call machinery) or ``transformers`` (``model(...)``)."""
+        self.graph: GraphStep | None = None
+        """The graphed step (:mod:`active_rag.decoding.graph_step`): by default on CUDA (``graph=None``); ``graph=True``
+        runs its static-pool body without recording a graph on any device, ``False`` never."""
+        if graph or (graph is None and graph_wanted(model)):
+            # the slot pool takes half the KV budget; the eager step's admission keeps the other half
+            self.graph = graph_step(model, kv_budget_bytes=self.kv_budget_bytes // 2, max_batch=max_batch,
+                                    graphs=None if graph is None else model.device.type == "cuda")
+            if self.graph is not None:
+                self.kv_budget_bytes -= self.graph.pool.slots * self.graph.pool.capacity * self.kv_bytes_per_token
+        self.step_path = "graph" if self.graph is not None else "lean" if self._lean is not None else "transformers"
+        """How a batched step runs: ``graph`` (:mod:`active_rag.decoding.graph_step`, recorded once per shape on
+        CUDA, with ``lean`` for a batch it cannot take), ``lean`` (:mod:`active_rag.decoding.lean_step`, the same ops
+        without transformers' per-call machinery) or ``transformers`` (``model(...)``)."""
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._active = 0
@@ -106,6 +123,8 @@ class DecodeScheduler:
         """Steps that waited for a later forward because the KV budget was full."""
         self.oom_retries = 0
         self.oom_failures = 0
+        self.graph_steps = 0
+        """Forwards the graphed step ran (the rest took the eager step)."""
 
     # -- session bookkeeping -------------------------------------------------------------------------
     def enter(self) -> None:
@@ -124,14 +143,19 @@ class DecodeScheduler:
         return self._active
 
     # -- stepping ------------------------------------------------------------------------------------
-    def step(self, cache: Any, token: int, position: int, capture: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def step(self, cache: Any, token: int, position: int,
+             capture: bool) -> tuple[torch.Tensor, torch.Tensor | None, Greedy | None]:
         """Feed ``token`` at ``position`` to the sequence whose KV cache is ``cache``; returns the
-        next-token logits (float32, ``[vocab]``) and, when ``capture``, the captured attention row."""
+        next-token logits (float32, ``[vocab]``), when ``capture`` the captured attention row, and the greedy
+        token's ``(token, log-probability, entropy)`` where the step computed them (the graphed step), else
+        ``None``."""
         request = _Request(cache, token, position, capture)
         with self._cond:
             self._pending.append(request)
             self._last_arrival = time.monotonic()
-            self._cond.notify_all()
+            # no wake-up for the waiting threads: the arrival that completes a batch leads it itself (below), and
+            # one that does not completes nothing they wait for (waking all of them at every arrival cost
+            # batch**2 thread switches a step)
             while not request.done:
                 if not self._running and self._pending and self._ready():
                     batch = self._admit()
@@ -151,7 +175,7 @@ class DecodeScheduler:
         if request.error is not None:
             raise request.error
         assert request.logits is not None
-        return request.logits, request.row
+        return request.logits, request.row, request.greedy
 
     def _admit(self) -> list[_Request]:
         """Take the next batch off the queue: the first steps whose KV fits the budget (at least one)."""
@@ -221,6 +245,14 @@ class DecodeScheduler:
         ragged = RaggedBatch(caches=[r.cache for r in batch], capture=[r.capture for r in batch], mode=self.attention)
         self.forward_calls += 1
         with self.lock:
+            if self.graph is not None and not self.graph.hooked():
+                graphed = self.graph.run(batch)
+                if graphed is not None:
+                    logits, rows, greedy = graphed
+                    for b, r in enumerate(batch):
+                        r.logits, r.row, r.greedy, r.error = logits[b], rows[b], greedy[b], None
+                    self.graph_steps += 1
+                    return
             token = RAGGED.set(ragged)
             try:
                 if self._lean is not None and not self._lean.hooked():
@@ -252,6 +284,7 @@ class DecodeScheduler:
             "held_back": self.held_back,
             "oom_retries": self.oom_retries,
             "oom_failures": self.oom_failures,
+            "graph_steps": self.graph_steps,
         }
 
 

@@ -114,9 +114,9 @@ class GrowingLayer(DynamicLayer):
 
 
 def is_full_attention_layer(layer: Any) -> bool:
-    """A layer of the plain layout (every position kept): transformers' ``DynamicLayer`` or a :class:`GrowingLayer`,
-    not a sliding-window or other subclass."""
-    return type(layer) in (DynamicLayer, GrowingLayer)
+    """A layer of the plain layout (every position kept): transformers' ``DynamicLayer``, a :class:`GrowingLayer` or a
+    class that says so (``full_attention = True``: a pool slot's layer), not a sliding-window or other subclass."""
+    return type(layer) in (DynamicLayer, GrowingLayer) or getattr(type(layer), "full_attention", False) is True
 
 
 def growing_cache(config: Any) -> Any:

@@ -17,8 +17,6 @@ The wiring is in :mod:`active_rag.decoding.attention` (transformers' ``Attention
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import threading
 import uuid
 import weakref
@@ -35,7 +33,8 @@ from ..errors import AttentionCaptureError
 from .kv_layer import GrowingLayer, growing_cache, is_full_attention_layer
 from .host_memory import trim_host_memory
 from .prefix_cache import PrefixCache, default_prefix_cache_mb
-from ..signals import entropy_from_logprobs
+from ..signals import entropy_from_logprobs, finite_entropy
+from .prompt_usage import PromptUsage, count_prompt_tokens, current_usage
 from ..types import TokenStep
 
 CAPTURE_IMPLEMENTATION = IMPLEMENTATION
@@ -49,32 +48,6 @@ StopCondition = Callable[[list[TokenStep]], bool]
 
 _LOGITS_KEPT = 4
 """Next-token logits kept per session for the most recent positions (see ``DecodingSession.crop``)."""
-
-
-@dataclass
-class PromptUsage:
-    """Prompt tokens of the sessions opened while counting (see :func:`count_prompt_tokens`): ``cached``
-    came from the prefix cache, ``prefilled`` were computed."""
-
-    cached: int = 0
-    prefilled: int = 0
-    sessions: int = 0
-
-    def to_dict(self) -> dict[str, int]:
-        return {"cached": self.cached, "prefilled": self.prefilled, "sessions": self.sessions}
-
-
-_USAGE: contextvars.ContextVar[PromptUsage | None] = contextvars.ContextVar("active_rag_usage", default=None)
-
-
-@contextlib.contextmanager
-def count_prompt_tokens(usage: PromptUsage) -> Iterator[PromptUsage]:
-    """Add the prompt tokens of every session opened in this block (this thread/task) to ``usage``."""
-    token = _USAGE.set(usage)
-    try:
-        yield usage
-    finally:
-        _USAGE.reset(token)
 
 
 @dataclass
@@ -101,6 +74,7 @@ class DecodingSession:
         self._cache = growing_cache(self.lm.model.config)
         self._fed = 0  # number of ids already in the KV cache
         self._next_logits: torch.Tensor | None = None
+        self._next_greedy: tuple[int, float, float] | None = None  # the graphed step's summary of _next_logits
         self._logits_at: dict[int, torch.Tensor] = {}  # tokens fed -> next-token logits (the last few)
         # rows of the tokens generated since the last commit() (position -> row), and a_max of everything
         # committed before: crop() can rebuild a_max exactly while memory stays one segment of rows
@@ -117,7 +91,7 @@ class DecodingSession:
                 self._remember_prompt()
         self._feed_pending()  # the last prompt token: its logits (and attention row) come from this session
         self._remember_prompt()
-        usage = _USAGE.get()
+        usage = current_usage()
         if usage is not None:
             usage.cached += self.cached_tokens
             usage.prefilled += self.prefilled_tokens
@@ -170,10 +144,10 @@ class DecodingSession:
         lm = self.lm
         start = self._fed
         if len(new_ids) == 1 and lm.scheduler is not None and not alone:
-            logits, row = lm.scheduler.step(self._cache, new_ids[0], start, capture)
+            logits, row, greedy = lm.scheduler.step(self._cache, new_ids[0], start, capture)
             self.forward_passes += 1
             self._fed += 1
-            self._keep_logits(logits)
+            self._keep_logits(logits, greedy)
             if capture and row is None:
                 raise self._capture_error()
             return row if capture else None
@@ -207,10 +181,10 @@ class DecodingSession:
             raise self._capture_error()
         return cap.row
 
-    def _keep_logits(self, logits: torch.Tensor) -> None:
+    def _keep_logits(self, logits: torch.Tensor, greedy: tuple[int, float, float] | None = None) -> None:
         """The next-token logits after ``_fed`` tokens; the last few are kept so that a crop of the tokens
         generated past a sentence end (FLARE's look-ahead overshoot) needs no forward pass to re-feed."""
-        self._next_logits = logits
+        self._next_logits, self._next_greedy = logits, greedy
         self._logits_at[self._fed] = logits
         for fed in [f for f in self._logits_at if f <= self._fed - _LOGITS_KEPT]:
             del self._logits_at[fed]
@@ -264,7 +238,7 @@ class DecodingSession:
         self._fed = keep
         self._logits_at = {f: v for f, v in self._logits_at.items() if f <= keep}
         if known:
-            self._next_logits = self._logits_at[length]
+            self._next_logits, self._next_greedy = self._logits_at[length], None
         del self.ids[length:]
         # a_max must not keep the attention of the forgotten tokens: rebuild it from the committed part and
         # the rows that remain
@@ -318,20 +292,27 @@ class DecodingSession:
                     self._feed_pending()
                 assert self._next_logits is not None
                 logits = self._next_logits
-                logprobs = torch.log_softmax(logits, dim=-1)
-                scores = logits if logits_processor is None else logits_processor(self.ids, logits.clone())
-                if temperature > 0:
-                    probs = torch.softmax(scores / temperature, dim=-1)
-                    if generator is not None and generator.device != probs.device:
-                        probs = probs.to(generator.device)  # a seeded generator samples on its own device
-                    token_id = int(torch.multinomial(probs, 1, generator=generator).item())
+                # a greedy step of the graphed decode step comes with this row's (token, logprob, entropy)
+                greedy = self._next_greedy if logits_processor is None and temperature <= 0 else None
+                if greedy is not None:
+                    token_id = greedy[0]
                 else:
-                    token_id = int(torch.argmax(scores).item())
+                    logprobs = torch.log_softmax(logits, dim=-1)
+                    scores = logits if logits_processor is None else logits_processor(self.ids, logits.clone())
+                    if temperature > 0:
+                        probs = torch.softmax(scores / temperature, dim=-1)
+                        if generator is not None and generator.device != probs.device:
+                            probs = probs.to(generator.device)  # a seeded generator samples on its own device
+                        token_id = int(torch.multinomial(probs, 1, generator=generator).item())
+                    else:
+                        token_id = int(torch.argmax(scores).item())
                 if token_id in lm.eos_token_ids:
                     self.finished = True
                     return
-                lp = float(logprobs[token_id])
-                entropy = entropy_from_logprobs(logprobs)
+                if greedy is not None:
+                    lp, entropy = greedy[1], finite_entropy(greedy[2], f"float32 on {logits.device}")
+                else:
+                    lp, entropy = float(logprobs[token_id]), entropy_from_logprobs(logprobs)
                 position = len(self.ids)
                 text = lm.token_text(self.ids, token_id)
                 self.ids.append(token_id)

@@ -103,10 +103,12 @@ def _no_eos(lm: Any) -> Any:
     return processor
 
 
-def decode_step_ms(lm: Any, prompts: Sequence[Sequence[int]], tokens: int) -> float:
-    """Milliseconds per decode step with ``len(prompts)`` sessions decoding together (prefill not timed)."""
+def decode_step_ms(lm: Any, prompts: Sequence[Sequence[int]], tokens: int, *, greedy: bool = False) -> float:
+    """Milliseconds per decode step with ``len(prompts)`` sessions decoding together (prefill not timed); end of
+    sequence made unreachable by a logits processor, or with ``greedy`` plain greedy decoding as a user's session
+    runs it (an end of sequence before ``tokens`` raises)."""
     sessions = [lm.session(list(p)) for p in prompts]
-    processor = _no_eos(lm)
+    processor = None if greedy else _no_eos(lm)
     barrier = threading.Barrier(len(sessions) + 1)
     errors: list[BaseException] = []
 

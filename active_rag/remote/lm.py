@@ -33,7 +33,8 @@ from typing import Any
 
 from .._aio import check_cancelled
 from ..errors import EndpointError, EndpointHTTPError, NeedsLocalModelError
-from ..decoding.model import StopCondition, _USAGE
+from ..decoding.model import StopCondition
+from ..decoding.prompt_usage import current_usage
 from .http import EndpointClient
 from .parse import Piece, parse_choice, reply_choice, utf8_decoder
 from .transport import DEFAULT_MAX_REPLY_BYTES
@@ -102,7 +103,7 @@ class RemoteSession:
         self.forward_passes = 0  # requests sent
         self.cached_tokens = 0
         self.prefilled_tokens = len(ids)  # the server's own prompt cache is not visible from here
-        usage = _USAGE.get()
+        usage = current_usage()
         if usage is not None:
             usage.prefilled += self.prefilled_tokens
             usage.sessions += 1

@@ -17,12 +17,13 @@ def test_doctor_passes_every_check_on_this_machine(tiny_dir: Path, capsys: pytes
     out = json.loads(capsys.readouterr().out)
     names = [c["name"] for c in out["checks"]]
     assert names == ["environment", "finite logits", "capture is invisible", "prefix cache", "batched = serial",
-                     "padded attention = loop", "out of memory isolated", "every preset"]
+                     "padded attention = loop", "graphed step = eager", "out of memory isolated", "every preset"]
     assert out["passed"] and all(c["status"] == "PASS" for c in out["checks"])
     by = {c["name"]: c["detail"] for c in out["checks"]}
     assert "cpu" in by["environment"] and "weights float32" in by["environment"]
     assert by["every preset"].startswith("3 presets answered")
     assert "from the cache" in by["prefix cache"]
+    assert by["graphed step = eager"].startswith("skipped: the decode step is 'lean' on cpu")
     assert by["padded attention = loop"].startswith("3 sequences x 16 steps, logits within")
     assert by["out of memory isolated"].startswith("the other sequence decoded its serial tokens; KV budget 4.00 GiB")
 
@@ -36,7 +37,7 @@ def test_a_failing_check_is_reported_and_the_others_still_run(tiny_dir: Path, ca
     assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag", "--weights", "float32"]) == 1
     out = capsys.readouterr().out
     assert re.search(r"FAIL  capture is invisible +AssertionError: capturing attention changed the greedy tokens", out)
-    assert "PASS  every preset" in out and out.strip().endswith("7 of 8 checks passed; 1 failed")
+    assert "PASS  every preset" in out and out.strip().endswith("8 of 9 checks passed; 1 failed")
 
 
 def test_doctor_names_a_bad_method_in_one_line(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,3 +52,15 @@ def test_the_padded_attention_line_says_what_its_numbers_mean(tiny_lm) -> None:
     assert re.search(r"\(tolerance [\d.e-]+: 0\.1% of the logits' largest magnitude [\d.]+, float32\)", detail), detail
     assert detail.endswith("batched decoding uses the per-sequence loop on cpu (attention='auto': the padded call was "
                            "not measured faster there)")
+
+
+def test_the_graphed_step_check_runs_the_steps_body_off_cuda(tiny_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACTIVE_RAG_DECODE_STEP", "graph")  # the static-pool step on the CPU, without a recording
+    assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag", "--weights", "float32", "--json"]) == 0
+    by = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert by["graphed step = eager"]["status"] == "PASS"
+    detail = by["graphed step = eager"]["detail"]
+    assert detail.startswith("3 sequences x 16 steps, greedy tokens the eager step's at 48 of 48, logits within")
+    assert "its body without a recording on cpu" in detail
+    assert all(c["status"] == "PASS" for c in by.values())

@@ -1,6 +1,7 @@
 """GPU checks, in one script of a few minutes: the engine's doctor on CUDA, the batched decoding bench in bfloat16 at
 batch 1, 8 and 32 on a randomly initialised model of qwen2.5-coder-0.5b's shape (built from its config: the weights
-cannot be copied to the GPU machine), and CPU/CUDA agreement on the tiny test models.
+cannot be copied to the GPU machine) with the decode step recorded as CUDA graphs (active_rag.decoding.graph_step)
+and eager, and CPU/CUDA agreement on the tiny test models (on CUDA through the recorded step).
 
     python results/bench/gpu/run_checks.py --config-dir DIR --out OUT
 
@@ -57,6 +58,30 @@ def generate_ms(model: torch.nn.Module, prompts: list[list[int]], tokens: int, p
     return 1000 * (time.perf_counter() - t0) / tokens
 
 
+def step_only_ms(lm: ActiveLM, prompts: list[list[int]], tokens: int) -> float:
+    """Milliseconds per scheduler forward of ``len(prompts)`` sequences, without the sessions' per-token work
+    (sampling, entropies, stop rules): the step itself, greedy, one synchronisation a step for the next tokens."""
+    from active_rag.decoding.decode_scheduler import _Request
+
+    scheduler = lm.scheduler
+    sessions = [lm.session(list(p)) for p in prompts]
+    ids = [int(torch.argmax(s._next_logits)) for s in sessions]
+    start = [s._fed for s in sessions]
+    with torch.inference_mode():
+        for t in range(tokens + 2):
+            if t == 2:  # two warm-up steps (a shape's first step records its graph)
+                _sync()
+                t0 = time.perf_counter()
+            batch = [_Request(s._cache, ids[i], start[i] + t, False) for i, s in enumerate(sessions)]
+            scheduler._forward(batch)
+            for r in batch:
+                if r.error is not None:
+                    raise r.error
+            ids = torch.stack([r.logits for r in batch]).argmax(-1).tolist()
+    _sync()
+    return 1000 * (time.perf_counter() - t0) / tokens
+
+
 def batched_bench(config_dir: Path, tokens: int) -> dict:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -69,16 +94,32 @@ def batched_bench(config_dir: Path, tokens: int) -> dict:
     decode_step_ms(lm, prompts[:1], 4)  # warm-up
     rows = {}
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    scheduler = lm.scheduler
+    graph = scheduler.graph
     for b in (1, 8, 32):
         batch = [prompts[i % len(prompts)] for i in range(b)]
-        engine = min(decode_step_ms(lm, batch, tokens) for _ in range(2))
         with torch.inference_mode():
-            reference = generate_ms(model, batch, tokens, pad)
-        rows[str(b)] = {"engine_ms_per_step": engine, "generate_ms_per_step": reference,
-                        "engine_tok_s": 1000 * b / engine, "generate_tok_s": 1000 * b / reference}
+            reference = min(generate_ms(model, batch, tokens, pad) for _ in range(2))
+        row = {"generate_ms_per_step": reference, "generate_tok_s": 1000 * b / reference}
+        for name, step in (("graph", graph), ("eager", None)):
+            scheduler.graph = step
+            row[f"{name}_ms_per_step"] = min(decode_step_ms(lm, batch, tokens) for _ in range(2))
+            if step is not None:  # greedy as a user's session decodes: the step's own token, logprob and entropy
+                row["graph_greedy_ms_per_step"] = min(decode_step_ms(lm, batch, tokens, greedy=True) for _ in range(2))
+            row[f"{name}_step_only_ms"] = min(step_only_ms(lm, batch, tokens) for _ in range(2))
+            row[f"{name}_tok_s"] = 1000 * b / row[f"{name}_ms_per_step"]
+            row[f"{name}_over_generate_time"] = row[f"{name}_ms_per_step"] / reference
+        scheduler.graph = graph
+        rows[str(b)] = row
     for b in rows:
-        rows[b]["engine_vs_batch1"] = rows[b]["engine_tok_s"] / rows["1"]["engine_tok_s"]
-        rows[b]["engine_over_generate_time"] = rows[b]["engine_ms_per_step"] / rows[b]["generate_ms_per_step"]
+        for name in ("graph", "eager"):
+            rows[b][f"{name}_vs_batch1"] = rows[b][f"{name}_tok_s"] / rows["1"][f"{name}_tok_s"]
+            rows[b]["graph_greedy_vs_batch1"] = (int(b) / rows[b]["graph_greedy_ms_per_step"]) / (1 / rows["1"]["graph_greedy_ms_per_step"])
+            rows[b][f"{name}_step_only_vs_batch1"] = (int(b) / rows[b][f"{name}_step_only_ms"]) / (1 / rows["1"][f"{name}_step_only_ms"])
+    graph_info = {"slots": graph.pool.slots if graph else 0, "capacity": graph.pool.capacity if graph else 0,
+                  "recorded": graph.recorded if graph else 0, "replays": graph.replays if graph else 0,
+                  "eager_runs": graph.eager_runs if graph else 0, "graph_error": graph.graph_error if graph else "no graph step"}
+    scheduler.graph = None  # the ragged comparison is of the eager step's attention paths
     # the ragged batch's attention: the per-sequence loop against one padded call, per batch size
     ragged = {}
     for b in (8, 32):
@@ -89,10 +130,12 @@ def batched_bench(config_dir: Path, tokens: int) -> dict:
             times[mode] = min(times.get(mode, float("inf")), decode_step_ms(lm, batch, tokens))
         lm.scheduler.attention = "auto"
         ragged[str(b)] = {"loop_ms": times["loop"], "padded_ms": times["padded"], "loop_over_padded": times["loop"] / times["padded"],
-                          "padded_tok_s": 1000 * b / times["padded"], "padded_vs_batch1": (1000 * b / times["padded"]) / rows["1"]["engine_tok_s"],
+                          "padded_tok_s": 1000 * b / times["padded"], "padded_vs_batch1": (1000 * b / times["padded"]) / rows["1"]["eager_tok_s"],
                           "padded_over_generate_time": times["padded"] / rows[str(b)]["generate_ms_per_step"]}
+    scheduler.graph = graph
     checks = run_checks(lm, presets=["sr-rag", "flare", "dragin", "sr-rag-linked"])
-    return {"rows": rows, "ragged": ragged, "doctor": [c.to_dict() for c in checks], "doctor_text": format_checks(checks)}
+    return {"rows": rows, "graph": graph_info, "ragged": ragged, "doctor": [c.to_dict() for c in checks],
+            "doctor_text": format_checks(checks)}
 
 
 def agreement_on_tiny_models() -> dict:
@@ -100,6 +143,7 @@ def agreement_on_tiny_models() -> dict:
     tokenizer = build_tokenizer()
     index = BM25Index.demo()
     out = {}
+    graph_steps: dict[str, int] = {}
     for seed in range(3):
         base = build_tiny_model(len(tokenizer), seed=seed)
         with torch.no_grad():
@@ -113,6 +157,8 @@ def agreement_on_tiny_models() -> dict:
             for preset in ("sr-rag", "flare", "dragin", "fl-rag"):
                 result = ActiveRAG.from_preset(preset, lm, index, max_new_tokens=32).run(QUESTIONS[seed])
                 runs[(key, preset)] = (result.answer, [(r.position, r.query, [p.id for p in r.passages]) for r in result.retrievals])
+            if key != "cpu-float32" and lm.scheduler is not None:
+                graph_steps[key] = graph_steps.get(key, 0) + lm.scheduler.graph_steps
         for preset in ("sr-rag", "flare", "dragin", "fl-rag"):
             ref = runs[("cpu-float32", preset)]
             out[f"seed{seed}/{preset}"] = {
@@ -123,7 +169,7 @@ def agreement_on_tiny_models() -> dict:
             }
     tiny = ActiveLM(build_tiny_model(len(tokenizer)).to(DEVICE), tokenizer, name="tiny")
     checks = run_checks(tiny)
-    return {"presets": out, "doctor_tiny_cuda": format_checks(checks)}
+    return {"presets": out, "graph_steps": graph_steps, "doctor_tiny_cuda": format_checks(checks)}
 
 
 def main() -> int:
@@ -134,22 +180,54 @@ def main() -> int:
     parser.add_argument("--skip-agreement", action="store_true", help="only the bench and the doctor on the 0.5B-shaped model")
     args = parser.parse_args()
     env = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if DEVICE == "cuda" else DEVICE, "cuda": torch.version.cuda}
-    result = {"environment": env}
+    result: dict = {"environment": env}
     t0 = time.perf_counter()
-    result["agreement"] = agreement_on_tiny_models() if not args.skip_agreement else {"presets": {}, "doctor_tiny_cuda": "(skipped)\n"}
-    print(result["agreement"]["doctor_tiny_cuda"], flush=True)
-    result["batched"] = batched_bench(args.config_dir, args.tokens)
-    print(result["batched"]["doctor_text"], flush=True)
-    result["seconds"] = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu-checks.json").write_text(json.dumps(result, indent=2) + "\n")
+    # the bench first; each part's outcome (or its traceback) is written as soon as it is known
+    for name, part in (("batched", lambda: batched_bench(args.config_dir, args.tokens)),
+                       ("agreement", lambda: agreement_on_tiny_models() if not args.skip_agreement
+                        else {"presets": {}, "doctor_tiny_cuda": "(skipped)\n"})):
+        try:
+            result[name] = part()
+        except Exception:  # noqa: BLE001 - reported in the output, the other part still runs
+            import traceback
+
+            result[name + "_error"] = traceback.format_exc()
+            print(result[name + "_error"], flush=True)
+        result["seconds"] = time.perf_counter() - t0
+        (args.out / "gpu-checks.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(json.dumps(result.get(name, {}), default=str)[:3000], flush=True)
+    write_markdown(result, args.out)
+    return 0 if "batched" in result and "agreement" in result else 1
+
+
+def write_markdown(result: dict, out: Path) -> None:
+    """``gpu-checks.md`` from the parts of ``result`` that ran (a failed part shows its traceback)."""
+    env = result["environment"]
+    result.setdefault("batched", {"graph": {"slots": 0, "capacity": 0, "recorded": 0, "replays": 0, "eager_runs": 0,
+                                            "graph_error": result.get("batched_error")},
+                                  "rows": {}, "ragged": {}, "doctor_text": result.get("batched_error", "")})
+    result.setdefault("agreement", {"presets": {}, "doctor_tiny_cuda": result.get("agreement_error", "")})
+    g = result["batched"]["graph"]
     lines = [f"# GPU checks ({env['device']}, torch {env['torch']}, CUDA {env['cuda']})", "",
              "## Batched decoding, bfloat16, random model of qwen2.5-coder-0.5b's shape", "",
-             "| Batch | engine ms/step | engine tok/s | x batch 1 | model.generate ms/step | engine / generate time |",
-             "|---:|---:|---:|---:|---:|---:|"]
+             f"The decode step recorded as CUDA graphs (`graph`: {g['slots']} slots of {g['capacity']} positions, "
+             f"{g['recorded']} shapes recorded, {g['replays']} replays, {g['eager_runs']} eager runs of its body; "
+             f"recording error: {g['graph_error']}) against the eager step (`eager`) and `model.generate`. "
+             "`ms/step` is through the engine's sessions (each session samples, computes its entropy and "
+             "checks its stop rules per token); `step only` is the scheduler's forward alone.", "",
+             "`greedy` is plain greedy decoding through the sessions (no logits processor: each reads the token, "
+             "log-probability and entropy the graph computed), the other session rows make end of sequence "
+             "unreachable with a logits processor (each session then computes its own).", "",
+             "| Batch | graph ms/step | graph greedy ms/step | graph step only ms | eager ms/step | eager step only ms | "
+             "generate ms/step | graph / generate time | graph greedy / generate | graph x batch 1 | graph greedy x batch 1 | "
+             "graph step only x batch 1 |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for b, r in result["batched"]["rows"].items():
-        lines.append(f"| {b} | {r['engine_ms_per_step']:.1f} | {r['engine_tok_s']:.0f} | {r['engine_vs_batch1']:.1f}x | "
-                     f"{r['generate_ms_per_step']:.1f} | {r['engine_over_generate_time']:.2f} |")
+        lines.append(f"| {b} | {r['graph_ms_per_step']:.2f} | {r['graph_greedy_ms_per_step']:.2f} | {r['graph_step_only_ms']:.2f} | "
+                     f"{r['eager_ms_per_step']:.1f} | {r['eager_step_only_ms']:.1f} | {r['generate_ms_per_step']:.1f} | "
+                     f"{r['graph_over_generate_time']:.3f} | {r['graph_greedy_ms_per_step'] / r['generate_ms_per_step']:.3f} | "
+                     f"{r['graph_vs_batch1']:.1f}x | {r['graph_greedy_vs_batch1']:.1f}x | {r['graph_step_only_vs_batch1']:.1f}x |")
     lines += ["", "Ragged attention in the batched step (the same model; ms per step):", "",
               "| Batch | loop ms | padded ms | loop / padded | padded tok/s | padded x batch 1 | padded / generate time |",
               "|---:|---:|---:|---:|---:|---:|---:|"]
@@ -162,9 +240,10 @@ def main() -> int:
     agree = result["agreement"]["presets"]
     for key in [] if not agree else ("cuda-float32 same answer", "cuda-float32 same decisions", "cuda-bfloat16 same answer", "cuda-bfloat16 same decisions"):
         lines.append(f"- {key}: {sum(v[key] for v in agree.values())}/{len(agree)}")
-    (args.out / "gpu-checks.md").write_text("\n".join(lines) + "\n")
+    if agree:
+        lines.append(f"- decode steps through the recorded graphs in those runs: {result['agreement'].get('graph_steps')}")
+    (out / "gpu-checks.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0
 
 
 if __name__ == "__main__":
