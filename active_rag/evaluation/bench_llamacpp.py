@@ -107,6 +107,8 @@ def _measure_model(model: str, config: LlamaCppBenchConfig, env: dict[str, str],
     for weights in config.weights:
         if progress:
             print(f"[llamacpp] {model}: active-rag ({weights} weights)", flush=True)
+        # the first load converts and packs (minutes, several GB): in a process of its own, not the measured one
+        sides.run_side({"side": "prepare", "model": model, "weights": weights}, label=f"active-rag load ({model})")
         out = sides.run_side({"side": "engine", "model": model, "weights": weights, "settings": settings},
                              label=f"active-rag side ({model}, {weights})")
         engines.append(out["row"])

@@ -5,7 +5,7 @@
   where the installed library is byte for byte a wheel ``make setup`` left in ``~/.cache/active-rag/wheels/<hash>/``,
   the cmake args it wrote beside it (``cmake-args.txt``) are reported, otherwise none.
 - ``native``: llama-cpp-python ``LLAMA_CPP_VERSION`` built once with ``-DGGML_NATIVE=ON`` (``-march=native``; the AMX
-  kernels stay off, they crash with the registry's GGUFs) into
+  kernels stay off, compiler flags included (:data:`NO_AMX`): they crash with the registry's GGUFs) into
   ``~/.cache/active-rag/llama-cpp-native/<hash of the version and cmake args>/site`` and put first on the
   llama.cpp side's ``PYTHONPATH``. A reference built below its best flatters the engine's ratios. Where the build
   fails, one line says so and the installed bindings are measured (the report says which).
@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 LLAMA_CPP_VERSION = "0.3.36"
-NATIVE_CMAKE_ARGS = "-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+#: ``-march=native`` defines ``__AMX_INT8__`` on a CPU with AMX whatever the ``GGML_AMX_*`` options say, and ggml then
+#: compiles its AMX matrix kernels in (``ggml_backend_amx_mul_mat``: SIGSEGV with the registry's GGUFs on one Xeon,
+#: SIGILL at ``tileloadd`` on another). GCC's explicit ``-mno-amx-*`` win over
+#: ``-march=native`` wherever they stand on the command line; every other instruction the CPU has stays.
+NATIVE_CMAKE_ARGS = ("-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF "
+                     f"'-DCMAKE_C_FLAGS={NO_AMX}' '-DCMAKE_CXX_FLAGS={NO_AMX}'")
 CHOICES = ("installed", "native")
 
 #: the file ``make setup`` writes beside the llama-cpp-python wheel it built: the ``CMAKE_ARGS`` it built it with

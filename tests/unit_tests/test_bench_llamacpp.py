@@ -154,8 +154,10 @@ def test_the_suite_runs_one_process_per_side_and_model_and_writes_the_memory_col
     config = bench.LlamaCppBenchConfig(models=["m"], weights=["int8", "mixed"], batch_sizes=[1, 8], tokens=4, repeats=1,
                                        threads=1, out_dir=tmp_path / "out", llama_cpp="native")
     result = bench.run_llamacpp_bench(config, progress=False)
-    assert [c[0]["side"] for c in calls] == ["info", "engine", "engine", "llama.cpp"]
-    assert [c[0].get("weights") for c in calls[1:3]] == ["int8", "mixed"]
+    # each engine process is preceded by one that loads the model (its one-time conversion is not measured)
+    assert [c[0]["side"] for c in calls] == ["info", "prepare", "engine", "prepare", "engine", "llama.cpp"]
+    assert [c[0].get("weights") for c in calls[1:5]] == ["int8", "int8", "mixed", "mixed"]
+    calls = [c for c in calls if c[0]["side"] != "prepare"]
     llama_request, llama_env = calls[3]
     assert llama_request["prompt"] == [7, 8, 9] and llama_request["questions"] == [[1], [2]]
     assert llama_request["settings"]["batch_sizes"] == [1, 8] and llama_request["settings"]["threads"] == 1
@@ -226,7 +228,8 @@ def test_build_native_builds_once_with_its_cmake_args_and_caches_by_their_hash(t
     build = builds.build_native(tmp_path, runner=_fake_pip(calls), progress=False)
     folder = tmp_path / builds.build_key(builds.LLAMA_CPP_VERSION, builds.NATIVE_CMAKE_ARGS)
     assert build.kind == "native" and build.site == str(folder / "site")
-    assert build.cmake_args == "-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
+    assert build.cmake_args == builds.NATIVE_CMAKE_ARGS
+    assert build.cmake_args.startswith("-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF")
     (wheel_args, env), (install_args, _) = calls
     assert wheel_args[:5] == ["wheel", "--no-cache-dir", "--no-deps", "--no-binary", "llama-cpp-python"]
     assert wheel_args[-1] == "llama-cpp-python==0.3.36" and env["CMAKE_ARGS"] == builds.NATIVE_CMAKE_ARGS
@@ -301,3 +304,13 @@ def test_a_real_engine_side_process_on_the_tiny_model_returns_timings_memory_and
     if sys.platform.startswith("linux"):
         assert row["rss_source"] == "VmHWM"
     assert row["peak_rss_bytes"] >= row["rss_before_load_bytes"] > 0
+
+
+def test_the_native_build_keeps_ggml_amx_kernels_out_even_where_march_native_has_amx() -> None:
+    import shlex
+
+    args = shlex.split(builds.NATIVE_CMAKE_ARGS)  # how scikit-build-core reads CMAKE_ARGS
+    assert "-DGGML_NATIVE=ON" in args and "-DGGML_AMX_INT8=OFF" in args
+    for language in ("C", "CXX"):
+        flags = next(a for a in args if a.startswith(f"-DCMAKE_{language}_FLAGS="))
+        assert flags.split("=", 1)[1].split() == ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"]
