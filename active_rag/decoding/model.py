@@ -17,6 +17,7 @@ The wiring is in :mod:`active_rag.decoding.attention` (transformers' ``Attention
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 import weakref
@@ -501,15 +502,32 @@ class ActiveLM:
         A character split over several byte-level tokens is attributed to the token that completes it
         (the earlier pieces add ``""``), so the texts of consecutive tokens join to the decoded text."""
         window = list(context[-6:])
+        decode = self._raw_decode
         with self._tok_lock:
-            before = self.tokenizer.decode(window, skip_special_tokens=False)
-            after = self.tokenizer.decode([*window, token_id], skip_special_tokens=False)
+            before, after = decode(window), decode([*window, token_id])
         # An incomplete UTF-8 sequence at the end decodes to U+FFFD; it is not text yet.
         before, after = before.rstrip("\ufffd"), after.rstrip("\ufffd")
         if after.startswith(before):
             return after[len(before) :]
         with self._tok_lock:
             return str(self.tokenizer.decode([token_id], skip_special_tokens=False))
+
+    @functools.cached_property
+    def _raw_decode(self) -> Callable[[list[int]], str]:
+        """``tokenizer.decode(ids, skip_special_tokens=False)``, through the fast tokenizer's own backend where that
+        is the same text (no clean-up of tokenization spaces configured): the per-token text of every session,
+        without transformers' argument conversions (about half the Python cost of a greedy token)."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        try:
+            from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+            plain = (type(self.tokenizer)._decode is TokenizersBackend._decode  # type: ignore[attr-defined]
+                     and type(self.tokenizer).decode is TokenizersBackend.decode)
+        except (ImportError, AttributeError):
+            plain = False
+        if plain and backend is not None and not getattr(self.tokenizer, "clean_up_tokenization_spaces", True):
+            return lambda ids: str(backend.decode(ids, skip_special_tokens=False))
+        return lambda ids: str(self.tokenizer.decode(ids, skip_special_tokens=False))
 
     @property
     def has_chat_template(self) -> bool:

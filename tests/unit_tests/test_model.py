@@ -546,3 +546,21 @@ def test_commit_releases_rows_and_keeps_a_max_exact_across_crops(tiny_lm) -> Non
     assert torch.allclose(s.max_attention[: len(s.ids)], expected, atol=1e-7)
     with pytest.raises(ValueError, match="committed"):
         s.crop(first[2].position)
+
+
+def test_token_text_decodes_through_the_backend_only_where_that_is_the_same_text(tiny_lm, tiny_tokenizer) -> None:
+    ids = tiny_lm.encode("Peter Schmeichel costs 5€ in Zürich, naïve café — 日本語 <|im_end|>")
+    for k in range(len(ids)):
+        window = ids[max(0, k - 6): k + 1]
+        assert tiny_lm._raw_decode(window) == tiny_tokenizer.decode(window, skip_special_tokens=False)
+    wrapped = ActiveLM(tiny_lm.model, tiny_tokenizer, name="tiny", batching=False)
+    tiny_tokenizer.clean_up_tokenization_spaces = True  # the wrapper's clean-up would change the text: keep it
+    try:
+        calls = []
+        original = tiny_tokenizer.decode
+        tiny_tokenizer.decode = lambda ids, **kw: calls.append(ids) or original(ids, **kw)  # type: ignore[method-assign]
+        wrapped.token_text(ids[:3], ids[3])
+        assert calls
+    finally:
+        tiny_tokenizer.clean_up_tokenization_spaces = False
+        del tiny_tokenizer.decode
