@@ -21,8 +21,14 @@ def entropy_from_logprobs(logprobs: torch.Tensor) -> float:
     decoding loop computes them once for the token's log-probability and its entropy. ``0 * log 0`` counts as 0
     (only the terms whose probability is exactly 0); NaN or infinite logits raise
     :class:`~active_rag.errors.NonFiniteLogitsError` rather than read as a confident entropy of 0."""
+    return finite_entropy(float(entropies(logprobs)), f"{logprobs.dtype} on {logprobs.device}")
+
+
+def entropies(logprobs: torch.Tensor) -> torch.Tensor:
+    """DRAGIN Eq. 1 over the last dimension of ``logprobs``, as a tensor (one entropy per row; ``0 * log 0``
+    counts as 0), without the finite check :func:`entropy_from_logprobs` adds."""
     p = logprobs.exp()
-    return finite_entropy(float(-torch.where(p == 0, 0.0, p * logprobs).sum()), f"{logprobs.dtype} on {logprobs.device}")
+    return -torch.where(p == 0, 0.0, p * logprobs).sum(dim=-1)
 
 
 def finite_entropy(value: float, where: str) -> float:

@@ -242,7 +242,6 @@ class DecodeScheduler:
         device = self.model.device
         input_ids = torch.tensor([[r.token] for r in batch], dtype=torch.long, device=device)
         position_ids = torch.tensor([[r.position] for r in batch], dtype=torch.long, device=device)
-        ragged = RaggedBatch(caches=[r.cache for r in batch], capture=[r.capture for r in batch], mode=self.attention)
         self.forward_calls += 1
         with self.lock:
             if self.graph is not None and not self.graph.hooked():
@@ -253,6 +252,7 @@ class DecodeScheduler:
                         r.logits, r.row, r.greedy, r.error = logits[b], rows[b], greedy[b], None
                     self.graph_steps += 1
                     return
+            ragged = RaggedBatch(caches=[r.cache for r in batch], capture=[r.capture for r in batch], mode=self.attention)
             token = RAGGED.set(ragged)
             try:
                 if self._lean is not None and not self._lean.hooked():

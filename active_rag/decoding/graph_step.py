@@ -18,8 +18,10 @@ touched. Inside the graph, per layer: the family's own norms, projections and ro
 ``scaled_dot_product_attention`` with the query heads that share a key/value head as that head's rows (the grouping
 of :mod:`.one_token_attention`: each key/value head read once, no ``repeat_kv`` copy). On the captured layer the
 head-averaged attention row (DRAGIN Eq. 2-3) is computed in float32 for every row, as
-:func:`~active_rag.decoding.attention._attention_row` computes it; the last position's logits in float32 leave the
-graph, and the engine's sampling and entropies read them as before.
+:func:`~active_rag.decoding.attention._attention_row` computes it. The last position's logits in float32 leave the
+graph with each row's greedy token, its log-probability and the entropy (:func:`greedy_summary`), which a greedy
+session reads instead of computing them itself; a session with a logits processor or a temperature reads the
+logits as before.
 
 On any device :class:`GraphStep` runs the same body without recording a graph (``graphs=False``: the unit tests run
 it on the CPU against the eager step); on CUDA it records, and falls back to the body (and says why, in
@@ -29,16 +31,16 @@ slot, a model with forward hooks) goes through the eager step as before.
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .lean_step import DECODE_STEP_VARIABLE, LeanStep, _Layer, _rotary, _unsupported
+from ..signals import entropies
+from .admission import kv_bytes_per_token
+from .lean_step import LeanStep, _Layer, _rotary, _unsupported, decode_step_choice
 from .slot_cache import SlotBinding, SlotPool
 
 __all__ = ["GRAPH_CAPACITY", "Greedy", "GraphStep", "graph_step", "graph_wanted", "greedy_summary"]
@@ -71,8 +73,9 @@ def _bucket(buckets: Sequence[int], n: int) -> int:
 class GraphStep:
     """The graphed decode step of a model of a family :mod:`.lean_step` knows (see the module docstring).
 
-    ``run(requests)`` takes the scheduler's requests (each with ``cache``, ``token``, ``position``, ``capture``) and
-    returns ``(logits [n, vocab] float32, rows)`` or ``None`` when this batch must take the eager step."""
+    ``run(requests)`` takes the scheduler's requests (each with ``cache``, ``token``, ``position``, ``capture``) under
+    the scheduler's model lock and returns ``(logits [n, vocab] float32, rows, greedy)`` or ``None`` when this batch
+    must take the eager step."""
 
     def __init__(self, model: torch.nn.Module, *, slots: int, capacity: int = GRAPH_CAPACITY,
                  graphs: bool | None = None) -> None:
@@ -106,7 +109,6 @@ class GraphStep:
         self._entries: dict[tuple[int, int, int], _Entry] = {}
         self._mempool: Any = torch.cuda.graph_pool_handle() if self.graphs else None
         self._hooks = LeanStep(model, lambda *a: None)  # type: ignore[arg-type, return-value]
-        self._lock = threading.Lock()
         self.replays = 0
         self.eager_runs = 0
 
@@ -210,23 +212,23 @@ class GraphStep:
         host = [[0] * batch, [0] * batch, [0] * batch]  # token, position, active: idle rows write position 0 back
         for r, slot in zip(requests, slots):
             host[0][slot], host[1][slot], host[2][slot] = int(r.token), int(r.position), 1
-        with self._lock:
-            entry = self._entry(batch, length, captured)
-            self._inputs[:, :batch].copy_(torch.tensor(host, dtype=torch.long, device="cpu"))
-            if entry.graph is not None:
-                entry.graph.replay()
-                logits_all, rows_all, greedy_all = entry.logits, entry.rows, entry.greedy
-                self.replays += 1
-            else:
-                logits_all, rows_all, greedy_all = self._body(batch, length, captured)
-                self.eager_runs += 1
-            assert logits_all is not None and greedy_all is not None
-            index = torch.tensor(slots, dtype=torch.long, device=self.device)
-            logits = logits_all.index_select(0, index)  # a copy: the next replay overwrites the graph's outputs
-            greedy = [(int(t), lp, h) for t, lp, h in greedy_all.index_select(0, index).tolist()]  # one transfer
-            rows: list[torch.Tensor | None] = []
-            for r, slot in zip(requests, slots):
-                rows.append(rows_all[slot, : r.position + 1].cpu() if r.capture and rows_all is not None else None)
+        # the caller holds the scheduler's model lock: one step at a time
+        entry = self._entry(batch, length, captured)
+        self._inputs[:, :batch].copy_(torch.tensor(host, dtype=torch.long, device="cpu"))
+        if entry.graph is not None:
+            entry.graph.replay()
+            logits_all, rows_all, greedy_all = entry.logits, entry.rows, entry.greedy
+            self.replays += 1
+        else:
+            logits_all, rows_all, greedy_all = self._body(batch, length, captured)
+            self.eager_runs += 1
+        assert logits_all is not None and greedy_all is not None
+        index = torch.tensor(slots, dtype=torch.long, device=self.device)
+        logits = logits_all.index_select(0, index)  # a copy: the next replay overwrites the graph's outputs
+        greedy = [(int(t), lp, h) for t, lp, h in greedy_all.index_select(0, index).tolist()]  # one transfer
+        rows: list[torch.Tensor | None] = []
+        for r, slot in zip(requests, slots):
+            rows.append(rows_all[slot, : r.position + 1].cpu() if r.capture and rows_all is not None else None)
         for r, binding in zip(requests, bindings):
             binding.advance(r.position + 1)
         return logits, rows, greedy
@@ -245,16 +247,14 @@ def greedy_summary(logits: torch.Tensor) -> torch.Tensor:
     logprobs = torch.log_softmax(logits, dim=-1)
     token = logits.argmax(dim=-1)
     chosen = logprobs.gather(-1, token[:, None])[:, 0]
-    p = logprobs.exp()
-    entropy = -torch.where(p == 0, 0.0, p * logprobs).sum(dim=-1)
-    return torch.stack([token.float(), chosen, entropy], dim=1)
+    return torch.stack([token.float(), chosen, entropies(logprobs)], dim=1)
 
 
 def graph_wanted(model: torch.nn.Module) -> bool:
     """Whether a scheduler for ``model`` takes this step by default: a model on CUDA of a family the lean step knows,
     unless :data:`~active_rag.decoding.lean_step.DECODE_STEP_VARIABLE` names another step (``lean``,
     ``transformers``); ``graph`` there takes it on any device (off CUDA its body runs without a recording)."""
-    choice = os.environ.get(DECODE_STEP_VARIABLE, "").strip().lower()
+    choice = decode_step_choice()
     if choice in ("transformers", "off", "0", "false", "no", "lean", "eager"):
         return False
     if choice == "graph":
@@ -269,12 +269,7 @@ def graph_step(model: torch.nn.Module, *, kv_budget_bytes: int, max_batch: int,
     ``kv_budget_bytes`` allow; ``None`` when not one fits or the family is unknown."""
     if _unsupported(model) is not None:
         return None
-    config, param = model.config, next(model.parameters())  # type: ignore[attr-defined]
-    attn = model.model.layers[0].self_attn  # type: ignore[attr-defined]
-    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    per_position = SlotPool.bytes_per_slot_position(layers=len(model.model.layers), kv_heads=kv_heads,  # type: ignore[attr-defined]
-                                                    head_dim=attn.head_dim, dtype=param.dtype)
-    slots = min(max_batch, kv_budget_bytes // (capacity * per_position))
+    slots = min(max_batch, kv_budget_bytes // (capacity * max(1, kv_bytes_per_token(model))))
     if slots < 1:
         return None
     return GraphStep(model, slots=int(slots), capacity=capacity, graphs=graphs)

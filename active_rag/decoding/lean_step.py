@@ -177,10 +177,15 @@ def _rotary(family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]],
     return _FamilyRotary(family_function)
 
 
+def decode_step_choice() -> str:
+    """:data:`DECODE_STEP_VARIABLE` as set now, stripped and lower-cased (``""`` when unset)."""
+    return os.environ.get(DECODE_STEP_VARIABLE, "").strip().lower()
+
+
 def lean_step(model: torch.nn.Module) -> LeanStep | None:
     """The decode step of ``model`` without transformers' per-call machinery, or ``None`` where it does not
     apply (see the module docstring)."""
-    if os.environ.get(DECODE_STEP_VARIABLE, "").strip().lower() in ("transformers", "off", "0", "false", "no"):
+    if decode_step_choice() in ("transformers", "off", "0", "false", "no"):
         return None
     if _unsupported(model) is not None:
         return None

@@ -30,6 +30,7 @@ import torch
 from .attention import CAPTURE, IMPLEMENTATION, Capture, attention_modules, install
 from .._aio import check_cancelled
 from .decode_scheduler import DecodeScheduler, roll_back
+from .graph_step import Greedy
 from ..errors import AttentionCaptureError
 from .kv_layer import GrowingLayer, growing_cache, is_full_attention_layer
 from .host_memory import trim_host_memory
@@ -75,7 +76,7 @@ class DecodingSession:
         self._cache = growing_cache(self.lm.model.config)
         self._fed = 0  # number of ids already in the KV cache
         self._next_logits: torch.Tensor | None = None
-        self._next_greedy: tuple[int, float, float] | None = None  # the graphed step's summary of _next_logits
+        self._next_greedy: Greedy | None = None  # the graphed step's summary of _next_logits
         self._logits_at: dict[int, torch.Tensor] = {}  # tokens fed -> next-token logits (the last few)
         # rows of the tokens generated since the last commit() (position -> row), and a_max of everything
         # committed before: crop() can rebuild a_max exactly while memory stays one segment of rows
@@ -182,7 +183,7 @@ class DecodingSession:
             raise self._capture_error()
         return cap.row
 
-    def _keep_logits(self, logits: torch.Tensor, greedy: tuple[int, float, float] | None = None) -> None:
+    def _keep_logits(self, logits: torch.Tensor, greedy: Greedy | None = None) -> None:
         """The next-token logits after ``_fed`` tokens; the last few are kept so that a crop of the tokens
         generated past a sentence end (FLARE's look-ahead overshoot) needs no forward pass to re-feed."""
         self._next_logits, self._next_greedy = logits, greedy

@@ -58,7 +58,7 @@ class SlotLayer(GrowingLayer):
             pool = binding.pool
             self._key_buffer = pool.keys[index][binding.slot: binding.slot + 1]
             self._value_buffer = pool.values[index][binding.slot: binding.slot + 1]
-            self.device, self.dtype = pool.device, pool.dtype
+            self.device = pool.device
             self.is_initialized = True
 
     @property
@@ -194,10 +194,6 @@ class SlotPool:
         self._lock = threading.Lock()
         self.binds = 0
         self.released = 0
-
-    @staticmethod
-    def bytes_per_slot_position(*, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
-        return 2 * layers * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
     @property
     def in_use(self) -> int:

@@ -18,7 +18,7 @@ from torch import nn
 from active_rag import ActiveLM, ActiveRAG
 from active_rag.decoding.decode_scheduler import DecodeScheduler, _Request
 from active_rag.decoding.graph_step import GraphStep, graph_step, graph_wanted
-from active_rag.decoding.slot_cache import SlotLayer, SlotPool
+from active_rag.decoding.slot_cache import SlotLayer
 from active_rag.retrieval.bm25 import BM25Index
 from tests.conftest import build_tiny_model, build_tokenizer
 
@@ -201,7 +201,10 @@ def test_the_pool_is_sized_from_the_budget_and_only_cuda_records_by_default() ->
     tokenizer = build_tokenizer()
     model = _model("llama", len(tokenizer))
     assert not graph_wanted(model)  # a CPU model: the lean step
-    per_position = SlotPool.bytes_per_slot_position(layers=3, kv_heads=2, head_dim=16, dtype=torch.float32)
+    from active_rag.decoding.admission import kv_bytes_per_token
+
+    per_position = kv_bytes_per_token(model)
+    assert per_position == 2 * 3 * 2 * 16 * 4  # keys and values x layers x kv heads x head dim x float32 bytes
     step = graph_step(model, kv_budget_bytes=3 * 128 * per_position + 1, max_batch=8, capacity=128, graphs=False)
     assert step is not None and step.pool.slots == 3 and step.batch_buckets == [1, 2, 3]
     assert graph_step(model, kv_budget_bytes=10, max_batch=8, capacity=128, graphs=False) is None
