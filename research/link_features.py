@@ -10,6 +10,9 @@ links.follow_links`, as ``research/linked_recall.py`` runs it: BM25 top 3, 3 mor
 - ``sent_rel``: the relevance of the read sentence that mentions the name (its own words left out), ``srank``: the
   rank of the read passage that mentions it;
 - ``mentions``: how many of the corpus's passages mention the name (a hub: a city, a war, an award);
+- ``emb``: the linked passage's cosine with the question (all-MiniLM-L6-v2, :class:`~active_rag.retrieval.
+  embeddings.MiniLMEncoder`), ``emb_floor`` (per question) the least similar first passage's, ``sent_emb``: the
+  mentioning sentence's cosine with the question, ``emb_best`` (per question) the best linked passage's;
 - ``gold``: the passage is a gold paragraph.
 
 ``rules`` replays the look with each rule of :data:`RULES` (the kept links first, the question's next passages
@@ -29,6 +32,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 try:  # imported as research.link_features (the tests), or run as a script beside linked_recall.py
     from research.linked_recall import CountingRetriever, hide_titles
 except ModuleNotFoundError:
@@ -41,6 +46,7 @@ from active_rag.evaluation.datasets import load_dataset
 from active_rag.evaluation.method_engines import load_corpus_index
 from active_rag.retrieval.name_index import NameIndex, name_key
 from active_rag.retrieval.rankings import fetch_rankings
+from active_rag.retrieval.embeddings import MiniLMEncoder
 from active_rag.retrieval.relevance import relevance_of, terms
 from active_rag.text import split_sentences
 
@@ -57,6 +63,7 @@ def dump(dataset: str, data_dir: Path | None, split: str, hide: bool, out: Path)
     names = NameIndex.from_passages(index.passages)
     retriever, relevance = CountingRetriever(index, names), relevance_of(names)
     weight = lambda w: relevance.weights.get(w, relevance._unseen)  # noqa: E731
+    encoder = MiniLMEncoder()
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
         for e in (e for e in examples if e.gold_passage_ids):
@@ -65,7 +72,7 @@ def dump(dataset: str, data_dir: Path | None, split: str, hide: bool, out: Path)
             compare = choose_reading(q).way == "compare"
             links = follow_links(retriever, [] if compare else first, q, 8, held, fill=False)
             asked, own = terms(q), {name_key(n) for n in question_names(q, names.names_document)}
-            rows = []
+            rows, texts = [], [q] + [f"{p.title}\n{p.text}" for p in first]
             for order, (p, name) in enumerate((p, n) for p, n in links.sources if n is not None):
                 src = links.linked_from.get(p.id)
                 srank = next((i for i, fp in enumerate(first) if fp.id == src), -1)
@@ -74,8 +81,14 @@ def dump(dataset: str, data_dir: Path | None, split: str, hide: bool, out: Path)
                                  rel=relevance.score(asked, p), srank=srank, mentions=names.mentions(name),
                                  sent_rel=sum(weight(w) for w in asked & (terms(sentence) - terms(name))),
                                  gold=p.id in set(e.gold_passage_ids)))
+                texts += [f"{p.title}\n{p.text}", sentence or p.title]
+            vectors = np.asarray(encoder.encode(texts))
+            cos = vectors[1:] @ vectors[0]
+            for i, row in enumerate(rows):
+                row["emb"], row["sent_emb"] = float(cos[len(first) + 2 * i]), float(cos[len(first) + 1 + 2 * i])
             f.write(json.dumps(dict(question=q, compare=compare, options=bool(question_options(q)),
                                     floor=min(relevance.score(asked, p) for p in first), first=sorted(held),
+                                    emb_floor=float(cos[:len(first)].min()),
                                     ahead=[p.id for p in fetch_rankings(retriever, [q], 9, held)[0]],
                                     gold=list(e.gold_passage_ids), links=rows)) + "\n")
 
@@ -115,13 +128,40 @@ def _share(rel: float, sent: float, first: int = 0, hub: int | None = None) -> R
     return keep
 
 
-#: name -> rule: the look's first links, a hub cut, and shares of the question's least relevant first passage
+def _dense(first: int, above: float, hub: int | None = 20) -> Rule:
+    """The look's first ``first`` links, or a link whose passage is closer to the question (MiniLM cosine) than the
+    least similar first passage by ``above``."""
+    def keep(q: Row, link: Row) -> bool:
+        if link["qname"]:
+            return True
+        if hub is not None and link["mentions"] >= hub:
+            return False
+        return q["links"].index(link) < first or link["emb"] >= q["emb_floor"] + above
+    return keep
+
+
+def _dense_top(n_open: int, n_choice: int, hub: int | None = 20) -> Rule:
+    """The ``n`` links whose passages are closest to the question (MiniLM cosine), not the look's first."""
+    def keep(q: Row, link: Row) -> bool:
+        if link["qname"]:
+            return True
+        others = [x for x in q["links"] if not x["qname"] and (hub is None or x["mentions"] < hub)]
+        ranked = sorted(others, key=lambda x: -x["emb"])
+        return link in ranked[:n_choice if q["options"] else n_open]
+    return keep
+
+
+#: name -> rule: the look's first links, a hub cut, shares of the question's least relevant first passage, and
+#: the dense similarity of the linked passage to the question
 RULES: dict[str, Rule] = {
     "hubs out (mentioned by 20+ passages)": _share(0.0, 0.0, 99, hub=20),
     "first link (open), 2 (choice)": _first(1, 2),
     "first 2 links, 3 (choice), hubs out": _first(2, 3, hub=20),
     "first 2 links or sentence >= 0.8 floor, hubs out": _share(99.0, 0.8, 2, hub=20),
     "sentence >= 0.8 floor or passage >= 0.5 floor, hubs out": _share(0.5, 0.8, 0, hub=20),
+    "first link or cosine >= floor + 0.05, hubs out": _dense(1, 0.05),
+    "cosine > floor + 0.05, hubs out": _dense(0, 0.05),
+    "2 closest links (open), 3 (choice), hubs out": _dense_top(2, 3),
 }
 
 

@@ -10,12 +10,13 @@ from research.link_features import RULES, replay, rules_table
 
 def _question(links: list[dict], gold: list[str], options: bool = False) -> dict:
     return {"question": "q", "compare": False, "options": options, "floor": 10.0, "first": ["f1", "f2", "f3"],
-            "ahead": ["n1", "n2", "n3", "n4"], "gold": gold, "links": links}
+            "ahead": ["n1", "n2", "n3", "n4"], "gold": gold, "links": links, "emb_floor": 0.3}
 
 
-def _link(order: int, pid: str, gold: bool, *, mentions: int = 1, sent_rel: float = 0.0, qname: bool = False) -> dict:
+def _link(order: int, pid: str, gold: bool, *, mentions: int = 1, sent_rel: float = 0.0, qname: bool = False,
+          emb: float = 0.0) -> dict:
     return {"order": order, "name": pid, "id": pid, "qname": qname, "rel": 0.0, "srank": 0, "mentions": mentions,
-            "sent_rel": sent_rel, "gold": gold}
+            "sent_rel": sent_rel, "gold": gold, "emb": emb, "sent_emb": 0.0}
 
 
 def test_replay_keeps_the_links_then_fills_with_the_next_passages() -> None:
@@ -31,6 +32,14 @@ def test_a_gold_next_passage_is_not_noise_and_hubs_leave() -> None:
     assert replay([q]) == (100.0, 1.0)  # hub is noise; n1 fills the third place
     hubs_out = RULES["hubs out (mentioned by 20+ passages)"]
     assert replay([q], hubs_out) == (100.0, 0.0)
+
+
+def test_dense_rules_read_the_cosine_not_the_looks_order() -> None:
+    q = _question([_link(0, "a", False, emb=0.1), _link(1, "b", False, emb=0.2), _link(2, "g", True, emb=0.5)],
+                  ["f1", "g"])
+    assert replay([q], RULES["2 closest links (open), 3 (choice), hubs out"]) == (100.0, 1.0)  # g and b, then n1
+    assert replay([q], RULES["cosine > floor + 0.05, hubs out"]) == (100.0, 0.0)  # only g clears 0.3 + 0.05
+    assert replay([q], RULES["first link or cosine >= floor + 0.05, hubs out"]) == (100.0, 1.0)  # a by its order
 
 
 def test_rules_table_reads_dumps(tmp_path: Path) -> None:
