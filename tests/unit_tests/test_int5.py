@@ -70,6 +70,8 @@ def test_int5_matches_the_reference_on_every_path(rows: int, n: int, k: int) -> 
         assert torch.equal(out, outs["scalar"]), isa
     dense = kernels.int5_dequant(tiles, scales, torch.empty(n, k))
     assert torch.equal(dense, weight)
+    # the dense prefill's bfloat16 weights: the float32 ones rounded to nearest even (AVX-512's path computes them)
+    assert torch.equal(kernels.int5_dequant(tiles, scales, torch.empty(n, k, dtype=torch.bfloat16)), weight.bfloat16())
 
 
 @needs_kernel

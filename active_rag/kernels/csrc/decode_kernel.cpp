@@ -401,7 +401,8 @@ static at::Tensor int5_linear(const at::Tensor& x, const at::Tensor& tiles, cons
 // For the dense prefill: the weight [n, K] the kernels multiply by, in float32 or bfloat16, written into `out`.
 
 // Each output row is written in order, from values looked up in a small table (16 per int4 group, 256 for int8) that
-// is computed once: the tile's bytes are re-read from cache per lane, the rows are streamed once.
+// is computed once: the tile's bytes are re-read from cache per lane, the rows are streamed once. On AVX-512 a lane's
+// values are computed 16 at a time instead (simd.cpp, the same bits; int4 1.5B: 0.97 s of a 939-token prefill before).
 template <typename T, bool F>
 static void int4_dequant_into(const uint8_t* tiles, const uint16_t* sc, int64_t n, int64_t k, T* out) {
   const int64_t count = (n + kTile - 1) / kTile, groups = k / kGroup, group_bytes = (F ? 5 : 4) * kChunk;
@@ -413,6 +414,12 @@ static void int4_dequant_into(const uint8_t* tiles, const uint16_t* sc, int64_t 
       const uint8_t* tile = tiles + t * groups * group_bytes;
       for (int64_t l = 0; l < valid; ++l) {
         T* row = out + (t * kTile + l) * k;
+#if AR_X86
+        if (features().avx512vnni) {
+          int4_row_avx512(tile, sc + t * groups * 32, groups, l, F, row);
+          continue;
+        }
+#endif
         for (int64_t g = 0; g < groups; ++g) {
           const uint16_t* s = sc + (t * groups + g) * 32;
           const float step = bf16_to_float(s[l]), zero = bf16_to_float(s[16 + l]);

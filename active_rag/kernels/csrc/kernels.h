@@ -63,5 +63,9 @@ Plan<Int4Fn> simd_int5_plan(int64_t isa);  // int4 tiles with a fifth bit (layou
 Plan<Int8Fn> simd_int8_plan(int64_t isa);
 void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, float* row);
 void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row);
+// One lane of an int4 tile (fifth: int5) dequantised with AVX-512, its `groups` groups from the tile's scales `sc`
+// (the scalar reference's values and rounding; AVX-512 machines only).
+template <typename T>
+void int4_row_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t lane, bool fifth, T* row);
 
 }  // namespace active_rag_kernels

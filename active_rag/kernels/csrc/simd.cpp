@@ -320,6 +320,45 @@ AR_AVX512 static void int8_row_avx512_t(const uint8_t* lane_bytes, int64_t k, T*
   for (; c < k; ++c) row[c] = T(float(int32_t(lane_bytes[(c / 4) * kChunk + c % 4]) - 128));
 }
 
+// One lane (output row) of an int4 tile (F: int5) dequantised for the dense prefill: w = float(q - offset) * step + zero
+// for each of the lane's groups, multiplied then added (no fused multiply-add, as the scalar reference), in float32 or
+// rounded to bfloat16 to nearest even (c10::BFloat16's rounding, NaN as 0x7FC0). A group's 32 codes are 4 bytes of each
+// of its 4 chunks: low nibbles are inputs 8c + i, high nibbles 8c + 4 + i.
+template <typename T, bool F>
+AR_AVX512 static void int4_row_avx512_t(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t l, T* row) {
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  const __m512i sixteen = _mm512_set1_epi32(16), one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF),
+                nan = _mm512_set1_epi32(0x7FC0);
+  const __m512 offset = _mm512_set1_ps(F ? 16.0f : 8.0f);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* group = tile + g * group_bytes<F>();
+    const __m128i v = _mm_setr_epi32(load4((const int8_t*)group + 4 * l), load4((const int8_t*)group + kChunk + 4 * l),
+                                     load4((const int8_t*)group + 2 * kChunk + 4 * l),
+                                     load4((const int8_t*)group + 3 * kChunk + 4 * l));
+    const __m128i lo = _mm_and_si128(v, nib), hi = _mm_and_si128(_mm_srli_epi16(v, 4), nib);
+    const __m128i halves[2] = {_mm_unpacklo_epi32(lo, hi), _mm_unpackhi_epi32(lo, hi)};  // chunks 0-1, then 2-3
+    uint32_t bits = 0;  // int5: bit 4m + i is bit 4l + i of mask m (m = 2c: low nibbles of chunk c, 2c + 1: high)
+    if constexpr (F) {
+      for (int m = 0; m < 8; ++m) bits |= uint32_t((load_mask(group, m) >> (4 * l)) & 0xF) << (4 * m);
+    }
+    const __m512 step = _mm512_set1_ps(bf16_to_float(sc[g * 32 + l])), zero = _mm512_set1_ps(bf16_to_float(sc[g * 32 + 16 + l]));
+    for (int h = 0; h < 2; ++h) {
+      __m512i q = _mm512_cvtepu8_epi32(halves[h]);
+      if constexpr (F) q = _mm512_mask_or_epi32(q, __mmask16(bits >> (16 * h)), q, sixteen);
+      const __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(q), offset), step), zero);
+      T* out = row + g * kGroup + 16 * h;
+      if constexpr (std::is_same<T, float>::value) {
+        _mm512_storeu_ps(out, w);
+      } else {
+        const __m512i b = _mm512_castps_si512(w);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(b, 16), one), half)), 16);
+        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(w, w, _CMP_UNORD_Q), nan);
+        _mm256_storeu_si256((__m256i*)out, _mm512_cvtepi32_epi16(r));
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------------ tables
 
 template <bool F>
@@ -353,6 +392,16 @@ Plan<Int8Fn> simd_int8_plan(int64_t isa) {
 
 void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, float* row) { int8_row_avx512_t(lane_bytes, k, row); }
 void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row) { int8_row_avx512_t(lane_bytes, k, row); }
+template <typename T>
+void int4_row_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t lane, bool fifth, T* row) {
+  if (fifth) {
+    int4_row_avx512_t<T, true>(tile, sc, groups, lane, row);
+  } else {
+    int4_row_avx512_t<T, false>(tile, sc, groups, lane, row);
+  }
+}
+template void int4_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, float*);
+template void int4_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, at::BFloat16*);
 
 #else
 Plan<Int4Fn> simd_int4_plan(int64_t) { return {nullptr, 0}; }
@@ -360,6 +409,10 @@ Plan<Int4Fn> simd_int5_plan(int64_t) { return {nullptr, 0}; }
 Plan<Int8Fn> simd_int8_plan(int64_t) { return {nullptr, 0}; }
 void int8_row_avx512(const uint8_t*, int64_t, float*) {}
 void int8_row_avx512(const uint8_t*, int64_t, at::BFloat16*) {}
+template <typename T>
+void int4_row_avx512(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, T*) {}
+template void int4_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, float*);
+template void int4_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, at::BFloat16*);
 #endif  // AR_X86
 
 }  // namespace active_rag_kernels
