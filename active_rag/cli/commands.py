@@ -513,6 +513,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ..omp_wait import default_wait_policy
+
+    default_wait_policy()  # before torch loads: OpenMP's idle worker sleeps instead of spinning beside the kernels'
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # a bare `active-rag`: what it can do

@@ -182,8 +182,11 @@ def resolve_build(choice: str, progress: bool = True, *, build: Callable[..., Ll
 
 
 def child_env(build: LlamaCppBuild, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of the llama.cpp side's process: the build's ``site`` first on ``PYTHONPATH``."""
-    env = dict(os.environ if base is None else base)
+    """The environment of the llama.cpp side's process: the build's ``site`` first on ``PYTHONPATH``, and OpenMP's
+    wait policy llama.cpp's own unless the user set one (:func:`active_rag.omp_wait.reference_env`)."""
+    from active_rag.omp_wait import reference_env
+
+    env = reference_env(os.environ if base is None else base)
     if build.site:
         env["PYTHONPATH"] = os.pathsep.join([build.site, *filter(None, [env.get("PYTHONPATH")])])
     return env

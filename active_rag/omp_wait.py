@@ -1,0 +1,51 @@
+"""OpenMP's idle threads beside the decode kernels' own pool: ``OMP_WAIT_POLICY=PASSIVE`` for the command line.
+
+A CPU decode step runs two kinds of parallel work: active-rag's packed kernels on their own spinning pool
+(``kernels/csrc/pool.h``) and torch's ops (attention, the head's softmax) on GNU OpenMP's team. After each of
+torch's parallel regions OpenMP's worker spins (``OMP_WAIT_POLICY`` unset: actively, for a while) on a core the
+kernels' worker needs for the next projection, so on a 2-core machine the kernels often run on the calling thread
+alone. With ``PASSIVE`` OpenMP's worker sleeps at once and is woken by the next region (a few of them a step);
+the kernels' pool keeps its own spin. Measured on a 2-core Xeon with AMX (qwen2.5-coder-0.5b ``mixed``, batch 1,
+a 900-token cache, 5 alternating processes each): 45.8 against 51.0 ms a step (``docs/speed.md``).
+
+libgomp reads the variable once, when it is loaded (with torch), so it can only be set before torch is imported:
+:func:`default_wait_policy` does that for the ``active-rag`` command (a process it owns), unless the user set the
+variable. A Python program that uses the library sets it itself (``OMP_WAIT_POLICY=PASSIVE python app.py``).
+:func:`reference_env` gives another program's process (the llama.cpp side of ``bench --suite llamacpp``) its own
+default back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, MutableMapping
+
+__all__ = ["DEFAULTED_VARIABLE", "WAIT_POLICY_VARIABLE", "default_wait_policy", "reference_env"]
+
+#: libgomp's wait policy (read when the library loads).
+WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
+#: Set to ``1`` when :func:`default_wait_policy` chose the policy (the user had set none).
+DEFAULTED_VARIABLE = "ACTIVE_RAG_OMP_WAIT_POLICY_DEFAULTED"
+
+
+def default_wait_policy(environ: MutableMapping[str, str] | None = None,
+                        modules: Mapping[str, object] | None = None) -> bool:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` in ``environ`` (``os.environ``) where it is unset and torch is not loaded
+    yet (``modules``: ``sys.modules``); whether it did."""
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if WAIT_POLICY_VARIABLE in environ or "torch" in modules:
+        return False
+    environ[WAIT_POLICY_VARIABLE] = "PASSIVE"
+    environ[DEFAULTED_VARIABLE] = "1"
+    return True
+
+
+def reference_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` for another program's process: without the policy :func:`default_wait_policy` chose (one the
+    user set stays)."""
+    env = dict(environ)
+    if env.pop(DEFAULTED_VARIABLE, None) == "1":
+        env.pop(WAIT_POLICY_VARIABLE, None)
+    return env

@@ -1,0 +1,37 @@
+"""active_rag.omp_wait: OpenMP's wait policy chosen for the command line's own process, given back to llama.cpp's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from active_rag.evaluation.bench_llamacpp_build import LlamaCppBuild, child_env
+from active_rag.omp_wait import DEFAULTED_VARIABLE, WAIT_POLICY_VARIABLE, default_wait_policy, reference_env
+
+
+def test_passive_only_where_unset_and_before_torch_loads() -> None:
+    env: dict[str, str] = {}
+    assert default_wait_policy(env, {})
+    assert env == {WAIT_POLICY_VARIABLE: "PASSIVE", DEFAULTED_VARIABLE: "1"}
+    mine = {WAIT_POLICY_VARIABLE: "ACTIVE"}
+    assert not default_wait_policy(mine, {}) and mine == {WAIT_POLICY_VARIABLE: "ACTIVE"}  # the user's stays
+    late: dict[str, str] = {}
+    assert not default_wait_policy(late, {"torch": object()}) and late == {}  # libgomp already read it
+
+
+def test_another_programs_process_gets_its_own_default_back() -> None:
+    chosen: dict[str, str] = {"PATH": "/bin"}
+    default_wait_policy(chosen, {})
+    assert reference_env(chosen) == {"PATH": "/bin"}
+    users = {WAIT_POLICY_VARIABLE: "PASSIVE", "PATH": "/bin"}
+    assert reference_env(users) == users
+    build = LlamaCppBuild("installed", "installed", None, None)
+    assert WAIT_POLICY_VARIABLE not in child_env(build, chosen)
+
+
+def test_the_command_sets_it_before_torch_loads() -> None:
+    code = ("import os, sys; from active_rag.cli import main; main(['methods']) ;"
+            f"print(os.environ.get('{WAIT_POLICY_VARIABLE}'), 'torch' in sys.modules)")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in (WAIT_POLICY_VARIABLE, DEFAULTED_VARIABLE)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip().splitlines()[-1].startswith("PASSIVE")
