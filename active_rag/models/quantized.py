@@ -52,7 +52,9 @@ INT4_GROUP = 32
 KERNEL_DTYPE = torch.bfloat16
 """Activation dtype of the packed kernels: the one they vectorise on the CPU."""
 
-_SCRATCH = threading.local()
+_SCRATCH: dict[torch.dtype, torch.Tensor] = {}
+_SCRATCH_LOCK = threading.Lock()
+"""Held by a dense forward while it fills the process's scratch buffer and multiplies by it."""
 
 PREFILL_DTYPE_VARIABLE = "ACTIVE_RAG_PREFILL_DTYPE"
 """Environment variable that forces the dense prefill's dtype: ``bfloat16`` or ``float32``."""
@@ -100,17 +102,16 @@ def prefill_dtype() -> torch.dtype:
 
 
 def _scratch(numel: int, dtype: torch.dtype) -> torch.Tensor:
-    """A buffer of this thread per dtype, reused by every dequantised prefill: a fresh allocation of a layer's
-    size (55 MB for the 1.5B model's MLP) would page-fault on first touch at every call, which cost int8 prefill
-    about a quarter of its time."""
-    buffers = getattr(_SCRATCH, "buffers", None)
-    if buffers is None:
-        buffers = _SCRATCH.buffers = {}
-    buffer = buffers.get(dtype)
+    """The process's buffer per dtype, reused by every dequantised prefill (the caller holds
+    :data:`_SCRATCH_LOCK` until its product is done): a fresh allocation of a layer's size (55 MB for the 1.5B
+    model's MLP) would page-fault on first touch at every call, which cost int8 prefill about a quarter of its
+    time. One buffer for the process, not one a thread: an ``eval`` at batch 8 prefills from eight threads (the
+    model lock lets one prefill at a time), which held eight of them."""
+    buffer = _SCRATCH.get(dtype)
     if buffer is None or buffer.numel() < numel:
         with torch.inference_mode(False):  # a normal tensor: writable in and out of inference mode
             buffer = torch.empty(numel, dtype=dtype, device="cpu")  # packed weights are CPU-only
-        buffers[dtype] = buffer
+        _SCRATCH[dtype] = buffer
     return buffer[:numel]
 
 
@@ -167,7 +168,9 @@ class PackedLinear(nn.Module):
         else:
             self._calls[1] += 1
             dtype = prefill_dtype()
-            out = self._dense(rows.to(KERNEL_DTYPE).to(dtype), dtype)
+            rows = rows.to(KERNEL_DTYPE).to(dtype)
+            with _SCRATCH_LOCK:  # the weight lives in the process's scratch buffer until the product is done
+                out = self._dense(rows, dtype)
         out = out.to(KERNEL_DTYPE).to(x.dtype)  # the kernel's output rounding, on both paths
         if self.bias is not None:
             out = out + self.bias.to(x.dtype)
@@ -219,7 +222,7 @@ class PackedLinear(nn.Module):
         return F.linear(rows, self._dense_weight(dtype))
 
     def _dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
-        """The weight in ``dtype`` for a dense prefill (valid until this thread's next one)."""
+        """The weight in ``dtype`` for a dense prefill (valid while the caller holds :data:`_SCRATCH_LOCK`)."""
         return self.dequantize(dtype)
 
     def state(self) -> dict[str, torch.Tensor]:  # pragma: no cover - abstract
@@ -306,7 +309,7 @@ class Int8Linear(PackedLinear):
         return F.linear(rows, self._dense_weight(dtype)).float().mul_(self.scales.float())
 
     def _dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
-        """The integers as ``dtype`` (exact), in this thread's scratch buffer."""
+        """The integers as ``dtype`` (exact), in the process's scratch buffer."""
         buffer = _scratch(self.out_features * self.in_features, dtype).view(self.out_features, self.in_features)
         if self.uses_kernel:
             return kernels.int8_unpack(self.tiles, buffer)

@@ -89,6 +89,31 @@ def test_the_dense_prefill_multiplies_in_the_prefill_dtype(monkeypatch) -> None:
             assert out.dtype == torch.float32 and seen[-1] == getattr(torch, dtype)
 
 
+def test_dense_prefills_in_many_threads_share_one_scratch_buffer_without_mixing_weights() -> None:
+    """The process's one scratch buffer: each dense product holds it until done, so threads prefilling different
+    layers at once get their own layer's product, and the buffer is not one a thread."""
+    import threading
+
+    layers = [cls.from_linear(nn.Linear(96, 64 + 16 * i)) for i, cls in enumerate((Int4Linear, Int8Linear, Int4Linear))]
+    rows = torch.randn(quantized.PACKED_MAX_ROWS + 7, 96, generator=torch.Generator().manual_seed(3))
+    expected = [layer(rows) for layer in layers]
+    buffers = dict(quantized._SCRATCH)
+    failures: list[int] = []
+
+    def work(i: int) -> None:
+        for _ in range(20):
+            if not torch.equal(layers[i % 3](rows), expected[i % 3]):
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert {d: b.data_ptr() for d, b in quantized._SCRATCH.items()} == {d: b.data_ptr() for d, b in buffers.items()}
+
+
 @pytest.fixture(scope="module")
 def models(tiny_tokenizer):
     base = _sharp_model(len(tiny_tokenizer))
