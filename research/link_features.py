@@ -12,7 +12,7 @@ links.follow_links`, as ``research/linked_recall.py`` runs it: BM25 top 3, 3 mor
 - ``mentions``: how many of the corpus's passages mention the name (a hub: a city, a war, an award);
 - ``emb``: the linked passage's cosine with the question (all-MiniLM-L6-v2, :class:`~active_rag.retrieval.
   embeddings.MiniLMEncoder`), ``emb_floor`` (per question) the least similar first passage's, ``sent_emb``: the
-  mentioning sentence's cosine with the question, ``emb_best`` (per question) the best linked passage's;
+  mentioning sentence's cosine with the question;
 - ``gold``: the passage is a gold paragraph.
 
 ``rules`` replays the look with each rule of :data:`RULES` (the kept links first, the question's next passages
@@ -160,7 +160,7 @@ RULES: dict[str, Rule] = {
     "first 2 links or sentence >= 0.8 floor, hubs out": _share(99.0, 0.8, 2, hub=20),
     "sentence >= 0.8 floor or passage >= 0.5 floor, hubs out": _share(0.5, 0.8, 0, hub=20),
     "first link or cosine >= floor + 0.05, hubs out": _dense(1, 0.05),
-    "cosine > floor + 0.05, hubs out": _dense(0, 0.05),
+    "cosine >= floor + 0.05, hubs out": _dense(0, 0.05),
     "2 closest links (open), 3 (choice), hubs out": _dense_top(2, 3),
 }
 

@@ -38,7 +38,7 @@ def test_dense_rules_read_the_cosine_not_the_looks_order() -> None:
     q = _question([_link(0, "a", False, emb=0.1), _link(1, "b", False, emb=0.2), _link(2, "g", True, emb=0.5)],
                   ["f1", "g"])
     assert replay([q], RULES["2 closest links (open), 3 (choice), hubs out"]) == (100.0, 1.0)  # g and b, then n1
-    assert replay([q], RULES["cosine > floor + 0.05, hubs out"]) == (100.0, 0.0)  # only g clears 0.3 + 0.05
+    assert replay([q], RULES["cosine >= floor + 0.05, hubs out"]) == (100.0, 0.0)  # only g clears 0.3 + 0.05
     assert replay([q], RULES["first link or cosine >= floor + 0.05, hubs out"]) == (100.0, 1.0)  # a by its order
 
 
