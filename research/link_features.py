@@ -21,6 +21,12 @@ question, against the look as it is::
 
     python research/link_features.py dump --dataset hotpotqa --data-dir /tmp/union --out /tmp/lf/hp-union.jsonl
     python research/link_features.py rules /tmp/lf/*.jsonl --out results/linked-recall/features/rules.md
+
+``learn`` fits a logistic model of the same features (:func:`link_vector`) on some slices' links (gold or not),
+takes the highest threshold on its probability that keeps the training slices' all-gold recall, and replays that
+rule on every slice: the slices it was not fitted on say whether a learned filter carries to other questions::
+
+    python research/link_features.py learn /tmp/lf/*.jsonl --train 2wiki-union --out results/linked-recall/features/learned.md
 """
 
 from __future__ import annotations
@@ -165,8 +171,12 @@ RULES: dict[str, Rule] = {
 }
 
 
+def _slices(paths: Sequence[Path]) -> dict[str, list[Row]]:
+    return {p.stem: [json.loads(line) for line in p.open(encoding="utf-8")] for p in paths}
+
+
 def rules_table(paths: Sequence[Path]) -> str:
-    slices = {p.stem: [json.loads(line) for line in p.open(encoding="utf-8")] for p in paths}
+    slices = _slices(paths)
     base = {name: replay(rows) for name, rows in slices.items()}
     head = "| Rule | " + " | ".join(slices) + " |"
     lines = ["All-gold % (change) / linked passages without gold a question (share of the look's), BM25 top 3 then 3.",
@@ -181,6 +191,82 @@ def rules_table(paths: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
+FEATURES = ("bias", "first link", "second link", "third or later", "passage relevance / floor",
+            "sentence relevance / floor", "log(1 + mentions)", "hub (20+ mentions)", "cosine - first passages' floor",
+            "sentence cosine", "mentioning passage's rank", "choice question", "links a question")
+"""The names of :func:`link_vector`'s entries, in order."""
+
+
+def link_vector(q: Row, link: Row) -> list[float]:
+    """A link's features for the learned filter (a link the question names is always kept, so it has none)."""
+    floor = q["floor"] or 1.0
+    others = [x for x in q["links"] if not x["qname"]]
+    k = others.index(link)
+    return [1.0, float(k == 0), float(k == 1), float(k >= 2), link["rel"] / floor, link["sent_rel"] / floor,
+            float(np.log1p(link["mentions"])), float(link["mentions"] >= 20), link["emb"] - q["emb_floor"],
+            link["sent_emb"], float(link["srank"]), float(q["options"]), float(len(others))]
+
+
+class LearnedFilter:
+    """Logistic regression (L2 1e-3, full-batch gradient descent on standardised features) of "the linked passage is
+    gold" on :func:`link_vector`; :meth:`rule` keeps a link whose probability is at least ``threshold``."""
+
+    def __init__(self, rows: Sequence[Row], steps: int = 3000, rate: float = 0.5, l2: float = 1e-3) -> None:
+        pairs = [(link_vector(q, x), float(x["gold"])) for q in rows for x in q["links"] if not x["qname"]]
+        x = np.asarray([v for v, _ in pairs])
+        y = np.asarray([g for _, g in pairs])
+        self.mean, self.scale = x.mean(0), x.std(0)
+        self.mean[0], self.scale[0] = 0.0, 1.0
+        self.scale[self.scale == 0] = 1.0
+        z = (x - self.mean) / self.scale
+        self.weights = np.zeros(x.shape[1])
+        for _ in range(steps):
+            p = 1.0 / (1.0 + np.exp(-z @ self.weights))
+            self.weights -= rate * (z.T @ (p - y) / len(y) + l2 * self.weights)
+
+    def probability(self, q: Row, link: Row) -> float:
+        z = (np.asarray(link_vector(q, link)) - self.mean) / self.scale
+        return float(1.0 / (1.0 + np.exp(-z @ self.weights)))
+
+    def rule(self, threshold: float) -> Rule:
+        def keep(q: Row, link: Row) -> bool:
+            return bool(link["qname"]) or self.probability(q, link) >= threshold
+        return keep
+
+    def lossless_threshold(self, rows: Sequence[Row], grid: Sequence[float] = tuple(np.arange(0.01, 0.5, 0.01))) -> float:
+        """The highest threshold of ``grid`` at which the look keeps ``rows``' all-gold recall (0 when none does)."""
+        base = replay(rows)[0]
+        kept = [t for t in grid if replay(rows, self.rule(t))[0] >= base - 1e-9]
+        return float(max(kept)) if kept else 0.0
+
+
+def learned_table(paths: Sequence[Path], trains: Sequence[Sequence[str]]) -> str:
+    """Per training set: the fitted filter at its lossless threshold, replayed on every slice (as :func:`rules_table`)."""
+    slices = _slices(paths)
+    base = {name: replay(rows) for name, rows in slices.items()}
+    lines = ["All-gold % (change) / linked passages without gold a question (share of the look's), BM25 top 3 then 3;",
+             "a logistic filter fitted on the slices named, at the highest threshold that keeps their all-gold recall.",
+             "", "| Fitted on (threshold) | " + " | ".join(slices) + " |", "|---|" + "---:|" * len(slices),
+             "| the look as it is | " + " | ".join(f"{a:.1f} / {n:.2f}" for a, n in base.values()) + " |"]
+    notes = []
+    for train in trains:
+        missing = [t for t in train if t not in slices]
+        if missing:
+            raise SystemExit(f"--train names {', '.join(missing)}, not among the dumps ({', '.join(slices)})")
+        rows = [q for t in train for q in slices[t]]
+        learned = LearnedFilter(rows)
+        threshold = learned.lossless_threshold(rows)
+        cells = []
+        for s, srows in slices.items():
+            a, n = replay(srows, learned.rule(threshold))
+            mark = "" if s in train else "*"
+            cells.append(f"{a - base[s][0]:+.1f} / {n / base[s][1] if base[s][1] else 0:.2f}x{mark}")
+        lines.append(f"| {' + '.join(train)} ({threshold:.2f}) | " + " | ".join(cells) + " |")
+        order = np.argsort(-np.abs(learned.weights[1:])) + 1
+        notes.append(f"- {' + '.join(train)}: " + ", ".join(f"{FEATURES[i]} {learned.weights[i]:+.2f}" for i in order[:5]))
+    return "\n".join(lines + ["", "\\* a slice the filter was not fitted on. Largest standardised weights:", ""] + notes)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python research/link_features.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -193,11 +279,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("rules", help="replay the rules on dumped slices")
     r.add_argument("dumps", type=Path, nargs="+")
     r.add_argument("--out", type=Path, default=None)
+    learn = sub.add_parser("learn", help="fit a filter on some slices, replay it on all")
+    learn.add_argument("dumps", type=Path, nargs="+")
+    learn.add_argument("--train", action="append", required=True,
+                       help="comma-separated slice names (file stems) to fit on; repeat for more rows")
+    learn.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.command == "dump":
         dump(args.dataset, args.data_dir, args.split, args.hide_titles, args.out)
         return 0
-    text = rules_table(args.dumps)
+    if args.command == "learn":
+        text = learned_table(args.dumps, [t.split(",") for t in args.train])
+    else:
+        text = rules_table(args.dumps)
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -50,3 +50,49 @@ def test_rules_table_reads_dumps(tmp_path: Path) -> None:
     assert "| the look as it is | 100.0 / 1.00 |" in table
     assert "| first link (open), 2 (choice) | -100.0 / 1.00x |" in table
     assert "| first 2 links or sentence >= 0.8 floor, hubs out | +0.0 / 1.00x |" in table
+
+
+def _noisy_slice(count: int, seed: int) -> list[dict]:
+    """Questions whose gold link's mentioning sentence bears on the question (sent_rel 9) and whose noise links'
+    do not (0-2), in a random order of the look."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        links = [_link(0, f"g{i}", True, sent_rel=9.0)] + [_link(0, f"x{i}-{j}", False, sent_rel=rng.uniform(0, 2))
+                                                           for j in range(2)]
+        rng.shuffle(links)
+        for order, link in enumerate(links):
+            link["order"] = order
+        rows.append(_question(links, ["f1", f"g{i}"]))
+    return rows
+
+
+def test_learned_filter_keeps_recall_and_drops_the_noise_it_can_tell(tmp_path: Path) -> None:
+    from research.link_features import LearnedFilter, learned_table
+
+    train, test = _noisy_slice(40, 0), _noisy_slice(30, 1)
+    learned = LearnedFilter(train)
+    threshold = learned.lossless_threshold(train)
+    assert threshold > 0.0
+    assert replay(train) == (100.0, 2.0)
+    recall, noise = replay(test, learned.rule(threshold))
+    assert recall == 100.0 and noise < 1.0  # every gold link kept on unseen questions, the noise cut
+    paths = []
+    for name, rows in (("fit", train), ("other", test)):
+        paths.append(tmp_path / f"{name}.jsonl")
+        paths[-1].write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    table = learned_table(paths, [["fit"]])
+    assert "| fit (" in table and "+0.0 / " in table and "x* |" in table  # the unseen slice is marked
+
+
+def test_learn_names_an_unknown_training_slice(tmp_path: Path) -> None:
+    import pytest
+
+    from research.link_features import learned_table
+
+    path = tmp_path / "fit.jsonl"
+    path.write_text(json.dumps(_noisy_slice(2, 0)[0]) + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="--train names nope"):
+        learned_table([path], [["nope"]])
