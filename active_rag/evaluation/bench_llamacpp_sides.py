@@ -216,12 +216,23 @@ QUESTIONS = [
 """The decode prompts (one per sequence, repeated for larger batches)."""
 
 
+def _prefill_label(lm: Any) -> str:
+    """How the engine's side prefills: ``int8 kernel`` where its packed layers prefill with active-rag's kernel
+    (:func:`~active_rag.models.prefill_path.kernel_prefill`), else the dense product's dtype."""
+    from active_rag.models.prefill_path import kernel_prefill
+    from active_rag.models.quantized import packed_layers, prefill_dtype
+
+    if kernel_prefill() and any(layer.uses_kernel for _, layer in packed_layers(lm.model)):
+        return "int8 kernel"
+    return str(prefill_dtype()).removeprefix("torch.")
+
+
 def engine_row(model: str, weights: str, config: SideSettings) -> tuple[dict[str, Any], list[int], list[list[int]]]:
     """The engine's row, the prefill prompt's ids and the decode prompts' ids (the chat template applied); run in
     the engine side's process."""
     from active_rag.evaluation.bench_weights import _prefill_prompt, decode_step_ms, prefill_tokens_per_s
     from active_rag.decoding.model import ActiveLM
-    from active_rag.models.quantized import model_weight_bytes, prefill_dtype
+    from active_rag.models.quantized import model_weight_bytes
 
     t0 = time.perf_counter()
     lm = ActiveLM.load(model, weights=weights, device="cpu")
@@ -230,7 +241,7 @@ def engine_row(model: str, weights: str, config: SideSettings) -> tuple[dict[str
     questions = [lm.prompt_ids(q) for q in QUESTIONS]
     decode_step_ms(lm, questions[:1], 4)  # warm-up: first-call allocations
     row: dict[str, Any] = {
-        "side": "active-rag", "model": model, "weights": lm.weights, "prefill_dtype": str(prefill_dtype()).removeprefix("torch."),
+        "side": "active-rag", "model": model, "weights": lm.weights, "prefill_dtype": _prefill_label(lm),
         "load_s": load_s, "weight_bytes": model_weight_bytes(lm.model), "decode_ms": {},
         "prefill_tok_s": prefill_tokens_per_s(lm, prompt, config.repeats),
     }

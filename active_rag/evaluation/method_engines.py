@@ -205,6 +205,10 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
         desc["decode_kernel"] = "active-rag"  # (ACTIVE_RAG_DECODE_KERNEL=torch resumes the rows torch's kernels wrote)
         if any(getattr(layer, "kind", "") == "int5" for _, layer in _decode_kernel_layers(rag.model)):
             desc["decode_kernel"] = "active-rag+int5"  # 5-bit layers (ACTIVE_RAG_INT5=off resumes the int8 ones' rows)
+        from active_rag.models.prefill_path import kernel_prefill
+
+        if kernel_prefill():  # prompts prefilled with int8 activations too (ACTIVE_RAG_PREFILL=dense resumes the rest)
+            desc["prefill"] = "kernel"
     today = rag.router.today_text() if getattr(rag.router, "today", None) is not None else None
     if today is not None and today != EVAL_TODAY:  # rows of the pinned default date keep the keys they were made with
         desc["today"] = today

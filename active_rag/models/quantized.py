@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import kernels
+from .prefill_path import kernel_prefill
 
 PACKED_MAX_ROWS = 64
 """Forwards with at most this many rows use the packed kernel; longer ones run a dense product (prefill)."""
@@ -120,9 +121,11 @@ class PackedLinear(nn.Module):
 
     A forward of at most :attr:`packed_max_rows` rows (every decode step, batched or not, and the output head,
     which prefill computes for one position) runs the packed kernel on bfloat16 inputs. A longer one (a prompt's
-    prefill, compute-bound) dequantises the layer into a scratch buffer and runs a dense matrix product in
-    :func:`prefill_dtype`: bfloat16 where the CPU has native bfloat16 (AMX, AVX512-BF16), float32 elsewhere. Both
-    paths read the input rounded to bfloat16 and round the output to bfloat16, as the kernel does.
+    prefill, compute-bound) runs the packed kernel too where active-rag's kernel decodes and the CPU has no AMX
+    (:func:`~active_rag.models.prefill_path.kernel_prefill`); otherwise it dequantises the layer into a scratch
+    buffer and runs a dense matrix product in :func:`prefill_dtype`: bfloat16 where the CPU has native bfloat16
+    (AMX, AVX512-BF16), float32 elsewhere. Both paths read the input rounded to bfloat16 and round the output to
+    bfloat16, as the kernel does.
     """
 
     kind = "packed"
@@ -158,7 +161,7 @@ class PackedLinear(nn.Module):
         limit = self.packed_max_rows
         if rows.shape[0] == 0:
             out = rows.new_zeros((0, self.out_features), dtype=KERNEL_DTYPE)
-        elif limit is None or rows.shape[0] <= limit:
+        elif limit is None or rows.shape[0] <= limit or (self.uses_kernel and kernel_prefill()):
             self._calls[0] += 1
             if self.uses_kernel and x.dtype == torch.float32:  # the rounding and the bias in the kernel's own op
                 return self._linear(rows).reshape(*shape[:-1], self.out_features)

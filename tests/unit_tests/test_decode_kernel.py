@@ -362,6 +362,7 @@ def test_a_layer_s_decode_function_is_its_forward(monkeypatch, bias: bool) -> No
         assert torch.equal(decode(bf16), layer(bf16)) and decode(bf16).dtype == torch.bfloat16
         assert decode(torch.randn(0, 96)).shape == (0, 40)
         monkeypatch.setattr(cls, "packed_max_rows", 2)
+        monkeypatch.setenv("ACTIVE_RAG_PREFILL", "dense")  # more rows than the limit: the dense path (AMX or not)
         dense_before = layer.dense_calls
         assert torch.equal(decode(x), layer(x)) and layer.dense_calls == dense_before + 2  # 3 rows: the dense path
         monkeypatch.undo()

@@ -72,6 +72,7 @@ def test_an_avx2_capability_has_no_native_bfloat16(monkeypatch) -> None:
 
 
 def test_the_dense_prefill_multiplies_in_the_prefill_dtype(monkeypatch) -> None:
+    monkeypatch.setenv("ACTIVE_RAG_PREFILL", "dense")  # the dense path wherever the tests run (AMX or not)
     seen: list[torch.dtype] = []
     real = torch.nn.functional.linear
 
@@ -89,11 +90,12 @@ def test_the_dense_prefill_multiplies_in_the_prefill_dtype(monkeypatch) -> None:
             assert out.dtype == torch.float32 and seen[-1] == getattr(torch, dtype)
 
 
-def test_dense_prefills_in_many_threads_share_one_scratch_buffer_without_mixing_weights() -> None:
+def test_dense_prefills_in_many_threads_share_one_scratch_buffer_without_mixing_weights(monkeypatch) -> None:
     """The process's one scratch buffer: each dense product holds it until done, so threads prefilling different
     layers at once get their own layer's product, and the buffer is not one a thread."""
     import threading
 
+    monkeypatch.setenv("ACTIVE_RAG_PREFILL", "dense")
     layers = [cls.from_linear(nn.Linear(96, 64 + 16 * i)) for i, cls in enumerate((Int4Linear, Int8Linear, Int4Linear))]
     rows = torch.randn(quantized.PACKED_MAX_ROWS + 7, 96, generator=torch.Generator().manual_seed(3))
     expected = [layer(rows) for layer in layers]
@@ -131,6 +133,7 @@ def test_a_dense_prefill_keeps_logits_and_signals_within_a_bound(models, dtype: 
     random tiny model can flip on any rounding: 2 of 12 preset runs differ from float32 with float32 prefill
     already, 3 with bfloat16; the real models' agreement is measured on HotpotQA, docs/speed.md.)"""
     monkeypatch.setenv(quantized.PREFILL_DTYPE_VARIABLE, dtype)
+    monkeypatch.setenv("ACTIVE_RAG_PREFILL", "dense")  # the dense path wherever the tests run (AMX or not)
     reference, packed = models["float32"], models["int8"]
     monkeypatch.setattr(packed, "prefix_cache", None)  # every prompt prefilled here, in this dtype
     passages = " ".join(p.text for p in QueryRetriever().retrieve(QUESTION, 3))

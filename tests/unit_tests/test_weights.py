@@ -133,7 +133,9 @@ def test_decode_runs_the_packed_kernel_and_never_dequantises(float_and_packed, m
 def test_long_prefill_takes_the_dense_path_and_matches_the_kernel(monkeypatch, dtype: str, bound: float) -> None:
     """Above ``PACKED_MAX_ROWS`` rows every packed layer dequantises for a dense product in the prefill dtype;
     its outputs stay within ``bound`` of the kernel's (float32: summation order and the kernel's bfloat16
-    constants; bfloat16: the weights rounded to bfloat16 too)."""
+    constants; bfloat16: the weights rounded to bfloat16 too). (``ACTIVE_RAG_PREFILL=dense``: without AMX a prefill
+    takes the kernel's path by default, test_prefill_path.py.)"""
+    monkeypatch.setenv("ACTIVE_RAG_PREFILL", "dense")
     monkeypatch.setenv("ACTIVE_RAG_PREFILL_DTYPE", dtype)
     torch.manual_seed(0)
     linear = nn.Linear(64, 96, bias=True)

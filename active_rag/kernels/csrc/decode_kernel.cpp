@@ -157,19 +157,21 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, boo
   float* sx = a.sx_t.data_ptr<float>();
   int32_t* sums = a.start_t.data_ptr<int32_t>();  // the integer sums first, then -offset * S in place
   const bool is_float = x.scalar_type() == at::kFloat;
-  if (is_float && !round_inputs) {
-    const float* p = x.data_ptr<float>();
-    for (int64_t r = 0; r < rows; ++r) quantize_row(p + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
-  } else {  // each row read as bfloat16 values first: a bfloat16 input, or a float32 one rounded to it
-    const float* pf = is_float ? x.data_ptr<float>() : nullptr;
-    const uint16_t* pb = is_float ? nullptr : reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
-    std::vector<float> row(size_t(std::max<int64_t>(k, 1)));
-    for (int64_t r = 0; r < rows; ++r) {
+  const float* pf = is_float ? x.data_ptr<float>() : nullptr;
+  const uint16_t* pb = is_float ? nullptr : reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
+  // rows are independent: a prefill's hundreds are split over the pool (a decode step's few stay in this thread)
+  SpinPool::parallel_for(rows, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
+    if (is_float && !round_inputs) {
+      for (int64_t r = begin; r < end; ++r) quantize_row(pf + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+      return;
+    }
+    std::vector<float> row(size_t(std::max<int64_t>(k, 1)));  // each row read as bfloat16 values first
+    for (int64_t r = begin; r < end; ++r) {
       for (int64_t i = 0; i < k; ++i)
         row[size_t(i)] = is_float ? float(c10::BFloat16(pf[r * k + i])) : bf16_to_float(pb[r * k + i]);
       quantize_row(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
     }
-  }
+  });
   float* sums_f = a.sums_t.data_ptr<float>();
   for (int64_t i = 0; i < rows * a.groups; ++i) {
     sums_f[i] = float(sums[i]);
