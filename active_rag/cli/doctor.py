@@ -56,18 +56,25 @@ class Check:
 
 def environment(lm: ActiveLM) -> str:
     """torch, the device (GPU name and free memory, or the CPU's vector capability), dtype, weights and, for packed
-    weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why)."""
+    weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why) and the path a
+    prefill takes (the kernel, or a dense product and its dtype)."""
     where = lm.device
     if where.type == "cuda":
         free, total = torch.cuda.mem_get_info(where)
         device = f"{torch.cuda.get_device_name(where)} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free)"
     else:
         device = f"{where.type} ({torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads)"
-    from ..models.quantized import decode_kernel
+    from ..models.prefill_path import kernel_prefill
+    from ..models.quantized import decode_kernel, prefill_dtype
 
     kernel = decode_kernel(lm.model)
+    if kernel == "none":
+        packed = ""
+    else:  # and how a prompt's rows are multiplied (models/prefill_path.py)
+        dense = f"dense {str(prefill_dtype()).removeprefix('torch.')}"
+        packed = f", decode kernel {kernel}, prefill {'kernel' if kernel.startswith('active-rag') and kernel_prefill() else dense}"
     return (f"torch {torch.__version__}, {device}, model {lm.name}, dtype {str(lm.dtype).removeprefix('torch.')}, "
-            f"weights {lm.weights}" + ("" if kernel == "none" else f", decode kernel {kernel}"))
+            f"weights {lm.weights}" + packed)
 
 
 def _greedy(lm: ActiveLM, ids: list[int], *, capture: bool = False) -> list[int]:

@@ -93,3 +93,17 @@ def test_rows_written_with_the_kernels_prefill_have_keys_of_their_own(monkeypatc
     torch_rows = method_engines._engine_key(Rag(), config, "m")  # type: ignore[arg-type]
     monkeypatch.setenv(VARIABLE, "dense")
     assert method_engines._engine_key(Rag(), config, "m") == torch_rows  # type: ignore[arg-type]
+
+
+def test_doctor_says_how_a_prompt_is_prefilled(monkeypatch) -> None:
+    if not kernels.available():
+        pytest.skip("the active-rag decode kernel is not built")
+    from active_rag.cli.doctor import environment
+
+    lm = type("LM", (), {"device": torch.device("cpu"), "name": "tiny", "dtype": torch.float32, "weights": "int4",
+                         "model": nn.Sequential(Int4Linear.from_linear(nn.Linear(64, 32)))})()
+    monkeypatch.setenv(VARIABLE, "kernel")
+    assert environment(lm).endswith(f"decode kernel active-rag {kernels.default_isa()}, prefill kernel")  # type: ignore[arg-type]
+    monkeypatch.setenv(VARIABLE, "dense")
+    monkeypatch.setenv("ACTIVE_RAG_PREFILL_DTYPE", "float32")
+    assert environment(lm).endswith(", prefill dense float32")  # type: ignore[arg-type]
