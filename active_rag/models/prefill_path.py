@@ -5,10 +5,11 @@ A prefill multiplies a prompt's hundreds of rows by each weight. Where the CPU h
 (oneDNN's AMX kernels) beats active-rag's kernel, so the layer dequantises its weight and multiplies densely
 (:meth:`~active_rag.models.quantized.PackedLinear.forward`). Elsewhere it does not: on the 1.5B model's MLP shapes
 at 939 rows, measured on one 2-core Xeon (``results/bench/kernel-prefill/``), the packed kernel (activations
-quantised to int8, integer dot products) ran at 456-507 GFLOP/s against 162-165 for oneDNN's bfloat16 product with
-AMX turned off (AVX512-BF16), and at 185-212 against 149-157 for float32 with the CPU held to AVX2; with AMX the dense
-product ran at 1,056-1,312. So a prefill takes the kernel's path wherever AMX is not in use, as llama.cpp's
-prefill quantises its activations too.
+quantised to int8, integer dot products) ran at 280-507 GFLOP/s against 135-165 for oneDNN's bfloat16 product with
+AMX turned off (AVX512-BF16), and at 154-212 against 118-157 for float32 with the CPU held to AVX2; with AMX the
+dense product ran at 885-1,566. A 939-token prefill of the 1.5B model without AMX: 130-132 tokens a second against
+46-52. So a prefill takes the kernel's path wherever AMX is not in use, as llama.cpp's prefill quantises its
+activations too.
 
 :data:`VARIABLE` chooses: ``kernel`` or ``dense`` (``auto``, the default: dense only with AMX). The kernel's path
 rounds the prompt's activations to int8 in groups of 32, as every decode step does: its logits differ from the
