@@ -64,7 +64,7 @@ def environment(lm: ActiveLM) -> str:
         device = f"{torch.cuda.get_device_name(where)} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free)"
     else:
         device = f"{where.type} ({torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads)"
-    from ..models.prefill_path import kernel_prefill
+    from ..models.prefill_path import prefills_with_kernel
     from ..models.quantized import decode_kernel, prefill_dtype
 
     kernel = decode_kernel(lm.model)
@@ -72,7 +72,7 @@ def environment(lm: ActiveLM) -> str:
         packed = ""
     else:  # and how a prompt's rows are multiplied (models/prefill_path.py)
         dense = f"dense {str(prefill_dtype()).removeprefix('torch.')}"
-        packed = f", decode kernel {kernel}, prefill {'kernel' if kernel.startswith('active-rag') and kernel_prefill() else dense}"
+        packed = f", decode kernel {kernel}, prefill {'kernel' if prefills_with_kernel(lm.model) else dense}"
     return (f"torch {torch.__version__}, {device}, model {lm.name}, dtype {str(lm.dtype).removeprefix('torch.')}, "
             f"weights {lm.weights}" + packed)
 

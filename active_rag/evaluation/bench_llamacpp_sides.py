@@ -219,10 +219,10 @@ QUESTIONS = [
 def _prefill_label(lm: Any) -> str:
     """How the engine's side prefills: ``int8 kernel`` where its packed layers prefill with active-rag's kernel
     (:func:`~active_rag.models.prefill_path.kernel_prefill`), else the dense product's dtype."""
-    from active_rag.models.prefill_path import kernel_prefill
-    from active_rag.models.quantized import packed_layers, prefill_dtype
+    from active_rag.models.prefill_path import prefills_with_kernel
+    from active_rag.models.quantized import prefill_dtype
 
-    if kernel_prefill() and any(layer.uses_kernel for _, layer in packed_layers(lm.model)):
+    if prefills_with_kernel(lm.model):
         return "int8 kernel"
     return str(prefill_dtype()).removeprefix("torch.")
 

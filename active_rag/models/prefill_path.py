@@ -24,7 +24,7 @@ import os
 
 import torch
 
-__all__ = ["VARIABLE", "amx_bfloat16", "kernel_prefill"]
+__all__ = ["VARIABLE", "amx_bfloat16", "kernel_prefill", "prefills_with_kernel"]
 
 VARIABLE = "ACTIVE_RAG_PREFILL"
 """Environment variable: ``kernel`` (every prefill through the packed kernel), ``dense`` (dequantise and multiply),
@@ -55,3 +55,10 @@ def kernel_prefill() -> bool:
     if choice == "dense":
         return False
     raise ValueError(f"{VARIABLE} must be kernel, dense or auto, got {choice!r}")
+
+
+def prefills_with_kernel(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s prompts are prefilled through active-rag's kernel: :func:`kernel_prefill` holds and one
+    of its packed layers (:class:`~active_rag.models.quantized.PackedLinear`, read by its ``uses_kernel``) decodes
+    with that kernel (what ``doctor`` and ``bench --suite llamacpp`` report)."""
+    return kernel_prefill() and any(getattr(m, "uses_kernel", False) for m in model.modules())
