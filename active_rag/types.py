@@ -172,6 +172,9 @@ class Retrieval:
             out["linked_names"] = list(self.details.get("names") or [])  # the names followed, best first
             if "linked_from" in self.details:  # article id -> the held passage that named it (None: the question)
                 out["linked_from"] = dict(self.details["linked_from"])
+            if "link_scores" in self.details:  # the link filter: each name's probability, the names not read
+                out["link_scores"] = dict(self.details["link_scores"])
+                out["filtered"] = list(self.details.get("filtered") or [])
         if "choice" in self.details:  # sr-rag-choose: what the question reads, and why
             out["choice"], out["choice_reason"] = self.details["choice"], self.details.get("choice_reason", "")
         return out

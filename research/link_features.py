@@ -45,6 +45,7 @@ try:  # imported as research.link_features (the tests), or run as a script besid
 except ModuleNotFoundError:
     from linked_recall import CountingRetriever, hide_titles  # type: ignore[no-redef]
 
+from active_rag.answer.link_filter import FEATURES, LinkFilter, describe_links, link_vector
 from active_rag.answer.links import follow_links, question_names
 from active_rag.answer.options import question_options
 from active_rag.answer.read_choice import choose_reading
@@ -53,8 +54,6 @@ from active_rag.evaluation.method_engines import load_corpus_index
 from active_rag.retrieval.name_index import NameIndex, name_key
 from active_rag.retrieval.rankings import fetch_rankings
 from active_rag.retrieval.embeddings import MiniLMEncoder
-from active_rag.retrieval.relevance import relevance_of, terms
-from active_rag.text import split_sentences
 
 Row = dict[str, Any]
 Rule = Callable[[Row, Row], bool]
@@ -67,8 +66,7 @@ def dump(dataset: str, data_dir: Path | None, split: str, hide: bool, out: Path)
     if hide:
         index = hide_titles(index)
     names = NameIndex.from_passages(index.passages)
-    retriever, relevance = CountingRetriever(index, names), relevance_of(names)
-    weight = lambda w: relevance.weights.get(w, relevance._unseen)  # noqa: E731
+    retriever = CountingRetriever(index, names)
     encoder = MiniLMEncoder()
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
@@ -77,26 +75,16 @@ def dump(dataset: str, data_dir: Path | None, split: str, hide: bool, out: Path)
             held = {p.id for p in first}
             compare = choose_reading(q).way == "compare"
             links = follow_links(retriever, [] if compare else first, q, 8, held, fill=False)
-            asked, own = terms(q), {name_key(n) for n in question_names(q, names.names_document)}
-            rows, texts = [], [q] + [f"{p.title}\n{p.text}" for p in first]
-            for order, (p, name) in enumerate((p, n) for p, n in links.sources if n is not None):
-                src = links.linked_from.get(p.id)
-                srank = next((i for i, fp in enumerate(first) if fp.id == src), -1)
-                sentence = next((s for s in split_sentences(first[srank].text) if name in s), "") if srank >= 0 else ""
-                rows.append(dict(order=order, name=name, id=p.id, qname=name_key(name) in own,
-                                 rel=relevance.score(asked, p), srank=srank, mentions=names.mentions(name),
-                                 sent_rel=sum(weight(w) for w in asked & (terms(sentence) - terms(name))),
-                                 gold=p.id in set(e.gold_passage_ids)))
-                texts += [f"{p.title}\n{p.text}", sentence or p.title]
-            vectors = np.asarray(encoder.encode(texts))
-            cos = vectors[1:] @ vectors[0]
-            for i, row in enumerate(rows):
-                row["emb"], row["sent_emb"] = float(cos[len(first) + 2 * i]), float(cos[len(first) + 1 + 2 * i])
-            f.write(json.dumps(dict(question=q, compare=compare, options=bool(question_options(q)),
-                                    floor=min(relevance.score(asked, p) for p in first), first=sorted(held),
-                                    emb_floor=float(cos[:len(first)].min()),
+            own = {name_key(n) for n in question_names(q, names.names_document)}
+            named = [(p, n) for p, n in links.sources if n is not None]
+            row = describe_links(q, first, named, links.linked_from, own, names, encoder, bool(question_options(q)))
+            gold = set(e.gold_passage_ids)
+            for link in row["links"]:
+                link["gold"] = link["id"] in gold
+            f.write(json.dumps(dict(question=q, compare=compare, options=row["options"], floor=row["floor"],
+                                    first=sorted(held), emb_floor=row["emb_floor"],
                                     ahead=[p.id for p in fetch_rankings(retriever, [q], 9, held)[0]],
-                                    gold=list(e.gold_passage_ids), links=rows)) + "\n")
+                                    gold=list(e.gold_passage_ids), links=row["links"])) + "\n")
 
 
 def replay(rows: Sequence[Row], keep: Rule | None = None, k: int = 3) -> tuple[float, float]:
@@ -191,25 +179,10 @@ def rules_table(paths: Sequence[Path]) -> str:
     return "\n".join(lines)
 
 
-FEATURES = ("bias", "first link", "second link", "third or later", "passage relevance / floor",
-            "sentence relevance / floor", "log(1 + mentions)", "hub (20+ mentions)", "cosine - first passages' floor",
-            "sentence cosine", "mentioning passage's rank", "choice question", "links a question")
-"""The names of :func:`link_vector`'s entries, in order."""
-
-
-def link_vector(q: Row, link: Row) -> list[float]:
-    """A link's features for the learned filter (a link the question names is always kept, so it has none)."""
-    floor = q["floor"] or 1.0
-    others = [x for x in q["links"] if not x["qname"]]
-    k = others.index(link)
-    return [1.0, float(k == 0), float(k == 1), float(k >= 2), link["rel"] / floor, link["sent_rel"] / floor,
-            float(np.log1p(link["mentions"])), float(link["mentions"] >= 20), link["emb"] - q["emb_floor"],
-            link["sent_emb"], float(link["srank"]), float(q["options"]), float(len(others))]
-
-
 class LearnedFilter:
     """Logistic regression (L2 1e-3, full-batch gradient descent on standardised features) of "the linked passage is
-    gold" on :func:`link_vector`; :meth:`rule` keeps a link whose probability is at least ``threshold``."""
+    gold" on :func:`~active_rag.answer.link_filter.link_vector`; :meth:`rule` keeps a link whose probability is at
+    least ``threshold``; :meth:`as_filter` is the engine's :class:`~active_rag.answer.link_filter.LinkFilter`."""
 
     def __init__(self, rows: Sequence[Row], steps: int = 3000, rate: float = 0.5, l2: float = 1e-3) -> None:
         pairs = [(link_vector(q, x), float(x["gold"])) for q in rows for x in q["links"] if not x["qname"]]
@@ -224,13 +197,15 @@ class LearnedFilter:
             p = 1.0 / (1.0 + np.exp(-z @ self.weights))
             self.weights -= rate * (z.T @ (p - y) / len(y) + l2 * self.weights)
 
-    def probability(self, q: Row, link: Row) -> float:
-        z = (np.asarray(link_vector(q, link)) - self.mean) / self.scale
-        return float(1.0 / (1.0 + np.exp(-z @ self.weights)))
+    def as_filter(self, threshold: float, fitted_on: str = "") -> LinkFilter:
+        return LinkFilter(tuple(map(float, self.weights)), tuple(map(float, self.mean)), tuple(map(float, self.scale)),
+                          float(threshold), fitted_on)
 
     def rule(self, threshold: float) -> Rule:
+        scorer = self.as_filter(threshold)
+
         def keep(q: Row, link: Row) -> bool:
-            return bool(link["qname"]) or self.probability(q, link) >= threshold
+            return bool(link["qname"]) or scorer.probability(q, link) >= threshold
         return keep
 
     def lossless_threshold(self, rows: Sequence[Row], grid: Sequence[float] = tuple(np.arange(0.01, 0.5, 0.01))) -> float:
@@ -240,8 +215,9 @@ class LearnedFilter:
         return float(max(kept)) if kept else 0.0
 
 
-def learned_table(paths: Sequence[Path], trains: Sequence[Sequence[str]]) -> str:
-    """Per training set: the fitted filter at its lossless threshold, replayed on every slice (as :func:`rules_table`)."""
+def learned_table(paths: Sequence[Path], trains: Sequence[Sequence[str]], save: Path | None = None) -> str:
+    """Per training set: the fitted filter at its lossless threshold, replayed on every slice (as :func:`rules_table`).
+    ``save``: write the first training set's filter there (:meth:`~active_rag.answer.link_filter.LinkFilter.save`)."""
     slices = _slices(paths)
     base = {name: replay(rows) for name, rows in slices.items()}
     lines = ["All-gold % (change) / linked passages without gold a question (share of the look's), BM25 top 3 then 3;",
@@ -256,6 +232,8 @@ def learned_table(paths: Sequence[Path], trains: Sequence[Sequence[str]]) -> str
         rows = [q for t in train for q in slices[t]]
         learned = LearnedFilter(rows)
         threshold = learned.lossless_threshold(rows)
+        if save is not None and train is trains[0]:
+            learned.as_filter(threshold, f"{' + '.join(train)} (research/link_features.py learn)").save(save)
         cells = []
         for s, srows in slices.items():
             a, n = replay(srows, learned.rule(threshold))
@@ -284,12 +262,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     learn.add_argument("--train", action="append", required=True,
                        help="comma-separated slice names (file stems) to fit on; repeat for more rows")
     learn.add_argument("--out", type=Path, default=None)
+    learn.add_argument("--save", type=Path, default=None,
+                       help="write the first --train's filter as JSON (the engine's: active_rag/data/link_filter.json)")
     args = parser.parse_args(argv)
     if args.command == "dump":
         dump(args.dataset, args.data_dir, args.split, args.hide_titles, args.out)
         return 0
     if args.command == "learn":
-        text = learned_table(args.dumps, [t.split(",") for t in args.train])
+        text = learned_table(args.dumps, [t.split(",") for t in args.train], args.save)
     else:
         text = rules_table(args.dumps)
     print(text)

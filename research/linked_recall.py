@@ -41,6 +41,7 @@ from active_rag.entities import entities_of, is_article_of
 from active_rag.errors import ActiveRAGError
 from active_rag.evaluation.datasets import Example, load_dataset
 from active_rag.evaluation.method_engines import load_corpus_index
+from active_rag.answer.link_filter import LinkFilter, default_link_filter
 from active_rag.answer.links import follow_links, question_names
 from active_rag.answer.options import question_options
 from active_rag.retrieval.name_index import NameIndex, name_index_of, name_key
@@ -120,7 +121,8 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
                    with_question_names: bool = True,
                    min_share: float = 0.0,
                    continuation: bool = True, hub: float = 0.0,
-                   budget: tuple[int, int, float] | None = None) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+                   budget: tuple[int, int, float] | None = None,
+                   link_filter: LinkFilter | None = None) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
     """The first retrieval's passage ids, per way (:data:`WAYS`, and ``budget`` when given) the ids of the ``more``
     passages it adds, and per way the retriever calls the question made (the first retrieval's included)."""
     retriever.calls = 0
@@ -141,7 +143,7 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
             compare = way == "choose" and choose_reading(example.question).way == "compare"
             links = follow_links(retriever, [] if compare else first, example.question, more, held,
                                  with_question_names=with_question_names, min_share=min_share,
-                                 continuation=continuation, hub=hub)
+                                 continuation=continuation, hub=hub, link_filter=link_filter)
             ids = [p.id for p in links.passages]
         added[way], calls[way] = ids, retriever.calls
     return [p.id for p in first], added, calls
@@ -150,7 +152,8 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
 def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: int = 3,
                  name_index: NameIndex | None = None, with_question_names: bool = True,
                  min_share: float = 0.0, continuation: bool = True, hub: float = 0.0,
-                 budget: tuple[int, int, float] | None = None) -> dict[str, dict[str, float]]:
+                 budget: tuple[int, int, float] | None = None,
+                 link_filter: LinkFilter | None = None) -> dict[str, dict[str, float]]:
     """Per way: ``all_gold`` (% of questions whose prompt holds every gold passage after the added ones),
     ``new_evidence`` (% whose added passages bring a gold passage the first ones lacked), ``linked`` and
     ``linked_without_gold`` (added passages a question that the question's next-ranked ones would not have
@@ -169,7 +172,7 @@ def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: 
     for e in rows:
         gold = set(e.gold_passage_ids)
         first, added, calls = added_passages(retriever, e, top_k, more, with_question_names, min_share, continuation, hub,
-                                             budget)
+                                             budget, link_filter)
         out["first"]["all_gold"] += gold <= set(first)
         question_ids = set(added["question"])
         for way, ids in added.items():
@@ -257,6 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hub", type=float, default=0.0,
                         help="linked/choose: do not follow a name that at least this share of the corpus's passages (and "
                              "at least 20) mention (active_rag.answer.links.follow_links' hub; default 0: every one)")
+    parser.add_argument("--link-filter", action="store_true",
+                        help="read a linked passage only when the shipped learned filter keeps it "
+                             "(active_rag.answer.link_filter; the linked looks' ways)")
     parser.add_argument("--no-continuation", action="store_true",
                         help="linked/choose: follow every name even where the question's next passage continues a "
                              "document it reads (active_rag.answer.links.follow_links' continuation off)")
@@ -288,11 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = NameIndex.from_passages(index.passages)  # built here: a cached index may hold one by older rules
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         table = recall_table(index, examples, args.top_k, args.more, names, not args.without_question_names,
-                             args.min_share, not args.no_continuation, args.hub, budget)
+                             args.min_share, not args.no_continuation, args.hub, budget,
+                             default_link_filter() if args.link_filter else None)
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = {"dataset": args.dataset, "split": args.split, "min_share": args.min_share, "hub": args.hub,
+              "link_filter": args.link_filter,
               "budget": args.budget, "continuation": not args.no_continuation, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
               "question_names": not args.without_question_names,
               "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),

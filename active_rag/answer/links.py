@@ -63,6 +63,8 @@ from ..retrieval.name_index import (NameIndex, is_file_name, name_index_of, name
 from ..retrieval.rankings import fetch_rankings
 from ..retrieval.relevance import MIN_SHARE, relevance_of, terms
 from ..markup import identifiers, prose
+from .link_filter import LinkFilter, describe_links
+from .options import question_options
 from ..text import AUXILIARIES, WH_WORDS, split_sentences, stop_words
 from ..types import Passage
 
@@ -117,6 +119,11 @@ class Links:
     the question already reads (:func:`follow_links`' ``continuation``): that chunk is read instead."""
     hubs: list[str] = field(default_factory=list)
     """Names the passages mention that too many of the corpus's passages mention (:func:`follow_links`' ``hub``)."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Name -> the link filter's probability that its passage is gold (:func:`follow_links`' ``link_filter``), for
+    each followed name the question does not name."""
+    filtered: list[str] = field(default_factory=list)
+    """Names whose probability is below the link filter's threshold: their passages are not read."""
 
     @property
     def passages(self) -> list[Passage]:
@@ -257,7 +264,8 @@ def _warn_no_index(retriever: Any) -> None:
 
 def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
                  held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True,
-                 fill: bool = True, min_share: float = MIN_SHARE, continuation: bool = True, hub: float = 0.0) -> Links:
+                 fill: bool = True, min_share: float = MIN_SHARE, continuation: bool = True, hub: float = 0.0,
+                 link_filter: LinkFilter | None = None) -> Links:
     """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
     that ``passages`` mention (and, with a name index and ``with_question_names``, that the question mentions),
     then the question's next-ranked ones (see the module's docstring). ``fill=False``: the question's next passages
@@ -276,7 +284,12 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     ``hub`` (with a name index; 0, the default, follows every name): a name the passages mention is not followed when
     at least that share of the corpus's passages, and at least :data:`HUB_MIN_MENTIONS`, mention it
     (:meth:`~active_rag.retrieval.name_index.NameIndex.mentions`): a city, a war, an award, which many passages
-    name in passing, is rarely the bridge a question needs (measured, not the default: docs/context.md)."""
+    name in passing, is rarely the bridge a question needs (measured, not the default: docs/context.md).
+
+    ``link_filter`` (with a name index; ``None``, the default, reads every name followed): a name the passages mention
+    is read only when the filter's probability that its passage is gold reaches its threshold
+    (:mod:`active_rag.answer.link_filter`); the question's names are always read. ``links.scores`` holds each
+    probability and ``links.filtered`` the names left out."""
     links = Links()
     if k < 1:
         return links
@@ -290,6 +303,8 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
         if all(best.id != f.id for f, _ in links.sources):
             links.sources.append((best, name))
             links.linked_from[best.id] = _source_of(name, passages)
+    if link_filter is not None and index is not None and links.sources:
+        _filter(links, link_filter, question, passages, index)
     links.sources = links.sources[:k]
     links.linked_from = {p.id: links.linked_from[p.id] for p, _ in links.sources}
     if len(links.sources) < k and (fill or not links.sources):
@@ -301,6 +316,18 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
                 links.sources.append((p, None))
     links.sources = links.sources[:k]
     return links
+
+
+def _filter(links: Links, link_filter: LinkFilter, question: str, passages: Sequence[Passage], index: NameIndex) -> None:
+    """Leave out of ``links.sources`` the names the question does not name whose passage ``link_filter`` scores below
+    its threshold (:func:`follow_links`' ``link_filter``)."""
+    keys = {name_key(n) for n in question_names(question, index.names_document)}
+    named = [(p, name) for p, name in links.sources if name is not None]
+    q = describe_links(question, passages, named, links.linked_from, keys, index, link_filter.encoder,
+                       bool(question_options(question)))
+    links.scores = link_filter.scores(q)
+    links.filtered = [n for n, s in links.scores.items() if s < link_filter.threshold]
+    links.sources = [(p, name) for p, name in links.sources if name not in links.filtered]
 
 
 def _chunk_sources(index: NameIndex, passages: Sequence[Passage]) -> set[str]:

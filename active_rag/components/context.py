@@ -55,6 +55,10 @@ Scorer = Callable[[Sequence[Passage]], float]
 """The model's uncertainty about the next sentence with these passages in the prompt (lower: more certain)."""
 
 
+#: settings a policy's description leaves out while they are 0, so that rows written before they existed keep their keys
+_UNSET_UNSAID = ("hub", "link_filter")
+
+
 @dataclass
 class ContextPolicy:
     """Base class: what the prompt holds after a retrieval, and after the sentence that follows it."""
@@ -91,7 +95,8 @@ class ContextPolicy:
         return self
 
     def describe(self) -> str:
-        settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_") and (k != "hub" or v))
+        settings = ", ".join(f"{k}={v}" for k, v in vars(self).items()
+                             if not k.startswith("_") and (k not in _UNSET_UNSAID or v))
         return f"{self.name}({settings})"
 
 
@@ -143,17 +148,24 @@ class AccumulateContext(ContextPolicy):
 
     ``hub`` (per mille; 0, the default, follows every name): a linked look leaves out the names that at least that
     share of the corpus's passages, and at least 20, mention (:func:`~active_rag.answer.links.follow_links`' ``hub``;
-    measured, not the default: docs/context.md, "Hubs")."""
+    measured, not the default: docs/context.md, "Hubs").
+
+    ``link_filter`` (0, the default, reads every name a look follows; 1): a linked look reads a name's passage only
+    when the shipped learned filter scores it likely gold (:mod:`active_rag.answer.link_filter`; the trace lists the
+    names left out under ``details["filtered"]`` and every score under ``details["link_scores"]``)."""
 
     name: ClassVar[str] = "accumulate"
     skip_held: ClassVar[bool] = True
     max_passages: int | None = None
     hub: int = 0
+    link_filter: int = 0
 
     def __post_init__(self) -> None:
         if self.max_passages is not None:
             check_int("max_passages", self.max_passages, minimum=1, hint="It bounds the passages the prompt keeps across retrievals")
         check_int("hub", self.hub, minimum=0, hint="It is the per mille of the corpus's passages that makes a name a hub")
+        check_int("link_filter", self.link_filter, minimum=0, maximum=1,
+                  hint="1 reads a linked passage only when the learned link filter keeps it")
 
     def for_top_k(self, top_k: int) -> AccumulateContext:
         return self if self.max_passages is not None else replace(self, max_passages=2 * top_k)
@@ -238,14 +250,14 @@ class FocusContext(AccumulateContext):
 
     def for_look(self, way: str) -> ContextPolicy:
         if way == "compare" and self.compare:
-            return AccumulateContext(max_passages=self.max_passages, hub=self.hub)
+            return AccumulateContext(max_passages=self.max_passages, hub=self.hub, link_filter=self.link_filter)
         return self
 
     def describe(self) -> str:
         # focus before comparison looks were read in full had no ``compare``: its rows keep the keys they were
         # written with (``focus:compare=0``)
         settings = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_")
-                             and (k not in ("compare", "hub") or v))
+                             and (k not in ("compare", *_UNSET_UNSAID) or v))
         return f"{self.name}({settings})"
 
     def after_retrieval(self, held: Sequence[Passage], new: Sequence[Passage], scorer: Scorer | None = None) -> list[Passage]:

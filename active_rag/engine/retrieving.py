@@ -21,6 +21,7 @@ from typing import Any
 from ..decoding.model import count_prompt_tokens
 from ..entities import is_own_passage
 from ..components.context import ContextPolicy, record_held
+from ..answer.link_filter import default_link_filter
 from ..answer.links import Links, follow_links
 from ..answer.premise import PREMISE_REASON, premise_pages
 from ..answer.read_choice import choose_reading
@@ -127,7 +128,8 @@ class Retrieving:
 
         def fetch(held: set[str]) -> list[Passage]:
             links = follow_links(engine.retriever, read, run.question, engine.top_k, held, fill=context.fill_links,
-                                 hub=getattr(context, "hub", 0) / 1000)
+                                 hub=getattr(context, "hub", 0) / 1000,
+                                 link_filter=default_link_filter() if getattr(context, "link_filter", 0) else None)
             details.update(names=links.names, articles=links.articles)  # articles: the rest are the question's
             details["linked_from"] = dict(links.linked_from)
             if links.unrelated:  # names mentioned whose passage does not bear on the question: not read
@@ -136,6 +138,9 @@ class Retrieving:
                 details["outranked"] = list(links.outranked)
             if links.hubs:  # names that many of the corpus's passages mention (the context's hub): not followed
                 details["hubs"] = list(links.hubs)
+            if links.scores:  # the link filter's probability per name; those below its threshold: not read
+                details["link_scores"] = {n: round(p, 4) for n, p in links.scores.items()}
+                details["filtered"] = list(links.filtered)
             found.append(links)
             return links.passages
 

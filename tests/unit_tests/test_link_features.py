@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from research.link_features import RULES, replay, rules_table
 
 
@@ -83,13 +85,19 @@ def test_learned_filter_keeps_recall_and_drops_the_noise_it_can_tell(tmp_path: P
     for name, rows in (("fit", train), ("other", test)):
         paths.append(tmp_path / f"{name}.jsonl")
         paths[-1].write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    table = learned_table(paths, [["fit"]])
+    saved = tmp_path / "filter.json"
+    table = learned_table(paths, [["fit"]], save=saved)
     assert "| fit (" in table and "+0.0 / " in table and "x* |" in table  # the unseen slice is marked
+    from active_rag.answer.link_filter import LinkFilter
+
+    engine_filter = LinkFilter.load(saved)  # what the engine reads keeps the same links as the research rule
+    assert engine_filter.threshold == threshold and engine_filter.fitted_on.startswith("fit")
+    assert all(engine_filter.probability(q, x) == pytest.approx(learned.as_filter(threshold).probability(q, x))
+               for q in test for x in q["links"])
+    assert replay(test, lambda q, x: engine_filter.probability(q, x) >= threshold) == (recall, noise)
 
 
 def test_learn_names_an_unknown_training_slice(tmp_path: Path) -> None:
-    import pytest
-
     from research.link_features import learned_table
 
     path = tmp_path / "fit.jsonl"

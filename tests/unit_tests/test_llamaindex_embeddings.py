@@ -6,36 +6,15 @@ from __future__ import annotations
 from active_rag.retrieval.embeddings import ephemeral_chroma_client
 
 import asyncio
-import hashlib
-import math
 import uuid
 
 import pytest
 
 from active_rag import ActiveLM
 from llamaindex_active_rag import ActiveRAGQueryEngine, MiniLMEmbedding, demo_nodes
+from tests.encoders import HashEncoder
 
 QUESTION = "What was the father of Kasper Schmeichel voted to be by the IFFHS in 1992?"
-
-
-class HashEncoder:
-    """Deterministic bag-of-words vectors (64-d, L2-normalised) over words of 5+ letters."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def encode(self, texts: list[str]) -> list[list[float]]:
-        self.calls.append(list(texts))
-        out = []
-        for text in texts:
-            v = [0.0] * 64
-            for word in (w.strip(".,?!\"'()") for w in text.lower().split()):
-                if len(word) < 5:
-                    continue
-                v[int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
-            norm = math.sqrt(sum(x * x for x in v)) or 1.0
-            out.append([x / norm for x in v])
-        return out
 
 
 def test_embedding_delegates_to_the_encoder() -> None:
