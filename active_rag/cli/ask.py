@@ -77,6 +77,10 @@ def print_retrieval(r: Any, out: Any) -> None:
         if details.get("choice"):
             print(f"      chose {details['choice']}: {details.get('choice_reason', '')}", file=out)
         print(f"      names followed: {', '.join(details.get('names') or []) or '(none)'}", file=out)
+        scores, filtered = details.get("link_scores") or {}, set(details.get("filtered") or ())
+        if scores:  # the link filter: each name's probability that its article is gold; below the threshold: not read
+            print("      link filter: " + ", ".join(f"{n} {p:.2f}" + (" (not read)" if n in filtered else "")
+                                             for n, p in scores.items()), file=out)
     for p in r.passages:
         origin = ""
         if linked is not None:  # the linked look: a name's own article, or the question's next passage

@@ -127,6 +127,10 @@ def test_a_context_with_link_filter_leaves_the_name_out_and_the_trace_says_so(mo
     assert set(linked.details["link_scores"]) == {"Paris", "Glow", "Paul Smith"}
     row = linked.to_dict()  # what an eval row's trace keeps
     assert row["filtered"] == ["Paris"] and row["link_scores"] == linked.details["link_scores"]
+    from tests.unit_tests.test_linked import printed  # what `active-rag ask` prints of the look
+
+    line = next(line for line in printed(linked) if line.startswith("      link filter: "))
+    assert "Paris 0.0" in line and "(not read)" in line and line.count("(not read)") == 1
     assert rag.describe()["context"] == "accumulate(max_passages=4, link_filter=1)"
     focus = ActiveRAG.from_preset("sr-rag-linked", lm, HubWiki(), top_k=2, context="focus:link_filter=1")
     assert focus.context.for_look("compare").link_filter == 1  # a comparison's look keeps the filter
