@@ -40,16 +40,6 @@ AMX void block(int r0, int32_t* cb) {
   }
   for (int r = 0; r < 16; ++r) _mm512_storeu_ps(out + (r0 + r) * 16, acc[r]);
 }
-template <int MODE>
-AMX double run(int reps) {
-  _tile_loadconfig(&cfg);
-  alignas(64) int32_t cb[512] = {};
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) for (int r0 = 0; r0 < ROWS; r0 += 16) block<MODE>(r0, cb);
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  _tile_release();
-  return 2.0 * ROWS * 16 * KP * reps / s / 1e9;
-}
 
 AMX inline void foldg(const int32_t* c, int r0, int gg, __m512* acc) {
   const __m512 step = _mm512_set1_ps(sc[gg]), zero = _mm512_set1_ps(sc[gg+1]);
@@ -87,15 +77,6 @@ AMX void block3(int r0, int32_t* cb) {
   }
   for (int r = 0; r < 16; ++r) _mm512_storeu_ps(out + (r0 + r) * 16, acc[r]);
 }
-AMX double run3(int reps) {
-  _tile_loadconfig(&cfg);
-  alignas(64) int32_t cb[1024] = {};
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) for (int r0 = 0; r0 < ROWS; r0 += 16) block3(r0, cb);
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  _tile_release();
-  return 2.0 * ROWS * 16 * KP * reps / s / 1e9;
-}
 
 AMX void block4(int r0, int32_t* ring) {
   __m512 acc[16];
@@ -115,13 +96,17 @@ AMX void block4(int r0, int32_t* ring) {
   }
   for (int r = 0; r < 16; ++r) _mm512_storeu_ps(out + (r0 + r) * 16, acc[r]);
 }
-AMX double run4(int reps) {
-  _tile_loadconfig(&cfg);
-  alignas(64) int32_t cb[1024] = {};
+AMX void load_config() { _tile_loadconfig(&cfg); }
+AMX void release() { _tile_release(); }
+// GFLOP/s of `reps` passes of `block` over every 16-row block (one core)
+template <typename Block>
+double timed(Block block, int reps) {
+  load_config();
+  alignas(64) static int32_t cb[1024] = {};
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) for (int r0 = 0; r0 < ROWS; r0 += 16) block4(r0, cb);
+  for (int i = 0; i < reps; ++i) for (int r0 = 0; r0 < ROWS; r0 += 16) block(r0, cb);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  _tile_release();
+  release();
   return 2.0 * ROWS * 16 * KP * reps / s / 1e9;
 }
 int main() {
@@ -132,11 +117,11 @@ int main() {
   for (int i = 0; i < G*512; ++i) B[i] = (i*13)%15-8;
   for (int i = 0; i < ROWS*G; ++i) { sx[i]=0.01f; sums[i]=1.0f; }
   for (int i = 0; i < G*32; ++i) sc[i]=0x3f80;
-  printf("full  %.0f GF/s (1 core)\n", run<0>(50));
-  printf("tiles only %.0f GF/s\n", run<1>(50));
-  printf("fold only %.0f GF/s\n", run<2>(50));
+  printf("full  %.0f GF/s (1 core)\n", timed(block<0>, 50));
+  printf("tiles only %.0f GF/s\n", timed(block<1>, 50));
+  printf("fold only %.0f GF/s\n", timed(block<2>, 50));
   for (int t = 0; t < 4; ++t) { cfg.rows[t]=16; cfg.colsb[t]=64; } for (int t = 4; t < 6; ++t) { cfg.rows[t]=16; cfg.colsb[t]=32; } for (int t = 6; t < 8; ++t) { cfg.rows[t]=8; cfg.colsb[t]=64; }
-  printf("pipelined %.0f GF/s\n", run3(50));
-  cfg = cfg0; printf("tiles no store %.0f GF/s\n", run<5>(50));
-  printf("lagged %.0f GF/s\n", run4(50));
+  printf("pipelined %.0f GF/s\n", timed(block3, 50));
+  cfg = cfg0; printf("tiles no store %.0f GF/s\n", timed(block<5>, 50));
+  printf("lagged %.0f GF/s\n", timed(block4, 50));
 }
