@@ -13,6 +13,16 @@ constexpr int G = 48;  // groups (K=1536)
 constexpr int ROWS = 944, KP = G*32;
 static int8_t xq[ROWS*KP]; static int8_t B[G*512]; static float sx[ROWS*G], sums[ROWS*G]; static uint16_t sc[G*32];
 static float out[ROWS*16];
+AMX inline void foldg(const int32_t* c, int r0, int gg, __m512* acc) {
+  const __m512 step = _mm512_set1_ps(sc[gg]), zero = _mm512_set1_ps(sc[gg+1]);
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
+    int at = (r0 + r) * G + gg;
+    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16*r)), step);
+    t = _mm512_fmadd_ps(zero, _mm512_set1_ps(sums[at]), t);
+    acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[at]), acc[r]);
+  }
+}
 template <int MODE>
 AMX void block(int r0, int32_t* cb) {
   __m512 acc[16];
@@ -25,32 +35,12 @@ AMX void block(int r0, int32_t* cb) {
     if (MODE != 5) { _tile_stored(0, cb, 64); _tile_stored(1, cb + 256, 64); }
     }
     if (MODE != 1 && MODE != 5) {
-      for (int h = 0; h < 2; ++h) {
-        const int32_t* c = cb + 256*h; int gg = g + h;
-        const __m512 step = _mm512_set1_ps(sc[gg]), zero = _mm512_set1_ps(sc[gg+1]);
-#pragma GCC unroll 16
-        for (int r = 0; r < 16; ++r) {
-          int at = (r0 + r) * G + gg;
-          __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16*r)), step);
-          t = _mm512_fmadd_ps(zero, _mm512_set1_ps(sums[at]), t);
-          acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[at]), acc[r]);
-        }
-      }
+      for (int h = 0; h < 2; ++h) foldg(cb + 256 * h, r0, g + h, acc);
     }
   }
   for (int r = 0; r < 16; ++r) _mm512_storeu_ps(out + (r0 + r) * 16, acc[r]);
 }
 
-AMX inline void foldg(const int32_t* c, int r0, int gg, __m512* acc) {
-  const __m512 step = _mm512_set1_ps(sc[gg]), zero = _mm512_set1_ps(sc[gg+1]);
-#pragma GCC unroll 16
-  for (int r = 0; r < 16; ++r) {
-    int at = (r0 + r) * G + gg;
-    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16*r)), step);
-    t = _mm512_fmadd_ps(zero, _mm512_set1_ps(sums[at]), t);
-    acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[at]), acc[r]);
-  }
-}
 AMX void block3(int r0, int32_t* cb) {
   __m512 acc[16];
   for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
