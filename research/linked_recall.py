@@ -122,7 +122,8 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
                    min_share: float = 0.0,
                    continuation: bool = True, hub: float = 0.0,
                    budget: tuple[int, int, float] | None = None,
-                   link_filter: LinkFilter | None = None) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+                   link_filter: LinkFilter | None = None,
+                   subject: bool = True) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
     """The first retrieval's passage ids, per way (:data:`WAYS`, and ``budget`` when given) the ids of the ``more``
     passages it adds, and per way the retriever calls the question made (the first retrieval's included)."""
     retriever.calls = 0
@@ -143,7 +144,7 @@ def added_passages(retriever: CountingRetriever, example: Example, top_k: int, m
             compare = way == "choose" and choose_reading(example.question).way == "compare"
             links = follow_links(retriever, [] if compare else first, example.question, more, held,
                                  with_question_names=with_question_names, min_share=min_share,
-                                 continuation=continuation, hub=hub, link_filter=link_filter)
+                                 continuation=continuation, hub=hub, link_filter=link_filter, subject=subject)
             ids = [p.id for p in links.passages]
         added[way], calls[way] = ids, retriever.calls
     return [p.id for p in first], added, calls
@@ -153,7 +154,7 @@ def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: 
                  name_index: NameIndex | None = None, with_question_names: bool = True,
                  min_share: float = 0.0, continuation: bool = True, hub: float = 0.0,
                  budget: tuple[int, int, float] | None = None,
-                 link_filter: LinkFilter | None = None) -> dict[str, dict[str, float]]:
+                 link_filter: LinkFilter | None = None, subject: bool = True) -> dict[str, dict[str, float]]:
     """Per way: ``all_gold`` (% of questions whose prompt holds every gold passage after the added ones),
     ``new_evidence`` (% whose added passages bring a gold passage the first ones lacked), ``linked`` and
     ``linked_without_gold`` (added passages a question that the question's next-ranked ones would not have
@@ -172,7 +173,7 @@ def recall_table(index: Any, examples: Sequence[Example], top_k: int = 3, more: 
     for e in rows:
         gold = set(e.gold_passage_ids)
         first, added, calls = added_passages(retriever, e, top_k, more, with_question_names, min_share, continuation, hub,
-                                             budget, link_filter)
+                                             budget, link_filter, subject)
         out["first"]["all_gold"] += gold <= set(first)
         question_ids = set(added["question"])
         for way, ids in added.items():
@@ -223,7 +224,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [f"{report['dataset']}{split}, {report['questions']} questions, {report['passages']} passages"
              f"{' (titles hidden)' if report['hide_titles'] else ''}"
              f"{'' if report.get('question_names', True) else ', linked without the question names'}"
-             f"{'' if report.get('continuation', True) else ', every link followed (no continuation)'}, "
+             f"{'' if report.get('continuation', True) else ', every link followed (no continuation)'}"
+             f"{'' if report.get('subject', True) else ', links scored with the read documents names (no subject)'}, "
              f"BM25 top-{report['top_k']}, then "
              f"{report['more']} more passages", "",
              "| Second retrieval | All gold % | New evidence % | Linked / q | of them without gold / q "
@@ -263,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--link-filter", action="store_true",
                         help="read a linked passage only when the shipped learned filter keeps it "
                              "(active_rag.answer.link_filter; the linked looks' ways)")
+    parser.add_argument("--no-subject", action="store_true",
+                        help="linked/choose: score a mentioned name's passage with the names of the documents the "
+                             "question reads too (active_rag.answer.links.follow_links' subject off)")
     parser.add_argument("--no-continuation", action="store_true",
                         help="linked/choose: follow every name even where the question's next passage continues a "
                              "document it reads (active_rag.answer.links.follow_links' continuation off)")
@@ -295,13 +300,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         table = recall_table(index, examples, args.top_k, args.more, names, not args.without_question_names,
                              args.min_share, not args.no_continuation, args.hub, budget,
-                             default_link_filter() if args.link_filter else None)
+                             default_link_filter() if args.link_filter else None, not args.no_subject)
     except (ActiveRAGError, ValueError) as exc:  # no data folder, a malformed file, no gold ids
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = {"dataset": args.dataset, "split": args.split, "min_share": args.min_share, "hub": args.hub,
               "link_filter": args.link_filter,
-              "budget": args.budget, "continuation": not args.no_continuation, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
+              "budget": args.budget, "continuation": not args.no_continuation,
+              "subject": not args.no_subject, "data_dir": str(args.data_dir or "default"), "hide_titles": args.hide_titles,
               "question_names": not args.without_question_names,
               "questions": sum(1 for e in examples if e.gold_passage_ids), "passages": len(index.passages),
               "top_k": args.top_k, "more": args.more, "table": table, "name_index_seconds": seconds,

@@ -30,8 +30,10 @@ retrieving the question's next passages rarely finds it; the name in the passage
    the question's premise states (:func:`premise_names`), scored without its own name: "requests depends on a
    package described as "...". Who is the author of that package?" asks about the package described, and the
    page of requests (its author) is read only when the rest of the question bears on it more than on the next
-   chunk of the described package's page. A Wikipedia-shaped corpus (one passage per article) has nothing to
-   continue and is followed as before;
+   chunk of the described package's page. A passage the reading mentions is scored without the names of the
+   documents the question names and reads (``subject``): celery's header lists billiard among its requirements,
+   which is no reason to read it for "Who is the author of the billiard package?". A Wikipedia-shaped corpus (one
+   passage per article) has nothing to continue and is followed as before;
 5. the best passage of each followed name (of a name's chunks, the one sharing most of the question's words),
    then the question's next-ranked passages fill what is left of ``k`` (one retriever call, only when needed; the
    same ranking as step 4's when it was asked for).
@@ -45,7 +47,9 @@ questions over a folder of 258 package pages, 3,975 chunks; ``results/linked-rec
 linked passages without gold from 1.38 to 0.43 a question and every gold passage held from 84.9% to 87.3%
 (``choose``; 2 retriever calls a question), and leaves the Wikipedia unions' figures as they were; with a premise's
 names facing it too, 0.41 and 83.5% (the pydocs gold counts the header of the package a two-hop question names,
-which the reader does not need once the described package's page is read).
+which the reader does not need once the described package's page is read); with ``subject``, 0.33 and 83.5%
+(``results/linked-recall/pydocs-subject.md``; chosen there, then replayed on the second folder of 194 packages,
+``results/eval-heldout/pydocs-fresh/linked-recall-subject.md``: 0.32 -> 0.25 and 78.6% -> 79.3%).
 """
 
 from __future__ import annotations
@@ -265,7 +269,7 @@ def _warn_no_index(retriever: Any) -> None:
 def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: int,
                  held: set[str] | frozenset[str] = frozenset(), *, with_question_names: bool = True,
                  fill: bool = True, min_share: float = MIN_SHARE, continuation: bool = True, hub: float = 0.0,
-                 link_filter: LinkFilter | None = None) -> Links:
+                 link_filter: LinkFilter | None = None, subject: bool = True) -> Links:
     """At most ``k`` passages the prompt does not hold (``held``): the own passages of the names worth following
     that ``passages`` mention (and, with a name index and ``with_question_names``, that the question mentions),
     then the question's next-ranked ones (see the module's docstring). ``fill=False``: the question's next passages
@@ -286,6 +290,10 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     (:meth:`~active_rag.retrieval.name_index.NameIndex.mentions`): a city, a war, an award, which many passages
     name in passing, is rarely the bridge a question needs (measured, not the default: docs/context.md).
 
+    ``subject`` (with ``continuation``): a name the passages mention is scored against the question without the
+    names of the documents the question names and the prompt already reads: a page that merely names the subject
+    (a requirement, a "see also") does not displace the subject's own next chunk.
+
     ``link_filter`` (with a name index; ``None``, the default, reads every name followed): a name the passages mention
     is read only when the filter's probability that its passage is gold reaches its threshold
     (:mod:`active_rag.answer.link_filter`); the question's names are always read. ``links.scores`` holds each
@@ -298,7 +306,8 @@ def follow_links(retriever: Any, passages: Sequence[Passage], question: str, k: 
     if index is not None and _chunk_sources(index, passages):
         links.retriever_calls += 1
         ahead = fetch_rankings(retriever, [question], k, held)[0]
-    for name, best in _followed(retriever, passages, question, held, with_question_names, links, min_share, ahead, hub):
+    for name, best in _followed(retriever, passages, question, held, with_question_names, links, min_share, ahead, hub,
+                                subject):
         links.names.append(name)
         if all(best.id != f.id for f, _ in links.sources):
             links.sources.append((best, name))
@@ -356,7 +365,8 @@ def _source_of(name: str, passages: Sequence[Passage]) -> str | None:
 
 def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: set[str] | frozenset[str],
               with_question_names: bool, links: Links, min_share: float = MIN_SHARE,
-              ahead: Sequence[Passage] | None = None, hub: float = 0.0) -> list[tuple[str, Passage]]:
+              ahead: Sequence[Passage] | None = None, hub: float = 0.0,
+              subject: bool = True) -> list[tuple[str, Passage]]:
     """The names worth following, best first (at most :data:`MAX_NAMES`), each with its best passage; the calls a
     retriever without a name index gets are counted in ``links``. With a name index, a name the passages mention is
     followed only when its passage bears on the question (:class:`~active_rag.retrieval.relevance.Relevance`: at
@@ -387,6 +397,10 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
     relevance = relevance_of(index) if index is not None and min_share > 0 else None
     floor = _continuation_floor(index, question, passages, ahead) if index is not None else None
     asked_terms = terms(question) if floor is not None else set()
+    # ``subject``: a passage the reading mentions is scored without the names of the documents the question names and
+    # already reads: naming the subject ("billiard" in celery's Requires-Dist) is not bearing on what is asked of it
+    read_terms = ({t for n in question_names(question, known) if name_key(n) in own for t in terms(n)}
+                  if subject and floor is not None else set())
     hub_mentions = max(HUB_MIN_MENTIONS, hub * len(index.passages)) if index is not None and hub > 0 else None
     ranked: list[tuple[int, int, str, Passage]] = []
     for order, name in enumerate(candidates):
@@ -402,6 +416,8 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
             continue
         if floor is not None and (name not in asked_names or name in premise):
             scored = asked_terms - terms(name) if name in premise else asked_terms  # its own name is not what is asked
+            if name not in asked_names:
+                scored = scored - read_terms
             if relevance_of(index).score(scored, best) < floor:
                 links.outranked.append(name)  # the next chunk of a document the question reads bears on it more
                 continue

@@ -174,11 +174,13 @@ def _decodes_with_our_kernel(model: Any) -> bool:
 #: document the question reads only when it bears on the question as much), ``premise`` (a name only a question's
 #: premise states faces that rule too, :func:`~active_rag.answer.links.premise_names`), ``described`` (the pages of
 #: what only a question's premise names leave the prompt once the page it describes is read,
-#: :func:`~active_rag.answer.premise.premise_pages`)
-LINK_RULES = "continuation+premise+described"
+#: :func:`~active_rag.answer.premise.premise_pages`), ``subject`` (a passage the reading mentions is scored without
+#: the names of the documents the question names and reads, :func:`~active_rag.answer.links.follow_links`' ``subject``)
+LINK_RULES = "continuation+premise+described+subject"
 #: the link rules of rows written before, each with the rules of :data:`LINK_RULES` it lacks (a resume carries those
 #: rows over or answers them again: :func:`active_rag.evaluation.settled.convert_row`)
-EARLIER_LINK_RULES = {"continuation+premise": "described", "continuation": "premise+described"}
+EARLIER_LINK_RULES = {"continuation+premise+described": "subject", "continuation+premise": "described+subject",
+                      "continuation": "premise+described+subject"}
 
 
 def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_passages: int | None = None,

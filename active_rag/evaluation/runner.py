@@ -360,7 +360,8 @@ class EvalWorker:
         versions read from the reasoning only, ``AnswerStage(versions="reasoning")``; ``"version-asked"``: before a
         question that asks for a version got the version as its short answer; ``"premise"``, ``"described"``: the links of a
         folder's corpus followed before a question's premise names faced the continuation rule, before the premise's
-        pages left the prompt, :data:`~active_rag.evaluation.method_engines.EARLIER_LINK_RULES`); empty when it has none."""
+        pages left the prompt, ``"subject"``: before a link's passage was scored without the question's read documents' names,
+        :data:`~active_rag.evaluation.method_engines.EARLIER_LINK_RULES`); empty when it has none."""
         probe, _ = self._engine(name)
         check = probe.answer_check
         context = probe.context

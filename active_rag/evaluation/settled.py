@@ -33,10 +33,14 @@ states ("requests depends on a package described as ...") face the continuation 
 (:func:`~active_rag.answer.links.premise_names`): a row written before (rule ``"premise"``) is the row it writes
 unless its question has a premise (:func:`~active_rag.answer.links.asking_sentence`); such a question is answered
 again. So is one written before the premise's pages left the prompt once the page it describes is read (rule
-``"described"``, :func:`~active_rag.answer.premise.premise_pages`).
+``"described"``, :func:`~active_rag.answer.premise.premise_pages`). The ``subject`` rule (a passage the reading
+mentions is scored without the names of the documents the question names and reads) only ever leaves a link out:
+a row written before it (rule ``"subject"``) whose looks followed no name a passage mentions (every ``linked_from``
+of its trace ``None``) is the row it writes; any other is answered again.
 
 :func:`convert_row` applies what lies between a row's key and the new one (``"dates"``, ``"versions"``, ``"each-name"``,
-``"new-evidence"``, ``"compare-look"``, ``"version-passages"``, ``"premise"``, ``"described"``, joined by ``+``).
+``"new-evidence"``, ``"compare-look"``, ``"version-passages"``, ``"premise"``, ``"described"``, ``"subject"``, joined
+by ``+``).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from active_rag.answer.versions import settle_versions
 from active_rag.answer.normalize import normalize_answer
 from active_rag.types import Passage
 
-__all__ = ["carry_row", "convert_row", "keeps_second", "look_passage_ids", "settle_row"]
+__all__ = ["carry_row", "convert_row", "followed_mentioned_names", "keeps_second", "look_passage_ids", "settle_row"]
 
 #: the text of the passages with these ids, in order (titles and texts, as the engine's grounding reads them)
 PassageTexts = Callable[[Sequence[str]], str]
@@ -143,6 +147,12 @@ def looked_to_compare(row: Mapping[str, Any]) -> bool:
     return any(entry.get("choice") == "compare" for entry in row.get("trace") or [])
 
 
+def followed_mentioned_names(row: Mapping[str, Any]) -> bool:
+    """Whether a look of the row read the passage of a name its passages mention (a trace entry's ``linked_from``
+    with a passage id; ``None`` is a name the question itself names)."""
+    return any(source is not None for entry in row.get("trace") or [] for source in (entry.get("linked_from") or {}).values())
+
+
 def _reads_passages(row: Mapping[str, Any]) -> bool:
     """Whether ``AnswerStage(versions=True)`` reads the options' own passages on this row: a comparison of versions
     whose reasoning gives an option none."""
@@ -152,13 +162,15 @@ def _reads_passages(row: Mapping[str, Any]) -> bool:
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
     """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"version-passages"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
-    ``"premise"``, ``"described"``, joined by ``+``), as the engine with key ``key`` writes it; ``None`` when the
-    question must be answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages through
-    ``texts``, :func:`looked_to_compare`; ``"premise"``, ``"described"``: a question with a premise,
-    :func:`~active_rag.answer.links.asking_sentence`)."""
+    ``"premise"``, ``"described"``, ``"subject"``, joined by ``+``), as the engine with key ``key`` writes it; ``None``
+    when the question must be answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages
+    through ``texts``, :func:`looked_to_compare`; ``"premise"``, ``"described"``: a question with a premise,
+    :func:`~active_rag.answer.links.asking_sentence`; ``"subject"``: :func:`followed_mentioned_names`)."""
     missing = set(rules.split("+"))
     if missing & {"premise", "described"} and asking_sentence(str(row.get("question", ""))) is not None:
         return None  # a question with a premise: its premise's names and pages may now go
+    if "subject" in missing and followed_mentioned_names(row):
+        return None  # a link its passages mention may now be left out
     if "compare-look" in missing and looked_to_compare(row):
         return None
     if "each-name" in missing and _asks_each_name(row):

@@ -250,6 +250,27 @@ def test_a_link_that_bears_on_the_question_more_than_the_next_chunk_is_still_rea
     assert links.retriever_calls == 1  # the ranking the gate compared with
 
 
+def test_a_page_that_only_names_the_document_read_does_not_displace_its_next_chunk() -> None:
+    """'Who is the author of the joblib package?': dask's page lists joblib among its requirements and states an
+    author too; scored with joblib's name it outranks joblib's next chunk, scored without it (``subject``) it does
+    not (celery's page for billiard's author, on the second documentation folder)."""
+    docs = _chunked_corpus()
+    docs[0] = Passage(id="joblib.md#1", title="joblib (1/3)", metadata={"source": "joblib.md", "chunk": 1, "chunks": 3},
+                      text="Name: joblib\nAuthor: Gael Varoquaux\njoblib is the engine under Dask's parallel loops.")
+    dask = Passage(id="dask.md", title="Dask", text="Name: Dask\nAuthor: Anaconda\nRequires-Dist: joblib\n"
+                                                    "Parallel computing: a scheduler package.")
+    docs.append(dask)
+    retriever = _Ranked(docs)
+    attach_name_index(retriever, docs)
+    question = "Who is the author of the joblib package?"
+    before = follow_links(retriever, [docs[0]], question, 1, {docs[0].id}, subject=False)
+    assert [p.id for p in before.passages] == ["dask.md"]  # it names joblib: that was enough
+    links = follow_links(retriever, [docs[0]], question, 1, {docs[0].id})
+    assert [p.id for p in links.passages] == ["joblib.md#2"] and links.outranked == ["Dask"]
+    other = "Who is the author of the parallel computing scheduler that uses joblib?"  # the rest bears on it
+    assert [p.id for p in follow_links(retriever, [docs[0]], other, 1, {docs[0].id}).passages] == ["dask.md"]
+
+
 def test_a_name_only_the_premise_states_faces_the_next_chunk_of_the_document_read(monkeypatch) -> None:
     """'sklearn depends on a package described as ...': the question asks about the package described, so sklearn's
     own page (its author) is read only when it bears on the rest of the question more than the next chunk of the

@@ -75,15 +75,17 @@ def test_the_prompt_is_hotpotqas() -> None:
     assert build_eval_prompt("pydocs", "Q?") == build_eval_prompt("hotpotqa", "Q?")
 
 
-@pytest.mark.parametrize("earlier", ["continuation", "continuation+premise"])
+@pytest.mark.parametrize("earlier", ["continuation", "continuation+premise", "continuation+premise+described"])
 def test_rows_written_with_earlier_link_rules_resume_but_those_with_a_premise(
         tiny_lm, tmp_path: Path, earlier: str) -> None:
     """Rows of a method that follows links over a folder, written before a name only a question's premise states
     faced the continuation rule (``link_rules: "continuation"``) or before the premise's pages left the prompt
     (``"continuation+premise"``), resume under the new key: a question of one sentence is carried over, one with a
-    premise ("alpha depends on ... . Who is ...?") is answered again, and the rows it replaces are set aside."""
+    premise ("alpha depends on ... . Who is ...?") is answered again, and so is one whose look read a name its
+    passages mention (before ``subject``); the rows it replaces are set aside."""
     from active_rag.evaluation import method_engines
     from active_rag.evaluation.runner import EvalConfig, run_eval
+    from active_rag.evaluation.settled import followed_mentioned_names
 
     data = _data(tmp_path)
 
@@ -99,7 +101,9 @@ def test_rows_written_with_earlier_link_rules_resume_but_those_with_a_premise(
     run_eval(config(), lm=tiny_lm, progress=False)
     rows = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
     assert sorted(rows) == ["q1", "q2", "q3"]
-    assert {q for q, r in rows.items() if "settled_from" in r} == {"q1", "q3"}  # q2 has a premise
+    carried = {q for q, r in rows.items() if "settled_from" in r}
+    # q2 has a premise; a row whose look read a name its passages mention may now leave it out (subject)
+    assert carried == {q for q in ("q1", "q3") if not followed_mentioned_names(written[q])} and carried
     assert all(rows[q]["engine_key"] != written[q]["engine_key"] for q in rows)
     aside = [json.loads(line) for p in (old.out_dir / "other-settings").rglob("*.jsonl") for line in p.read_text().splitlines()]
     assert len(aside) == len(written)  # nothing lost
@@ -161,3 +165,16 @@ def test_the_held_out_two_hop_questions_skip_extras_ambiguous_summaries_and_what
     assert load_dataset("pydocs", out)[0].question == rows[0]["question_text"]
     assert main(["--data-dir", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
     assert "holds no docs/" in capsys.readouterr().err
+
+
+def test_a_row_written_before_subject_is_carried_over_unless_its_look_read_a_mentioned_name() -> None:
+    """The ``subject`` rule only leaves links out: a row whose looks read only the question's own names (or none) is
+    the row it writes; one that read a name a passage mentions is answered again."""
+    from active_rag.evaluation.settled import convert_row
+
+    own = {"id": "a", "question": "Who is the author of joblib?", "engine_key": "old",
+           "trace": [{"linked_from": {}}, {"linked_from": {"joblib.md#1": None}}]}
+    mentioned = {**own, "id": "b", "trace": [{"linked_from": {"dask.md": "joblib.md#1"}}]}
+    assert convert_row(own, "new", "subject")["settled_from"] == "old"
+    assert convert_row(mentioned, "new", "subject") is None
+    assert convert_row(mentioned, "new", "described") is not None  # only the subject rule asks it again
