@@ -257,7 +257,10 @@ class ActiveRAGResult:
     each_name: dict[str, Any] | None = None
     """With ``ask_each_name``, on a "both" question answered "yes": the names, the question asked of each with the
     passages the answer was written from, the reader's answer to it and its verdict (``asked``), and the answer they
-    settle (``answer``: "yes" or "no"; ``None``: the reader's answer stands) (:mod:`active_rag.answer.both_names`)."""
+    settle (``answer``: "yes" or "no"; ``None``: the reader's answer stands) (:mod:`active_rag.answer.both_names`).
+    With ``ask_same``, on a question whether two names share a value (``rule`` ``"same"``): the same, with the
+    ``attribute`` asked and, as each ``verdict``, the value the reader named (``None``: none)
+    (:mod:`active_rag.answer.same_value`)."""
 
     @property
     def short_answer(self) -> str:

@@ -127,9 +127,11 @@ def print_checks_and_cost(result: Any, out: Any) -> None:
         label = "Versions compared" if result.date_comparison.get("event") == "version" else "Dates compared"
         print(f"{label}: {describe_comparison(result.date_comparison)}", file=out)
     if result.each_name is not None:
-        asked = "; ".join(f"{a['question']!r}: {a['verdict'] or 'neither yes nor no'}" for a in result.each_name["asked"])
+        same = result.each_name.get("rule") == "same"
+        missing = "no value" if same else "neither yes nor no"
+        asked = "; ".join(f"{a['question']!r}: {a['verdict'] or missing}" for a in result.each_name["asked"])
         settled = result.each_name["answer"] or "the reader's answer stands"
-        print(f"Each name asked: {asked} -> {settled}", file=out)
+        print(f"{'Each value asked' if same else 'Each name asked'}: {asked} -> {settled}", file=out)
     print(f"Retriever calls: {result.retriever_calls}", file=out)
     print(f"Prompt tokens: {result.prompt_tokens_read} read ({result.cached_prompt_tokens} from the prefix cache, "
           f"{result.prefilled_prompt_tokens} prefilled)", file=out)

@@ -20,7 +20,9 @@ this stage, which says what happens around the answer itself:
   newer minimum Python version, typer or Pygments?") is answered by the versions the reader wrote, compared as
   numbers (:mod:`active_rag.answer.versions`);
 - ``each_name``: a "yes" to "Are both A and B P?" stands only when the reader says "yes" to "Is A P?" and to "Is B
-  P?", asked with the same passages (:mod:`active_rag.answer.both_names`).
+  P?", asked with the same passages (:mod:`active_rag.answer.both_names`);
+- ``same``: "Do A and B have the same X?" is answered by comparing the X the reader names for A and for B, asked
+  with the same passages (:mod:`active_rag.answer.same_value`).
 
 The papers' methods use none of these but the phrase; the presets beyond the papers
 (:data:`active_rag.components.presets.PRESETS`) name the stage they use.
@@ -53,8 +55,8 @@ def resolve_answer_phrase(phrase: str | None, answer_check: bool, answer_options
 class AnswerStage:
     """What a method does around its answer (see the module docstring); the defaults are the papers'.
 
-    >>> AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True)  # ``sr-rag-choose``'s
-    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=True, versions=True, each_name=True)
+    >>> AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True, same=True)  # ``sr-rag-choose``'s
+    AnswerStage(phrase='auto', check=None, reanswer=False, options=True, links='choose', dates=True, versions=True, each_name=True, same=True)
     """
 
     phrase: str | None = "auto"
@@ -81,6 +83,11 @@ class AnswerStage:
     """Ask a "both" question's names one by one when the answer is "yes" (:mod:`~active_rag.answer.both_names`):
     the result's ``short_answer`` is what their answers settle, and ``each_name`` records them."""
 
+    same: bool = False
+    """Answer "Do A and B have the same X?" by the X the reader names for each (:mod:`~active_rag.answer.same_value`):
+    the result's ``short_answer`` is "yes" or "no" as the two compare, and ``each_name`` records them (``rule``
+    ``"same"``)."""
+
     def resolve(self, model: Any, context: Any, retrieves_first: bool) -> ResolvedAnswerStage:
         """This stage checked against the engine it finishes: typed errors for a combination that cannot run."""
         check = make_answer_check(self.check)
@@ -100,6 +107,7 @@ class AnswerStage:
             dates=bool(self.dates),
             versions=_versions_rule(self.versions),
             each_name=bool(self.each_name),
+            same=bool(self.same),
         )
 
 
@@ -115,6 +123,7 @@ class ResolvedAnswerStage:
     dates: bool = False
     versions: Literal[False, "reasoning", "passages"] = False
     each_name: bool = False
+    same: bool = False
 
 
 def _versions_rule(versions: object) -> Literal[False, "reasoning", "passages"]:

@@ -133,20 +133,23 @@ PRESETS: dict[str, Preset] = {
         Preset("sr-rag-choose", "sr-rag-linked that chooses per question what to add to the question's passages: a "
                "comparison of things the question names reads their own articles, any other question the articles "
                "its passages link to (active_rag.answer.read_choice); a comparison of dates or versions is settled by the "
-               "dates or versions the reader wrote (active_rag.answer.dates, version_compare), and a 'yes' to whether two names both have a property by asking each name "
-               "(active_rag.answer.both_names)", "once", "input", context="accumulate",
-               answer=AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True), source=_BEYOND,
+               "dates or versions the reader wrote (active_rag.answer.dates, version_compare), a 'yes' to whether two names both have a property by asking each name "
+               "(active_rag.answer.both_names), and whether two names share a value by the value the reader names for each "
+               "(active_rag.answer.same_value)", "once", "input", context="accumulate",
+               answer=AnswerStage(options=True, links="choose", dates=True, versions=True, each_name=True, same=True),
+               source=_BEYOND,
                use_for="recommended (the ask default with a model of 1B parameters or more): questions about things "
                "they only describe, over documents that name what they mention, and comparisons of named things"),
         Preset("look-again-choose", "answer from the question's passages; when an answer token has p < 0.95 or the "
                "answer is not found in those passages, read what sr-rag-choose reads (active_rag.answer.read_choice) "
                "and answer again, keeping the second answer unless it only repeats the draft's passages (the draft and it both "
                "found there, it in none of the added ones); otherwise read nothing more; a comparison of dates or "
-               "versions is settled by those the reader wrote, and a 'yes' to whether two names both have a property by asking each name", "once", "input",
+               "versions is settled by those the reader wrote, a 'yes' to whether two names both have a property by asking each name, and "
+               "whether two names share a value by the value the reader names for each", "once", "input",
                context="accumulate",
                answer=AnswerStage(check=AnswerCheck(theta=LOOK_AGAIN_CHOOSE_THETA, select="new-evidence", query="choose",
                                                     ground_draft=True), options=True, dates=True, versions=True,
-                                   each_name=True),
+                                   each_name=True, same=True),
                source=_BEYOND, use_for="a mix of questions the first passages often answer and bridge questions, over titled "
                "documents: it reads more only where the first answer is unsure or not found in its passages; with "
                "context='focus', models under 1B on multi-hop questions (the ask default with such a model)"),

@@ -62,6 +62,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "settle_dates": ("answer", "dates"),
     "settle_versions": ("answer", "versions"),
     "ask_each_name": ("answer", "each_name"),
+    "ask_same": ("answer", "same"),
     **{f.name: ("settings", f.name) for f in dataclasses.fields(RunSettings)},
 }
 

@@ -16,7 +16,9 @@ names the built-in ones a method uses (:func:`answer_steps_for`), in this order:
 - :class:`SettleVersions` and :class:`SettleDates` (:mod:`active_rag.answer.versions`,
   :mod:`active_rag.answer.dates`): a comparison settled by the versions or dates the reader wrote;
 - :class:`AskEachName` (:mod:`active_rag.answer.both_names`): a "yes" to "Are both A and B P?" stands only when
-  the reader says "yes" to "Is A P?" and "Is B P?", asked with the passages its answer was written from.
+  the reader says "yes" to "Is A P?" and "Is B P?", asked with the passages its answer was written from;
+- :class:`AskSame` (:mod:`active_rag.answer.same_value`): "Do A and B have the same X?" answered by comparing the X
+  the reader names for A and for B, asked with the passages its answer was written from.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..answer.both_names import both_question, settle_both, yes_or_no
 from ..answer.dates import settle_dates
 from ..answer.links import question_articles
 from ..answer.read_choice import choose_reading
+from ..answer.same_value import same_question, settle_same, value_of
 from ..answer.versions import VersionAnswer, settle_versions
 from ..types import Retrieval, StreamEvent, TokenEvent, TriggerDecision
 from .generation import Generation, text_of
@@ -41,7 +44,7 @@ from .retrieving import Retrieving
 from .run import EngineView, Run
 
 __all__ = ["FORCED_ANSWER_TOKENS", "HELD_COMPARISON_STANDS", "YES_NO_STANDS", "AnswerAgain", "AnswerStep",
-           "AskEachName", "EngineParts", "ForceAnswer", "LookAgain", "SettleDates", "SettleVersions",
+           "AskEachName", "AskSame", "EngineParts", "ForceAnswer", "LookAgain", "SettleDates", "SettleVersions",
            "answer_again", "answer_steps_for"]
 
 #: The most tokens the model writes after a forced answer phrase (beyond ``max_new_tokens``, with the phrase).
@@ -331,22 +334,56 @@ class AskEachName:
         if parsed is None or yes_or_no(run.output_text) != "yes":
             return iter(())
         docs = run.retrieved(run.answer_passages)
-        asked: list[dict[str, Any]] = []
-        for question in parsed.questions:
-            one = dataclasses.replace(run, question=question, output=[], docs=docs, session=None, layout=None,
-                                      decisions=[], generated=0, options=False, streamed=0, attempt=0, followed=[])
-            for _ in answer_again(one, parts):  # its tokens are not the answer's: nothing streams
-                pass
-            run.generated += one.generated
-            text = one.output_text.strip()
-            asked.append({"question": question, "answer": text, "verdict": yes_or_no(text)})
+        asked = [{"question": q, "answer": t, "verdict": yes_or_no(t)}
+                 for q, t in zip(parsed.questions, ask_each(run, parts, parsed.questions, docs))]
         run.each_name = {"names": list(parsed.names), "asked": asked, "answer": settle_both([a["verdict"] for a in asked]),
                          "passage_ids": [p.id for p in docs]}
         return iter(())
 
 
+def ask_each(run: Run, parts: EngineParts, questions: Sequence[str], docs: list[Any]) -> list[str]:
+    """The reader's answer to each of ``questions``, written from its first word with ``docs`` (the prompt shares
+    their prefix, so only the question and the answer are new); the tokens count in the run's cost, none stream."""
+    texts: list[str] = []
+    for question in questions:
+        one = dataclasses.replace(run, question=question, output=[], docs=docs, session=None, layout=None,
+                                  decisions=[], generated=0, options=False, streamed=0, attempt=0, followed=[])
+        for _ in answer_again(one, parts):  # its tokens are not the answer's: nothing streams
+            pass
+        run.generated += one.generated
+        texts.append(one.output_text.strip())
+    return texts
+
+
+@dataclass(frozen=True)
+class AskSame:
+    """A question whether two names share a value (:func:`~active_rag.answer.same_value.same_question`: "Do A and
+    B have the same author?") asks the reader the value of each name with the passages its answer was written
+    from, in their order, and is answered by comparing the two values without the model
+    (:func:`~active_rag.answer.same_value.settle_same`); the reader's own answer stands when a value is missing.
+    The record goes to ``run.each_name`` (``ActiveRAGResult.each_name``, ``rule`` ``"same"``)."""
+
+    name: str = "same"
+    rewrites: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"ask_same": True}
+
+    def __call__(self, run: Run, parts: EngineParts) -> Iterator[StreamEvent]:
+        parsed = same_question(run.question)
+        if parsed is None or run.settled is not None:
+            return iter(())
+        docs = run.retrieved(run.answer_passages)
+        texts = ask_each(run, parts, parsed.questions, docs)
+        values = [value_of(text) for text in texts]
+        asked = [{"question": q, "answer": t, "verdict": v or None} for q, t, v in zip(parsed.questions, texts, values)]
+        run.each_name = {"rule": "same", "names": list(parsed.names), "attribute": parsed.attribute, "asked": asked,
+                         "answer": settle_same(values), "passage_ids": [p.id for p in docs]}
+        return iter(())
+
+
 #: the built-in steps' classes (a stage's own; any other step in ``ActiveRAG.answer_steps`` is the user's)
-BUILT_IN = (ForceAnswer, AnswerAgain, LookAgain, SettleVersions, SettleDates, AskEachName)
+BUILT_IN = (ForceAnswer, AnswerAgain, LookAgain, SettleVersions, SettleDates, AskEachName, AskSame)
 
 
 def answer_steps_for(stage: ResolvedAnswerStage) -> list[AnswerStep]:
@@ -364,4 +401,6 @@ def answer_steps_for(stage: ResolvedAnswerStage) -> list[AnswerStep]:
         steps.append(SettleDates())
     if stage.each_name:
         steps.append(AskEachName())
+    if stage.same:
+        steps.append(AskSame())
     return steps

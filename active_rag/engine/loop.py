@@ -172,6 +172,7 @@ class ActiveRAG:
     settle_dates = property(lambda self: self._stage.dates, doc="Settle date comparisons by the dates written.")
     settle_versions = property(lambda self: self._stage.versions, doc="Settle version comparisons by versions.")
     ask_each_name = property(lambda self: self._stage.each_name, doc="Ask a \"both\" question's names one by one.")
+    ask_same = property(lambda self: self._stage.same, doc="Answer a \"same X\" question by each name's X.")
     initial_retrieval = property(lambda self: self.settings.initial_retrieval, doc="RunSettings.initial_retrieval")
 
     @property
@@ -220,6 +221,7 @@ class ActiveRAG:
             **({"version_asked": True} if any(isinstance(s, SettleVersions) and s.asked
                                               for s in self.answer_steps) else {}),
             **({"ask_each_name": True} if self.ask_each_name else {}),
+            **({"ask_same": True} if self.ask_same else {}),
             **({"answer_steps": own} if own else {}),
         }
 

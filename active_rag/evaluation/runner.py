@@ -354,7 +354,7 @@ class EvalWorker:
 
     def unsettled_key(self, name: str) -> dict[str, str]:
         """The keys of method ``name``'s engine without the answer rules it has that a resume can carry over
-        (``settle_dates``, ``settle_versions``, ``ask_each_name``, an answer check's ``select="new-evidence"`` against ``"second"``,
+        (``settle_dates``, ``settle_versions``, ``ask_each_name``, ``ask_same``, an answer check's ``select="new-evidence"`` against ``"second"``,
         ``focus`` reading comparison looks in full against ``compare=0``; :mod:`active_rag.evaluation.settled`),
         each with the rules it lacks joined by ``+`` (``"dates"``, ``"dates+each-name"``, ...; ``"version-passages"``:
         versions read from the reasoning only, ``AnswerStage(versions="reasoning")``; ``"version-asked"``: before a
@@ -365,7 +365,7 @@ class EvalWorker:
         probe, _ = self._engine(name)
         check = probe.answer_check
         context = probe.context
-        switches = {"dates": "settle_dates", "versions": "settle_versions", "each-name": "ask_each_name"}
+        switches = {"dates": "settle_dates", "versions": "settle_versions", "each-name": "ask_each_name", "same": "ask_same"}
         has = [rule for rule, attr in switches.items() if getattr(probe, attr)]
         versions = probe.settle_versions
         if versions == "passages":
@@ -377,7 +377,7 @@ class EvalWorker:
         if versions:  # last: turning a stage rule back on rebuilds the steps, with this rule on
             has.append("version-asked")
 
-        stage_fields = {"dates": "dates", "each-name": "each_name"}
+        stage_fields = {"dates": "dates", "each-name": "each_name", "same": "same"}
 
         def turn(rule: str, on: bool) -> None:
             if rule == "new-evidence":

@@ -10,7 +10,8 @@ question again; the rows it came from are set aside (``other-settings/``), never
 ``AnswerStage(each_name=True)`` (:mod:`active_rag.answer.both_names`) asks the model again, but only on a "both"
 question whose answer is "yes": every other row of the same engine without it is the row the engine with it writes.
 :func:`carry_row` carries those over and returns ``None`` for the rows it would ask again, so that turning the rule
-on answers only those questions again.
+on answers only those questions again. ``AnswerStage(same=True)`` (:mod:`active_rag.answer.same_value`) asks the
+model on every question whether two names share a value, and on no other: those rows only are answered again.
 
 ``AnswerCheck(select="new-evidence")`` (:func:`active_rag.answer.check.unsupported_change`) changes only
 which of the two answers a look keeps, from the answers' spans and the passages' text: a row written with
@@ -50,6 +51,7 @@ from typing import Any
 
 from active_rag.evaluation.metrics import qa_scores
 from active_rag.answer.both_names import both_question, yes_or_no
+from active_rag.answer.same_value import same_question
 from active_rag.answer.check import grounded_in, unsupported_change
 from active_rag.answer.dates import DateComparison, settle_dates
 from active_rag.answer.links import asking_sentence
@@ -161,11 +163,12 @@ def _reads_passages(row: Mapping[str, Any]) -> bool:
 
 
 def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageTexts | None = None) -> dict[str, Any] | None:
-    """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"version-passages"``, ``"each-name"``, ``"new-evidence"``, ``"compare-look"``,
+    """``row``, written without ``rules`` (``"dates"``, ``"versions"``, ``"version-passages"``, ``"each-name"``, ``"same"``, ``"new-evidence"``, ``"compare-look"``,
     ``"premise"``, ``"described"``, ``"subject"``, joined by ``+``), as the engine with key ``key`` writes it; ``None``
     when the question must be answered again (:func:`carry_row`, :func:`keeps_second`, which reads the passages
     through ``texts``, :func:`looked_to_compare`; ``"premise"``, ``"described"``: a question with a premise,
-    :func:`~active_rag.answer.links.asking_sentence`; ``"subject"``: :func:`followed_mentioned_names`)."""
+    :func:`~active_rag.answer.links.asking_sentence`; ``"subject"``: :func:`followed_mentioned_names`; ``"same"``: a
+    question :func:`~active_rag.answer.same_value.same_question` reads)."""
     missing = set(rules.split("+"))
     if missing & {"premise", "described"} and asking_sentence(str(row.get("question", ""))) is not None:
         return None  # a question with a premise: its premise's names and pages may now go
@@ -175,6 +178,8 @@ def convert_row(row: Mapping[str, Any], key: str, rules: str, texts: PassageText
         return None
     if "each-name" in missing and _asks_each_name(row):
         return None
+    if "same" in missing and same_question(str(row.get("question", ""))) is not None:
+        return None  # a "same X" question: each name's value is asked
     if "new-evidence" in missing and not keeps_second(row, texts):
         return None
     if "versions" in missing and (row.get("date_comparison") or {}).get("answer") and \

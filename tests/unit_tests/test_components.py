@@ -33,7 +33,8 @@ AFTER_THE_COMPONENTS = {"look-again-choose"}
 #: presets that settle comparisons of dates since (``AnswerStage(dates=True)``): without it they are the engines they
 #: were, so that their rows resume settled (active_rag.evaluation.settled)
 SETTLE_DATES = {"sr-rag-choose", "look-again-choose"}
-#: ... and that ask a "both" question's names one by one (``AnswerStage(each_name=True)``), likewise
+#: ... and that ask a "both" question's names one by one (``AnswerStage(each_name=True)``) and a "same" question's
+#: values (``same=True``), likewise
 ASK_EACH_NAME = SETTLE_DATES
 #: ... and that settle comparisons of versions (``AnswerStage(versions=True)``), likewise, and answer a question that
 #: asks for a version with the version (``version_asked``)
@@ -50,6 +51,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
     described = ActiveRAG.from_preset(name, lm, Wiki()).describe()
     assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
     assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
+    assert described.pop("ask_same", False) == (name in ASK_EACH_NAME)
     assert described.pop("settle_versions", False) == ("passages" if name in SETTLE_VERSIONS else False)
     assert described.pop("version_asked", False) == (name in SETTLE_VERSIONS)
     assert described == BEFORE[name]
@@ -60,6 +62,7 @@ def test_each_preset_builds_the_engine_it_built_before_the_components(name: str)
         described = rag.describe()
         assert described.pop("settle_dates", False) == (name in SETTLE_DATES)
         assert described.pop("ask_each_name", False) == (name in ASK_EACH_NAME)
+        assert described.pop("ask_same", False) == (name in ASK_EACH_NAME)
         assert described.pop("settle_versions", False) == ("passages" if name in SETTLE_VERSIONS else False)
         assert described.pop("version_asked", False) == (name in SETTLE_VERSIONS)
         assert described == BEFORE[name + "@profile"]
@@ -70,7 +73,8 @@ def test_a_preset_is_data_that_names_its_components() -> None:
         assert isinstance(preset, Preset) and isinstance(preset.answer, AnswerStage)
         assert isinstance(preset.settings, RunSettings) and isinstance(preset.trigger, str)
     assert PRESETS["sr-rag-choose"].answer == AnswerStage(options=True, links="choose", dates=True, versions=True,
-                                                          each_name=True)
+                                                          each_name=True, same=True)
+    assert {name for name, p in PRESETS.items() if p.answer.same} == ASK_EACH_NAME
     assert {name for name, p in PRESETS.items() if p.answer.versions} == SETTLE_VERSIONS
     assert {name for name, p in PRESETS.items() if p.answer.dates} == SETTLE_DATES
     assert {name for name, p in PRESETS.items() if p.answer.each_name} == ASK_EACH_NAME
@@ -85,7 +89,7 @@ def test_a_preset_is_data_that_names_its_components() -> None:
 def test_a_flat_override_sets_one_field_and_keeps_the_others() -> None:
     lm, _ = _reader()
     rag = ActiveRAG.from_preset("sr-rag-choose", lm, Wiki(), answer_options=False, max_retrievals=1)
-    assert rag.answer == AnswerStage(options=False, links="choose", dates=True, versions=True, each_name=True)
+    assert rag.answer == AnswerStage(options=False, links="choose", dates=True, versions=True, each_name=True, same=True)
     assert rag.follow_links == "choose"
     assert not rag.answer_options and rag.max_retrievals == 1 and rag.method == "sr-rag-choose"
     # a component replaces the preset's whole stage
