@@ -79,6 +79,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "NAME@context=POLICY; default: each method's own)")
     p.add_argument("--answer-options", action="store_true",
                    help="answer a choice question ('..., A or B?') with one of its options (presets run as NAME@options)")
+    p.add_argument("--ask-same", action="store_true",
+                   help="answer 'Do A and B have the same X?' by the X the model names for each (AnswerStage(same=True); "
+                   "presets run as NAME@same unless they already do)")
     p.add_argument("--router", choices=("ta-are", "vanilla", "none"), default=None,
                    help="route each question before generating (default: ta-are for retrievalqa, none otherwise)")
     p.add_argument("--model", default=DefaultName(DEFAULT_EVAL_MODEL), help=f"model name or path (default: {DEFAULT_EVAL_MODEL}); "
@@ -283,7 +286,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         config = EvalConfig(
             dataset=args.dataset, data_dir=args.data_dir, methods=args.methods, triggers=args.trigger,
             queries=args.query, grid=args.grid, initial_retrieval=args.initial_retrieval, router=args.router,
-            context=args.context, answer_options=args.answer_options, split=args.split, hide_titles=args.hide_titles,
+            context=args.context, answer_options=args.answer_options, ask_same=args.ask_same, split=args.split, hide_titles=args.hide_titles,
             model=args.model, limit=args.limit,
             out_dir=args.out, top_k=args.top_k,
             max_new_tokens=args.max_new_tokens, max_retrievals=args.max_retrievals, sweep=args.sweep,

@@ -144,6 +144,9 @@ class EvalConfig:
     answer_options: bool = False
     """Every method answers a choice question with one of its options (:mod:`active_rag.answer.options`);
     presets run as ``NAME@options`` unless they already do."""
+    ask_same: bool = False
+    """Every method answers "Do A and B have the same X?" by the X the model names for each
+    (:mod:`active_rag.answer.same_value`); presets run as ``NAME@same`` unless they already do."""
     router: str | None = None
     model: str = DEFAULT_EVAL_MODEL
     limit: int | None = None
@@ -282,6 +285,7 @@ class MethodSpec:
     sweep: tuple[str, float] | None = None
     context: str | None = None
     answer_options: bool = False
+    ask_same: bool = False
     check_theta: float | None = None
     """The answer check's ``theta`` (``--sweep check_theta=...``), replacing the preset's."""
 
@@ -361,10 +365,11 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
             raise UnknownNameError("method", name, PRESETS)
         preset_ir = config.initial_retrieval and not PRESETS[name].settings.initial_retrieval
         options = config.answer_options and not PRESETS[name].answer.options
+        same = config.ask_same and not PRESETS[name].answer.same
         preset_suffix = (("@ir" if preset_ir else "") + (f"@context={config.context}" if config.context else "")
-                         + ("@options" if options else ""))
+                         + ("@options" if options else "") + ("@same" if same else ""))
         specs.append(MethodSpec(name=name + preset_suffix, preset=name, initial_retrieval=preset_ir, context=config.context,
-                                answer_options=options))
+                                answer_options=options, ask_same=same))
     for trig, query in pairs:
         key = TRIGGER_ALIASES.get(trig, trig)
         if key not in TRIGGERS:
@@ -372,10 +377,10 @@ def build_methods(config: EvalConfig) -> list[MethodSpec]:
         if query not in QUERIES:
             raise UnknownNameError("query formulator", query, QUERIES)
         suffix = (("@ir" if config.initial_retrieval else "") + (f"@context={config.context}" if config.context else "")
-                  + ("@options" if config.answer_options else ""))
+                  + ("@options" if config.answer_options else "") + ("@same" if config.ask_same else ""))
         specs.append(MethodSpec(name=f"{key}+{query}{suffix}", trigger=key, query=query,
                                 initial_retrieval=config.initial_retrieval, context=config.context,
-                                answer_options=config.answer_options))
+                                answer_options=config.answer_options, ask_same=config.ask_same))
     if not specs:
         raise ValueError("No method to run: pass --methods and/or --trigger with --query.")
     if config.sweep is not None:

@@ -125,6 +125,8 @@ def build_engine(
         common["context"] = spec.context
     if spec.answer_options:
         common["answer_options"] = True
+    if spec.ask_same:
+        common["ask_same"] = True
     if spec.preset is not None:
         preset = PRESETS[spec.preset]
         overrides: dict[str, Any] = {}

@@ -159,3 +159,16 @@ def test_a_resume_answers_again_only_the_same_questions(tmp_path) -> None:
     assert sorted(done) == ["q2"] and done["q2"]["settled_from"] == "old"
     assert "1 will be answered again" in " ".join(str(w.message) for w in caught)
     assert convert_row(rows[0], "new", "same") is None and convert_row(rows[1], "new", "same") is not None
+
+
+def test_eval_ask_same_runs_a_control_with_the_rule() -> None:
+    from active_rag.evaluation.config import EvalConfig, build_methods
+    from active_rag.evaluation.method_engines import build_engine
+
+    specs = build_methods(EvalConfig(dataset="pydocs", methods=["sr-rag", "sr-rag-choose"], ask_same=True))
+    assert [(s.name, s.ask_same) for s in specs] == [("sr-rag@same", True), ("sr-rag-choose", False)]
+    config = EvalConfig(dataset="pydocs", methods=["sr-rag"], ask_same=True)
+    rag = build_engine(specs[0], ScriptedLM(script=_script), Corpus(), config)
+    assert rag.ask_same and rag.describe()["ask_same"] is True
+    result = rag.run(Q)
+    assert result.each_name is not None and result.short_answer == "yes"
