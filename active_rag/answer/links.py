@@ -381,6 +381,7 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
     known = index.names_document if index is not None else None
     candidates = [n for n in mentioned_names(passages, question, known) if name_key(n) not in own]
     asked_names: list[str] = []
+    named = question_names(question, known) if index is not None else []  # the question's own names
     premise: set[str] = set()  # the question names that only its premise states (premise_names)
     if index is None:
         _warn_no_index(retriever)
@@ -389,8 +390,7 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
         links.retriever_calls += len(candidates)
         found = {n: _articles_in(r, n) for n, r in zip(candidates, rankings)}
     else:  # the question's own names first: an article of theirs the first retrieval missed costs nothing here
-        asked_names = ([n for n in question_names(question, known) if name_key(n) not in own]
-                       if with_question_names else [])
+        asked_names = [n for n in named if name_key(n) not in own] if with_question_names else []
         candidates = asked_names + [n for n in candidates if n not in asked_names]
         premise = set(premise_names(question, asked_names))
         found = {n: index.articles(n) for n in candidates}
@@ -399,8 +399,7 @@ def _followed(retriever: Any, passages: Sequence[Passage], question: str, held: 
     asked_terms = terms(question) if floor is not None else set()
     # ``subject``: a passage the reading mentions is scored without the names of the documents the question names and
     # already reads: naming the subject ("billiard" in celery's Requires-Dist) is not bearing on what is asked of it
-    read_terms = ({t for n in question_names(question, known) if name_key(n) in own for t in terms(n)}
-                  if subject and floor is not None else set())
+    read_terms = {t for n in named if name_key(n) in own for t in terms(n)} if subject and floor is not None else set()
     hub_mentions = max(HUB_MIN_MENTIONS, hub * len(index.passages)) if index is not None and hub > 0 else None
     ranked: list[tuple[int, int, str, Passage]] = []
     for order, name in enumerate(candidates):
