@@ -138,6 +138,19 @@ class DecodingSession:
         cache.insert(self.ids[: self._fed], kv if shared else [(layer.keys, layer.values) for layer in layers],
                      namespace=self.lm.cache_namespace, shared=shared)
 
+    def remember_prefix(self, length: int) -> None:
+        """Put the KV of this session's first ``length`` tokens (its prompt) in the model's prefix cache again, as the
+        most recent entry (a copy): sessions about to open on prompts that share it (the questions an answer step
+        asks with the same passages) read it from there instead of prefilling it, even where the prompts of other
+        sessions (a batch's) have aged it out. Nothing without a cache, or beyond the tokens this session has fed."""
+        cache = self.lm.prefix_cache
+        layers = self._layers()
+        if cache is None or layers is None or not 1 <= length <= min(self._fed, len(self.ids)) or any(
+                layer.keys is None or layer.keys.shape[-2] < length for layer in layers):
+            return
+        cache.insert(self.ids[:length], [(layer.keys, layer.values) for layer in layers],
+                     namespace=self.lm.cache_namespace)
+
     # -- low level -----------------------------------------------------------------------------------
     @torch.inference_mode()
     def _forward(self, new_ids: list[int], capture: bool, *, alone: bool = False) -> torch.Tensor | None:

@@ -342,10 +342,15 @@ class AskEachName:
 
 
 def ask_each(run: Run, parts: EngineParts, questions: Sequence[str], docs: list[Any]) -> list[str]:
-    """The reader's answer to each of ``questions``, written from its first word with ``docs`` (the prompt shares
-    their prefix, so only the question and the answer are new); the tokens count in the run's cost, none stream."""
+    """The reader's answer to each of ``questions``, written from its first word with ``docs``; the tokens count in the
+    run's cost, none stream. The answer's prompt goes back into the prefix cache before each question (its passages'
+    prefix is the question's too), so only the question and the answer are prefilled even after a batch's other
+    prompts aged it out."""
     texts: list[str] = []
+    remember = getattr(run.session, "remember_prefix", None)  # a local model's session: its prompt's KV
     for question in questions:
+        if remember is not None and run.layout is not None:  # the answer's prompt, most recent in the prefix cache
+            remember(len(run.layout.ids))
         one = dataclasses.replace(run, question=question, output=[], docs=docs, session=None, layout=None,
                                   decisions=[], generated=0, options=False, streamed=0, attempt=0, followed=[])
         for _ in answer_again(one, parts):  # its tokens are not the answer's: nothing streams

@@ -331,3 +331,21 @@ def test_what_prompts_share_is_kept_as_a_stem_that_outlives_the_prompts() -> Non
     short.insert([1, 2, 3, 9], kv([1, 2, 3, 9]))
     short.insert([1, 2, 3, 8], kv([1, 2, 3, 8]))
     assert short.stats()["stems"] == 0  # three shared tokens: no stem below STEM_MIN
+
+
+def test_a_session_puts_its_prompt_back_for_the_questions_that_share_it(model, tiny_tokenizer) -> None:
+    """``remember_prefix``: after other prompts aged it out, a session's prompt is read from the cache again, and
+    what a session on a prompt sharing it generates is what it generates without the cache."""
+    cached, plain = lms(model, tiny_tokenizer)
+    first = cached.prompt_ids(EXEMPLARS + QUESTIONS[0])
+    second = cached.prompt_ids(EXEMPLARS + QUESTIONS[2])
+    answer = cached.session(first)
+    list(answer.generate(6))
+    cached.prefix_cache.clear()  # the batch's other prompts aged it out
+    answer.remember_prefix(len(first) + 50)  # beyond what it fed: nothing
+    assert len(cached.prefix_cache) == 0
+    answer.remember_prefix(len(first))
+    asked = cached.session(second)
+    assert asked.cached_tokens == common_prefix_length(first, second) > 50
+    assert [s.id for s in asked.generate(8)] == [s.id for s in plain.session(second).generate(8)]
+    plain.session(first).remember_prefix(len(first))  # no cache: nothing to do
