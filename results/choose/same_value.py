@@ -26,7 +26,8 @@ FILES = [
     ("2WikiMultihopQA, pool", "eval/2wikimultihopqa"),
 ]
 METHODS = [("qwen2.5-coder-1.5b-mixed", "sr-rag-choose"), ("qwen2.5-coder-1.5b-mixed", "look-again-choose"),
-           ("qwen2.5-coder-0.5b-mixed", "look-again-choose@context=focus"), ("qwen2.5-coder-0.5b-mixed", "look-again-choose")]
+           ("qwen2.5-coder-0.5b-mixed", "look-again-choose@context=focus"), ("qwen2.5-coder-0.5b-mixed", "look-again-choose"),
+           ("qwen2.5-coder-0.5b-mixed", "sr-rag-choose")]
 
 
 def read(path):
