@@ -140,9 +140,7 @@ class GraphStep:
         for i, layer in enumerate(self._layers):
             x = layer.input_norm(hidden)
             shape = (batch, 1, -1, self.head_dim)
-            query = layer.q(x).view(shape).transpose(1, 2)
-            key = layer.k(x).view(shape).transpose(1, 2)
-            value = layer.v(x).view(shape).transpose(1, 2)
+            query, key, value = (t.view(shape).transpose(1, 2) for t in layer.qkv(x))
             query, key = self._rope(query, key, rotation)
             keys = self.pool.keys[i][:batch, :, :length]
             values = self.pool.values[i][:batch, :, :length]
@@ -158,7 +156,8 @@ class GraphStep:
                 row = torch.softmax(scores, dim=-1).mean(dim=(1, 2))
             hidden = hidden + layer.o(out.reshape(batch, 1, -1))
             x = layer.post_norm(hidden)
-            hidden = hidden + layer.down(layer.act(layer.gate(x)) * layer.up(x))
+            gate, up = layer.gate_up(x)
+            hidden = hidden + layer.down(layer.act(gate) * up)
         logits = self._head(self._norm(hidden))[:, -1].float()
         return logits, row, greedy_summary(logits)
 

@@ -1,6 +1,7 @@
 """The decode scheduler's lean step (active_rag.decoding.lean_step): the same batched step as ``model(...)`` without
 transformers' per-call machinery. Tiny random Llama and Qwen2 models, float32 and bfloat16, dense and packed:
-the logits and captured attention rows of a ragged batch equal ``model(...)``'s to the bit; a model it does not
+the logits and captured attention rows of a ragged batch equal ``model(...)``'s to the bit (packed projections of one
+input sharing a kernel call); a model it does not
 know, a sliding window, the environment variable or a forward hook send the step through ``model(...)``."""
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import pytest
 import torch
 from torch import nn
 
-from active_rag import ActiveLM
+from active_rag import ActiveLM, kernels
 from active_rag.decoding import lean_step as lean_module
 from active_rag.decoding.attention import RAGGED, RaggedBatch
 from active_rag.decoding.lean_step import DECODE_STEP_VARIABLE, lean_step
 from active_rag.decoding.ragged_attention import RaggedCache
+from active_rag.models.fused_projections import FusedRun
 from active_rag.models.weights import quantize_model
 from tests.conftest import build_tiny_model
 
@@ -85,6 +87,10 @@ def test_a_ragged_step_gives_the_logits_and_rows_of_the_model_s_own_forward(tiny
     model = _model(family, len(tiny_tokenizer), dtype, weights)
     lm = ActiveLM(model, tiny_tokenizer, name=f"tiny-{family}", prefix_cache=False)
     assert lm.scheduler is not None and lm.scheduler.step_path == "lean"
+    if weights != "dense" and kernels.loaded():  # the projections of one input share a kernel call
+        first = model.model.layers[0]
+        assert isinstance(first.self_attn.q_proj.__dict__.get("_active_rag_fused_run"), FusedRun)
+        assert isinstance(first.mlp.gate_proj.__dict__.get("_active_rag_fused_run"), FusedRun)
     lean, plain = _ragged_steps(lm, True), _ragged_steps(lm, False)
     for (a, rows_a), (b, rows_b) in zip(lean, plain, strict=True):
         assert torch.equal(a, b)
@@ -158,3 +164,19 @@ def test_the_step_rotates_with_fewer_ops_only_where_the_bits_are_the_family_s(ti
     q, k = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 1, 16)
     cos, sin = torch.randn(1, 1, 16), torch.randn(1, 1, 16)
     assert all(torch.equal(a, b) for a, b in zip(chosen(q, k, chosen.prepare(cos, sin)), interleaved(q, k, cos, sin)))
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_the_step_norms_with_one_op_only_where_the_bits_are_the_module_s(family, monkeypatch) -> None:
+    norm = _model(family, 32, torch.float32, "dense").model.layers[0].input_layernorm
+    x = torch.randn(3, 1, norm.weight.shape[0])
+    chosen = lean_module._norm(norm)
+    assert chosen != norm.forward and torch.equal(chosen(x), norm(x))
+    half = _model(family, 32, torch.bfloat16, "dense").model.layers[0].input_layernorm
+    y = x.bfloat16()
+    assert torch.equal(lean_module._norm(half)(y), half(y))  # whichever it chose
+    layer_norm = nn.LayerNorm(8)
+    assert lean_module._norm(layer_norm) == layer_norm.forward
+    real = torch.nn.functional.rms_norm
+    monkeypatch.setattr(torch.nn.functional, "rms_norm", lambda *a, **k: real(*a, **k) * 1.001)  # other bits
+    assert lean_module._norm(norm) == norm.forward
