@@ -111,3 +111,19 @@ def test_a_run_is_built_once_and_other_inputs_go_through_each_layer() -> None:
     half = torch.randn(1, IN).bfloat16()
     for got, layer in zip(fused(half), layers, strict=True):
         assert torch.equal(got, layer(half))
+
+
+def test_pages_handed_back_keep_their_bytes(tmp_path) -> None:
+    from active_rag.models.fused_projections import _page_out
+
+    path = tmp_path / "weights.bin"
+    data = torch.arange(1 << 16, dtype=torch.int32)
+    path.write_bytes(data.numpy().tobytes())
+    mapped = torch.from_file(str(path), shared=True, size=data.numel(), dtype=torch.int32)
+    anonymous = data.clone()
+    assert torch.equal(mapped, data)
+    asked = _page_out([mapped, anonymous, torch.empty(0)])
+    release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2]) if os.name == "posix" else ()
+    if os.name == "posix" and os.uname().sysname == "Linux" and release >= (5, 4):  # MADV_PAGEOUT's first kernel
+        assert asked >= 2 * (data.numel() * 4 - 8192)  # every page wholly inside each tensor
+    assert torch.equal(mapped, data) and torch.equal(anonymous, data)
