@@ -117,26 +117,31 @@ class FusedRun:
                 layer._parameters["bias"] = nn.Parameter(bias[start:end], requires_grad=False)
             self.held.append((layer._buffers["tiles"], layer._buffers[self.scales_name], layer._parameters.get("bias")))
             start = end
+        # (table, key, the tensor it must still hold) for each layer's tiles, scales and bias: read at every call
+        self._checks = [(table, key, tensor) for layer, (t, sc, b) in zip(layers, self.held)
+                        for table, key, tensor in ((layer._buffers, "tiles", t), (layer._buffers, self.scales_name, sc),
+                                                   (layer._parameters, "bias", b))]
         _page_out(originals)  # the weights' file pages the layers no longer read
         self.alone = [layer.decode_function() for layer in layers]
 
     def current(self) -> bool:
         """Whether every layer still holds the views it was given (else its own call reads what it holds now)."""
-        for layer, (tiles, scales, bias) in zip(self.layers, self.held):
-            buffers = layer._buffers
-            if buffers["tiles"] is not tiles or buffers[self.scales_name] is not scales or layer._parameters.get("bias") is not bias:
-                return False
-        return True
+        return all(table.get(key) is tensor for table, key, tensor in self._checks)
 
     def __call__(self, x: torch.Tensor) -> Sequence[torch.Tensor]:
         rows = x.numel() // self.in_features
         limit = self.limit
-        if x.dtype != torch.float32 or rows == 0 or (limit is not None and rows > limit) or not self.current():
+        fused = x.dtype == torch.float32 and rows > 0 and (limit is None or rows <= limit)
+        for table, key, tensor in self._checks:  # current(), without a call
+            if table.get(key) is not tensor:
+                fused = False
+                break
+        if not fused:
             return [decode(x) for decode in self.alone]
         for layer in self.layers:
             layer._calls[0] += 1
         out = self.op(x.reshape(rows, self.in_features), self.tiles, self.scales, self.out_features, self.bias, self.code)
-        return out.view(*x.shape[:-1], self.out_features).split(self.sizes, dim=-1)
+        return out.view(*x.shape[:-1], self.out_features).split_with_sizes(self.sizes, dim=-1)
 
 
 def _alone(layer: nn.Module) -> Projections:
