@@ -16,7 +16,7 @@ from torch import nn
 from active_rag.models.fused_projections import FusedRun, fuse_projections
 from active_rag.models.int5_linear import Int5Linear
 from active_rag.models.quantized import Int4Linear, Int8Linear, grid_quantize
-from tests.unit_tests.test_decode_kernel import needs_kernel
+from tests.unit_tests.test_decode_kernel import _isas, needs_kernel
 from tests.unit_tests.test_int5 import _grid_linear
 
 IN = 96
@@ -47,8 +47,11 @@ def _separate(layers: list[nn.Module], x: torch.Tensor) -> list[torch.Tensor]:
 @pytest.mark.parametrize("kind", ["int8", "int4", "int5"])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("rows", [1, 8])
-def test_layers_of_one_kind_give_the_separate_calls_bits_in_one_call(kind: str, bias: bool, rows: int) -> None:
+@pytest.mark.parametrize("isa", [None, *_isas()])
+def test_layers_of_one_kind_give_the_separate_calls_bits_in_one_call(kind: str, bias: bool, rows: int, isa: str | None) -> None:
     layers = [_packed(kind, n, bias, seed=i) for i, n in enumerate((64, 32, 32))]
+    for layer in layers:  # every instruction-set path the CPU runs, and the layer's own choice
+        layer.isa = isa or layer.isa
     x = torch.randn(rows, 1, IN)
     before = _separate(layers, x)
     dense_before = layers[1](torch.randn(70, IN, generator=torch.Generator().manual_seed(1)))
