@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import mmap
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -51,6 +53,19 @@ MADV_PAGEOUT = 21
 """Linux's ``madvise`` advice (5.4 and later): reclaim these pages now; their bytes stay what they were."""
 
 
+@functools.cache
+def _madvise() -> Any:
+    """libc's ``madvise`` on Linux, else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        madvise = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    return madvise
+
+
 def _page_out(tensors: Iterable[torch.Tensor]) -> int:
     """Ask Linux to reclaim the pages that lie wholly inside each CPU tensor's bytes (``madvise(MADV_PAGEOUT)``) and
     return the bytes asked for. A packed layer read from the weights' safetensors file is a view of that file's
@@ -58,14 +73,9 @@ def _page_out(tensors: Iterable[torch.Tensor]) -> int:
     original would stay in the resident set beside it (measured on qwen2.5-coder-0.5b: 170 MB). Reclaiming never
     changes a tensor's bytes (a file's page is read again if touched; an anonymous page without swap stays), so it is
     safe for a tensor someone else still holds. Elsewhere than Linux, or on a kernel without the advice, nothing."""
-    if not sys.platform.startswith("linux"):
+    madvise = _madvise()
+    if madvise is None:
         return 0
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        madvise = libc.madvise
-    except (OSError, AttributeError):
-        return 0
-    madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
     page, asked = mmap.PAGESIZE, 0
     for tensor in tensors:
         if tensor.device.type != "cpu" or tensor.numel() == 0:
@@ -106,7 +116,8 @@ class FusedRun:
         scales = _aligned(torch.cat([layer._buffers[self.scales_name] for layer in layers]))
         bias = None if first.bias is None else torch.cat([layer.bias.detach() for layer in layers])  # type: ignore[union-attr]
         self.tiles, self.scales, self.bias = tiles, scales, bias
-        self.held: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
+        # (table, key, the tensor it must still hold) for each layer's tiles, scales and bias: read at every call
+        self._checks: list[tuple[dict, str, torch.Tensor | None]] = []
         start = 0
         for layer, size in zip(layers, self.sizes, strict=True):
             end = start + size
@@ -115,12 +126,10 @@ class FusedRun:
             layer._buffers[self.scales_name] = scales[start // TILE:end // TILE] if scales.dim() > 1 else scales[start:end]
             if bias is not None:
                 layer._parameters["bias"] = nn.Parameter(bias[start:end], requires_grad=False)
-            self.held.append((layer._buffers["tiles"], layer._buffers[self.scales_name], layer._parameters.get("bias")))
+            self._checks += [(layer._buffers, "tiles", layer._buffers["tiles"]),
+                             (layer._buffers, self.scales_name, layer._buffers[self.scales_name]),
+                             (layer._parameters, "bias", layer._parameters.get("bias"))]
             start = end
-        # (table, key, the tensor it must still hold) for each layer's tiles, scales and bias: read at every call
-        self._checks = [(table, key, tensor) for layer, (t, sc, b) in zip(layers, self.held)
-                        for table, key, tensor in ((layer._buffers, "tiles", t), (layer._buffers, self.scales_name, sc),
-                                                   (layer._parameters, "bias", b))]
         _page_out(originals)  # the weights' file pages the layers no longer read
         self.alone = [layer.decode_function() for layer in layers]
 
@@ -131,12 +140,7 @@ class FusedRun:
     def __call__(self, x: torch.Tensor) -> Sequence[torch.Tensor]:
         rows = x.numel() // self.in_features
         limit = self.limit
-        fused = x.dtype == torch.float32 and rows > 0 and (limit is None or rows <= limit)
-        for table, key, tensor in self._checks:  # current(), without a call
-            if table.get(key) is not tensor:
-                fused = False
-                break
-        if not fused:
+        if x.dtype != torch.float32 or rows == 0 or (limit is not None and rows > limit) or not self.current():
             return [decode(x) for decode in self.alone]
         for layer in self.layers:
             layer._calls[0] += 1
