@@ -33,7 +33,7 @@ from .decode_scheduler import DecodeScheduler, roll_back
 from .graph_step import Greedy
 from ..errors import AttentionCaptureError
 from .kv_layer import growing_cache
-from .host_memory import trim_host_memory
+from .host_memory import hold_prefill_heap, trim_host_memory
 from .prefix_cache import PrefixCache, default_prefix_cache_mb
 from .session_prefix import SessionPrefixCache
 from ..signals import entropy_from_logprobs, finite_entropy
@@ -119,6 +119,8 @@ class DecodingSession(SessionPrefixCache):
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=model.device)
         position_ids = torch.arange(start, start + len(new_ids), device=model.device).unsqueeze(0)
         cap = Capture() if capture and len(new_ids) == 1 else None
+        if len(new_ids) > 1 and model.device.type == "cpu":  # a prefill's blocks stay in the heap until it ends
+            hold_prefill_heap()
         with lm.model_lock:
             token = CAPTURE.set(cap)
             try:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InvalidOptionError
 from .layout import (GROUP, TILE, pack_int4, pack_int5, pack_int8, padded_inputs, tiles_count, unpack_int4, unpack_int5,
                      unpack_int8)
 
@@ -97,7 +98,7 @@ def default_isa() -> str:
     forced = os.environ.get(ISA_VARIABLE, "").strip().lower()
     if forced:
         if forced not in ISAS:
-            raise ValueError(f"{ISA_VARIABLE} must be one of {', '.join(ISAS)}, got {forced!r}")
+            raise InvalidOptionError(f"{ISA_VARIABLE} must be one of {', '.join(ISAS)}, got {forced!r}")
         return forced
     if "isa" not in _STATE:
         if not loaded():

@@ -24,6 +24,8 @@ import os
 
 import torch
 
+from ..errors import InvalidOptionError
+
 __all__ = ["VARIABLE", "amx_bfloat16", "kernel_prefill", "prefills_with_kernel"]
 
 VARIABLE = "ACTIVE_RAG_PREFILL"
@@ -46,7 +48,8 @@ def amx_bfloat16() -> bool:
 
 def kernel_prefill() -> bool:
     """Whether a packed layer that decodes with active-rag's kernel prefills with it too (:data:`VARIABLE`; the
-    module docstring). ``ValueError`` naming the variable for a value it does not know."""
+    module docstring). :class:`~active_rag.errors.InvalidOptionError` (a ``ValueError``) naming the variable for a value
+    it does not know."""
     choice = os.environ.get(VARIABLE, "").strip().lower()
     if choice in ("", "auto"):
         return not amx_bfloat16()
@@ -54,7 +57,7 @@ def kernel_prefill() -> bool:
         return True
     if choice == "dense":
         return False
-    raise ValueError(f"{VARIABLE} must be kernel, dense or auto, got {choice!r}")
+    raise InvalidOptionError(f"{VARIABLE} must be kernel, dense or auto, got {choice!r}")
 
 
 def prefills_with_kernel(model: torch.nn.Module) -> bool:

@@ -69,6 +69,23 @@ def test_bad_input_gives_a_clear_error(argv: list[str], message: str, capsys, ti
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("variable", "message"),
+    [
+        ("ACTIVE_RAG_HEAP", "error: ACTIVE_RAG_HEAP must be hold or glibc, got 'large'"),
+        ("ACTIVE_RAG_PREFILL", "error: ACTIVE_RAG_PREFILL must be kernel, dense or auto, got 'large'"),
+    ],
+)
+def test_a_bad_environment_variable_gives_exit_code_2_and_one_line(variable: str, message: str, capsys, monkeypatch,
+                                                                   tiny_dir: Path) -> None:
+    from active_rag.decoding import host_memory
+
+    monkeypatch.setattr(host_memory, "_HELD", [])  # the heap policy is read at the process's first prefill
+    monkeypatch.setenv(variable, "large")
+    assert main(["ask", "What is a retriever?", "--model", str(tiny_dir), "--max-new-tokens", "4"]) == 2
+    assert capsys.readouterr().err.strip() == message
+
+
 def test_malformed_corpus_line_names_file_and_line(tmp_path: Path, tiny_dir: Path, capsys) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "title": "t", "text": "x"}\n{not json\n')

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from active_rag import ActiveLM, ActiveRAG, Passage, kernels
+from active_rag.errors import InvalidOptionError
 from active_rag.kernels import build as kernel_build
 from active_rag.components.presets import PRESETS
 from active_rag.models.quantized import Int4Linear, Int8Linear, decode_kernel, packed_layers
@@ -162,7 +163,7 @@ def test_every_path_this_cpu_has_is_listed_and_forcible(monkeypatch) -> None:
     monkeypatch.setenv(kernels.ISA_VARIABLE, "scalar")
     assert kernels.default_isa() == "scalar"
     monkeypatch.setenv(kernels.ISA_VARIABLE, "avx9")
-    with pytest.raises(ValueError, match="must be one of"):
+    with pytest.raises(InvalidOptionError, match="must be one of"):
         kernels.default_isa()
     missing = [isa for isa in kernels.ISAS if isa not in kernels.supported_isas()]
     if missing:  # a path this CPU lacks is refused, not run

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from active_rag import kernels
+from active_rag.errors import InvalidOptionError
 from active_rag.models import prefill_path
 from active_rag.models.prefill_path import VARIABLE, amx_bfloat16, kernel_prefill
 from active_rag.models.quantized import PACKED_MAX_ROWS, Int4Linear, Int8Linear
@@ -44,7 +45,7 @@ def test_the_variable_chooses_and_names_a_bad_value(amx_cpu, monkeypatch) -> Non
     monkeypatch.setenv(VARIABLE, "auto")
     assert kernel_prefill()
     monkeypatch.setenv(VARIABLE, "fast")
-    with pytest.raises(ValueError, match="ACTIVE_RAG_PREFILL must be kernel, dense or auto, got 'fast'"):
+    with pytest.raises(InvalidOptionError, match="ACTIVE_RAG_PREFILL must be kernel, dense or auto, got 'fast'"):
         kernel_prefill()
 
 
