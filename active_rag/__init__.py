@@ -9,8 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+from .omp_wait import default_wait_policy as _default_wait_policy
 
 __version__ = "0.1.0"
+
+_default_wait_policy()  # before torch loads: OpenMP's idle worker sleeps beside the decode kernels' threads (omp_wait.py)
 
 _EXPORTS: dict[str, str] = {
     'ActiveRAGError': 'errors',

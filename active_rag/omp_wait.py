@@ -9,8 +9,13 @@ the kernels' pool keeps its own spin. Measured on a 2-core Xeon with AMX (qwen2.
 a 900-token cache, 5 alternating processes each): 45.8 against 51.0 ms a step (``docs/speed.md``).
 
 libgomp reads the variable once, when it is loaded (with torch), so it can only be set before torch is imported:
-:func:`default_wait_policy` does that for the ``active-rag`` command (a process it owns), unless the user set the
-variable. A Python program that uses the library sets it itself (``OMP_WAIT_POLICY=PASSIVE python app.py``).
+:func:`default_wait_policy` does that for the ``active-rag`` command and when ``active_rag`` is imported (the
+adapters import it), unless the user set the variable or torch is already loaded. A program that imports torch
+first keeps libgomp's default (``active-rag doctor`` says which policy a process runs with,
+:func:`describe_wait_policy`) and can set the variable itself (``OMP_WAIT_POLICY=PASSIVE python app.py``). The
+prefill has torch's ops between every two kernel calls too: on a 2-core EPYC without AMX a 939-token prefill of
+qwen2.5-coder-1.5b ran at 149-160 tokens a second with ``PASSIVE``, 93-104 with ``ACTIVE`` and about 140 unset
+(``results/bench/prefill-heap/README.md``).
 :func:`reference_env` gives another program's process (the llama.cpp side of ``bench --suite llamacpp``) its own
 default back.
 """
@@ -21,7 +26,7 @@ import os
 import sys
 from collections.abc import Mapping, MutableMapping
 
-__all__ = ["DEFAULTED_VARIABLE", "WAIT_POLICY_VARIABLE", "default_wait_policy", "reference_env"]
+__all__ = ["DEFAULTED_VARIABLE", "WAIT_POLICY_VARIABLE", "default_wait_policy", "describe_wait_policy", "reference_env"]
 
 #: libgomp's wait policy (read when the library loads).
 WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
@@ -40,6 +45,17 @@ def default_wait_policy(environ: MutableMapping[str, str] | None = None,
     environ[WAIT_POLICY_VARIABLE] = "PASSIVE"
     environ[DEFAULTED_VARIABLE] = "1"
     return True
+
+
+def describe_wait_policy(environ: Mapping[str, str] | None = None) -> str:
+    """The OpenMP wait policy this process runs with, in words (``active-rag doctor``)."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(WAIT_POLICY_VARIABLE)
+    if value is None:
+        return f"libgomp's default (torch was loaded before active_rag; {WAIT_POLICY_VARIABLE}=PASSIVE is faster)"
+    if environ.get(DEFAULTED_VARIABLE) == "1":
+        return f"{value} (active-rag's default)"
+    return f"{value} (set by the user)"
 
 
 def reference_env(environ: Mapping[str, str]) -> dict[str, str]:

@@ -63,7 +63,10 @@ def environment(lm: ActiveLM) -> str:
         free, total = torch.cuda.mem_get_info(where)
         device = f"{torch.cuda.get_device_name(where)} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free)"
     else:
-        device = f"{where.type} ({torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads)"
+        from ..omp_wait import describe_wait_policy
+
+        device = (f"{where.type} ({torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads, "
+                  f"OpenMP wait policy {describe_wait_policy()})")
     from ..models.prefill_path import prefills_with_kernel
     from ..models.quantized import decode_kernel, prefill_dtype
 

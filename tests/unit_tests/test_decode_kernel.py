@@ -127,7 +127,7 @@ def test_the_layouts_round_trip(n: int, k: int) -> None:
 
 
 @needs_kernel
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 7, 8, 9, 13])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 25])
 @pytest.mark.parametrize("n,k", [(37, 96), (48, 64), (16, 320)])
 def test_int4_matches_the_reference_on_every_path(rows: int, n: int, k: int) -> None:
     codes, step, zero, weight = _int4_weights(n, k, seed=rows)

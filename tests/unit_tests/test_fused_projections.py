@@ -103,14 +103,20 @@ def test_a_layer_whose_tensors_were_replaced_is_read_as_it_is_now() -> None:
 
 
 @needs_kernel
-def test_a_run_is_built_once_and_other_inputs_go_through_each_layer() -> None:
+@pytest.mark.parametrize("prefill", ["dense", "kernel"])
+def test_a_run_is_built_once_and_other_inputs_go_through_each_layer(prefill: str, monkeypatch) -> None:
+    monkeypatch.setenv("ACTIVE_RAG_PREFILL", prefill)  # the dense product with AMX, the kernel without (auto)
     layers = [_packed("int8", 32, seed=0), _packed("int8", 16, seed=1)]
     fused = fuse_projections(layers)
     assert fuse_projections(layers) is fused
-    wide = torch.randn(70, IN)  # a prefill's rows: each layer's dense path
+    wide = torch.randn(70, IN)  # a prefill's rows: each layer's own prefill path
+    calls = [layer.packed_calls for layer in layers]
     for got, layer in zip(fused(wide), layers, strict=True):
         assert torch.equal(got, layer(wide))
-    assert all(layer.dense_calls == 2 for layer in layers)
+    if prefill == "dense":
+        assert all(layer.dense_calls == 2 for layer in layers)
+    else:
+        assert all(layer.dense_calls == 0 and layer.packed_calls == c + 2 for layer, c in zip(layers, calls, strict=True))
     half = torch.randn(1, IN).bfloat16()
     for got, layer in zip(fused(half), layers, strict=True):
         assert torch.equal(got, layer(half))

@@ -52,7 +52,7 @@ def test_the_int5_layout_round_trips(n: int, k: int) -> None:
 
 
 @needs_kernel
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 7, 8, 9, 13])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 25])
 @pytest.mark.parametrize("n,k", [(37, 96), (48, 64), (16, 320)])
 def test_int5_matches_the_reference_on_every_path(rows: int, n: int, k: int) -> None:
     codes, step, zero, weight = _int5_weights(n, k, seed=rows)

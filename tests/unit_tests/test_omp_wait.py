@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from active_rag.evaluation.bench_llamacpp_build import LlamaCppBuild, child_env
-from active_rag.omp_wait import DEFAULTED_VARIABLE, WAIT_POLICY_VARIABLE, default_wait_policy, reference_env
+from active_rag.omp_wait import (DEFAULTED_VARIABLE, WAIT_POLICY_VARIABLE, default_wait_policy, describe_wait_policy,
+                                 reference_env)
 
 
 def test_passive_only_where_unset_and_before_torch_loads() -> None:
@@ -35,3 +36,23 @@ def test_the_command_sets_it_before_torch_loads() -> None:
     env = {k: v for k, v in os.environ.items() if k not in (WAIT_POLICY_VARIABLE, DEFAULTED_VARIABLE)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip().splitlines()[-1] == "PASSIVE"
+
+
+def test_importing_the_library_sets_it_before_torch_loads_and_not_after() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in (WAIT_POLICY_VARIABLE, DEFAULTED_VARIABLE)}
+    show = f"import os; print(os.environ.get('{WAIT_POLICY_VARIABLE}'))"
+    first = subprocess.run([sys.executable, "-c", f"import active_rag; {show}"], capture_output=True, text=True,
+                           env=env, check=True)
+    assert first.stdout.strip().splitlines()[-1] == "PASSIVE"
+    late = subprocess.run([sys.executable, "-c", f"import torch, active_rag; {show}"], capture_output=True, text=True,
+                          env=env, check=True)
+    assert late.stdout.strip().splitlines()[-1] == "None"  # libgomp already read it: left alone
+    mine = subprocess.run([sys.executable, "-c", f"import active_rag; {show}"], capture_output=True, text=True,
+                          env={**env, WAIT_POLICY_VARIABLE: "ACTIVE"}, check=True)
+    assert mine.stdout.strip().splitlines()[-1] == "ACTIVE"
+
+
+def test_the_policy_in_words() -> None:
+    assert describe_wait_policy({WAIT_POLICY_VARIABLE: "PASSIVE", DEFAULTED_VARIABLE: "1"}) == "PASSIVE (active-rag's default)"
+    assert describe_wait_policy({WAIT_POLICY_VARIABLE: "ACTIVE"}) == "ACTIVE (set by the user)"
+    assert describe_wait_policy({}).startswith("libgomp's default (torch was loaded before active_rag")
