@@ -30,17 +30,19 @@ __all__ = ["DEFAULTED_VARIABLE", "WAIT_POLICY_VARIABLE", "default_wait_policy", 
 
 #: libgomp's wait policy (read when the library loads).
 WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
-#: Set to ``1`` when :func:`default_wait_policy` chose the policy (the user had set none).
+#: Set to ``1`` when :func:`default_wait_policy` chose the policy (the user had set none); ``0`` leaves libgomp's
+#: default in this process and its children (:func:`reference_env`: another program's process, such as the llama.cpp
+#: side of ``bench --suite llamacpp``, which imports active_rag but not torch).
 DEFAULTED_VARIABLE = "ACTIVE_RAG_OMP_WAIT_POLICY_DEFAULTED"
 
 
 def default_wait_policy(environ: MutableMapping[str, str] | None = None,
                         modules: Mapping[str, object] | None = None) -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` in ``environ`` (``os.environ``) where it is unset and torch is not loaded
-    yet (``modules``: ``sys.modules``); whether it did."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` in ``environ`` (``os.environ``) where it is unset, torch is not loaded yet
+    (``modules``: ``sys.modules``) and :data:`DEFAULTED_VARIABLE` is not ``0``; whether it did."""
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
-    if WAIT_POLICY_VARIABLE in environ or "torch" in modules:
+    if WAIT_POLICY_VARIABLE in environ or "torch" in modules or environ.get(DEFAULTED_VARIABLE) == "0":
         return False
     environ[WAIT_POLICY_VARIABLE] = "PASSIVE"
     environ[DEFAULTED_VARIABLE] = "1"
@@ -51,6 +53,8 @@ def describe_wait_policy(environ: Mapping[str, str] | None = None) -> str:
     """The OpenMP wait policy this process runs with, in words (``active-rag doctor``)."""
     environ = os.environ if environ is None else environ
     value = environ.get(WAIT_POLICY_VARIABLE)
+    if value is None and environ.get(DEFAULTED_VARIABLE) == "0":
+        return "libgomp's default (another program's process)"
     if value is None:
         return f"libgomp's default (torch was loaded before active_rag; {WAIT_POLICY_VARIABLE}=PASSIVE is faster)"
     if environ.get(DEFAULTED_VARIABLE) == "1":
@@ -62,6 +66,7 @@ def reference_env(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` for another program's process: without the policy :func:`default_wait_policy` chose (one the
     user set stays)."""
     env = dict(environ)
-    if env.pop(DEFAULTED_VARIABLE, None) == "1":
+    if env.get(DEFAULTED_VARIABLE) == "1":
         env.pop(WAIT_POLICY_VARIABLE, None)
+        env[DEFAULTED_VARIABLE] = "0"  # and its own import of active_rag leaves it unset
     return env

@@ -159,6 +159,8 @@ def format_build(build: dict[str, Any], bindings: dict[str, Any] | None) -> str:
     text += f"; CMAKE_ARGS: {build['cmake_args']}" if build.get("cmake_args") else "; CMAKE_ARGS: not recorded"
     if bindings:
         text += f"; llama_print_system_info(): {bindings.get('system_info', '?')}"
+        if bindings.get("omp_wait_policy"):
+            text += f"; OpenMP wait policy: {bindings['omp_wait_policy']}"
     return text
 
 

@@ -286,9 +286,12 @@ def bindings_info() -> dict[str, Any]:
     """The llama-cpp-python this process loads: version, path and compiled-in CPU features."""
     import llama_cpp
 
+    from active_rag.omp_wait import describe_wait_policy
+
     info = llama_cpp.llama_print_system_info()
     return {"version": getattr(llama_cpp, "__version__", None), "path": str(llama_cpp.__file__),
-            "system_info": (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)).strip()}
+            "system_info": (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)).strip(),
+            "omp_wait_policy": describe_wait_policy()}
 
 
 def measure_engine(request: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ reported beside the figures."""
 from __future__ import annotations
 
 import io
+import os
 import json
 import subprocess
 import sys
@@ -63,7 +64,10 @@ def test_child_main_answers_one_marked_line_and_sends_prints_to_stderr(monkeypat
 def test_a_real_side_process_loads_the_bindings_first_on_pythonpath(tmp_path: Path) -> None:
     site = _fake_bindings(tmp_path / "site")
     build = LlamaCppBuild("native", "native", "9.9.9", builds.NATIVE_CMAKE_ARGS, str(site))
-    out = sides.run_side({"side": "info"}, label="info", env=builds.child_env(build))
+    ours = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "ACTIVE_RAG_OMP_WAIT_POLICY_DEFAULTED")}
+    ours.update(OMP_WAIT_POLICY="PASSIVE", ACTIVE_RAG_OMP_WAIT_POLICY_DEFAULTED="1")  # the command's own choice
+    out = sides.run_side({"side": "info"}, label="info", env=builds.child_env(build, ours))
+    assert out["bindings"]["omp_wait_policy"] == "libgomp's default (another program's process)"  # llama.cpp's own
     assert out["bindings"]["system_info"] == SYSTEM_INFO.strip()
     assert out["bindings"]["version"] == "9.9.9"
     assert out["bindings"]["path"].startswith(str(site))

@@ -24,7 +24,9 @@ def test_passive_only_where_unset_and_before_torch_loads() -> None:
 def test_another_programs_process_gets_its_own_default_back() -> None:
     chosen: dict[str, str] = {"PATH": "/bin"}
     default_wait_policy(chosen, {})
-    assert reference_env(chosen) == {"PATH": "/bin"}
+    theirs = reference_env(chosen)
+    assert theirs == {"PATH": "/bin", DEFAULTED_VARIABLE: "0"}
+    assert not default_wait_policy(theirs, {}) and WAIT_POLICY_VARIABLE not in theirs  # its import leaves it unset
     users = {WAIT_POLICY_VARIABLE: "PASSIVE", "PATH": "/bin"}
     assert reference_env(users) == users
     build = LlamaCppBuild("installed", "installed", None, None)
@@ -56,3 +58,15 @@ def test_the_policy_in_words() -> None:
     assert describe_wait_policy({WAIT_POLICY_VARIABLE: "PASSIVE", DEFAULTED_VARIABLE: "1"}) == "PASSIVE (active-rag's default)"
     assert describe_wait_policy({WAIT_POLICY_VARIABLE: "ACTIVE"}) == "ACTIVE (set by the user)"
     assert describe_wait_policy({}).startswith("libgomp's default (torch was loaded before active_rag")
+
+
+def test_the_llama_cpp_sides_process_keeps_libgomps_default_though_it_imports_active_rag() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in (WAIT_POLICY_VARIABLE, DEFAULTED_VARIABLE)}
+    ours = dict(env)
+    assert default_wait_policy(ours, {})  # the command's own process
+    child = child_env(LlamaCppBuild("installed", "installed", None, None), ours)
+    show = f"import os; print(os.environ.get('{WAIT_POLICY_VARIABLE}'))"
+    out = subprocess.run([sys.executable, "-c", f"import active_rag; {show}"], capture_output=True, text=True,
+                         env=child, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "None"
+    assert describe_wait_policy(child) == "libgomp's default (another program's process)"
