@@ -14,7 +14,7 @@ adapters import it), unless the user set the variable or torch is already loaded
 first keeps libgomp's default (``active-rag doctor`` says which policy a process runs with,
 :func:`describe_wait_policy`) and can set the variable itself (``OMP_WAIT_POLICY=PASSIVE python app.py``). The
 prefill has torch's ops between every two kernel calls too: on a 2-core EPYC without AMX a 939-token prefill of
-qwen2.5-coder-1.5b ran at 149-160 tokens a second with ``PASSIVE``, 93-104 with ``ACTIVE`` and about 140 unset
+qwen2.5-coder-1.5b ran at 155-161 tokens a second with ``PASSIVE``, 93-104 with ``ACTIVE`` and 133-142 unset
 (``results/bench/prefill-heap/README.md``).
 :func:`reference_env` gives another program's process (the llama.cpp side of ``bench --suite llamacpp``) its own
 default back.

@@ -17,7 +17,7 @@ is trimmed, so the next layer faults the same pages in again (a page fault a 4 K
 SiLU's time). :func:`hold_prefill_heap`, called before the first CPU prefill, raises both thresholds
 (:data:`HELD_BYTES`), so those blocks stay in the heap for the prefill and :func:`trim_host_memory` hands them back
 after it as before. Measured on a 2-core EPYC without AMX (``results/bench/prefill-heap/``): a 939-token prefill of
-the 1.5B model 111-123 -> 124-139 tokens a second, the same peak resident set. ``ACTIVE_RAG_HEAP=glibc`` keeps
+the 1.5B model 104-123 -> 135-140 tokens a second, the same peak resident set. ``ACTIVE_RAG_HEAP=glibc`` keeps
 glibc's own thresholds.
 """
 
