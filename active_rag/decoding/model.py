@@ -119,7 +119,8 @@ class DecodingSession(SessionPrefixCache):
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=model.device)
         position_ids = torch.arange(start, start + len(new_ids), device=model.device).unsqueeze(0)
         cap = Capture() if capture and len(new_ids) == 1 else None
-        if len(new_ids) > 1 and model.device.type == "cpu":  # a prefill's blocks stay in the heap until it ends
+        cpu_prefill = len(new_ids) > 1 and model.device.type == "cpu"
+        if cpu_prefill:  # its blocks stay in the heap until it ends (host_memory.py)
             hold_prefill_heap()
         with lm.model_lock:
             token = CAPTURE.set(cap)
@@ -139,7 +140,7 @@ class DecodingSession(SessionPrefixCache):
         self.forward_passes += 1
         self._fed += len(new_ids)
         self._keep_logits(out.logits[0, -1].float())
-        if len(new_ids) > 1 and model.device.type == "cpu":  # a prefill's activations were freed: hand the pages back
+        if cpu_prefill:  # its activations were freed: hand the pages back
             trim_host_memory()
         if cap is None:
             return None
