@@ -55,7 +55,8 @@ class Check:
 
 
 def environment(lm: ActiveLM) -> str:
-    """torch, the device (GPU name and free memory, or the CPU's vector capability), dtype, weights and, for packed
+    """torch, the device (GPU name and free memory, or the CPU's vector capability, threads, OpenMP's wait policy, how
+    a decode step attends and summarises a greedy token), dtype, weights and, for packed
     weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why) and the path a
     prefill takes (the kernel, or a dense product and its dtype)."""
     where = lm.device
@@ -63,10 +64,13 @@ def environment(lm: ActiveLM) -> str:
         free, total = torch.cuda.mem_get_info(where)
         device = f"{torch.cuda.get_device_name(where)} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free)"
     else:
+        from ..decoding.one_token_attention import describe as describe_attention
+        from ..decoding.step_summary import describe as describe_summary
         from ..omp_wait import describe_wait_policy
 
         device = (f"{where.type} ({torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads, "
-                  f"OpenMP wait policy {describe_wait_policy()})")
+                  f"OpenMP wait policy {describe_wait_policy()}, decode attention {describe_attention()}, greedy "
+                  f"summary {describe_summary()})")
     from ..models.prefill_path import prefills_with_kernel
     from ..models.quantized import decode_kernel, prefill_dtype
 

@@ -130,6 +130,26 @@ def attention_forward(
     return out, None
 
 
+def kernel_step_attention(module: torch.nn.Module, query: torch.Tensor, scaling: float | None) -> torch.Tensor | None:
+    """The output ``[batch, 1, heads, dim]`` that :func:`attention_forward` gives ``module``'s layer in a ragged
+    decode step (after the step's cache update), where each sequence's call would be the kernels' one-token op
+    (:func:`~active_rag.decoding.one_token_attention.kernel_attends`): the same calls, without the layers of Python
+    around them (the decode step of :mod:`active_rag.decoding.lean_step`; about 20 us a layer). ``None`` where
+    anything else would run: no ragged batch, a padded one, a captured layer whose row a sequence wants, another
+    attention, dtype or device."""
+    batch = RAGGED.get()
+    if (batch is None or batch.mode == "padded" or query.device.type != "cpu" or query.dtype != torch.float32
+            or getattr(module, "_active_rag_inner", None) != "sdpa" or type(module).__name__ not in one_token.FAMILIES
+            or (getattr(module, "_active_rag_captured", False) and any(batch.capture))
+            or not one_token.kernel_attends()):
+        return None
+    kv = batch.kv[module.layer_idx]  # type: ignore[attr-defined]
+    if kv[0][0].dtype != torch.float32:
+        return None
+    outputs = [one_token.one_token_attention(query[b : b + 1], k, v, scaling) for b, (k, v) in enumerate(kv)]
+    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=0)
+
+
 def _register() -> None:
     from transformers import AttentionInterface
 
@@ -174,4 +194,5 @@ __all__ = [
     "attention_modules",
     "eager_function",
     "install",
+    "kernel_step_attention",
 ]

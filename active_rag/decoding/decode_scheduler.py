@@ -44,6 +44,7 @@ from .graph_step import GraphStep, Greedy, graph_step, graph_wanted
 from .lean_step import lean_step
 from ..errors import DecodeOutOfMemoryError
 from .ragged_attention import ATTENTION_MODES, RaggedBatch, RaggedCache
+from .step_summary import summaries
 
 
 def roll_back(cache: Any, length: int) -> None:
@@ -268,9 +269,11 @@ class DecodeScheduler:
                     logits = out.logits[:, -1].float()
             finally:
                 RAGGED.reset(token)
+        greedy = summaries(logits)  # each row's (token, log-probability, entropy) in one op, where it applies
         for b, r in enumerate(batch):
             r.logits = logits[b]
             r.row = ragged.rows[b]
+            r.greedy = None if greedy is None else greedy[b]
             r.error = None
 
     def stats(self) -> dict[str, float]:

@@ -14,9 +14,10 @@ shipped SmolLM2, and ``Qwen2ForCausalLM``, the shipped Qwen2.5 models), a functi
 ``model(input_ids, cache=cache, position_ids=..., use_cache=True, logits_to_keep=1)`` and returns the last
 position's logits. It calls what the model's own forward calls, in the same order and with the same shapes: the
 embedding, the model's rotary module (so any rope scaling it has; its rotation is the family's function's, in fewer
-ops only where a check at build gives the same bits), each layer's norms (torch's ``rms_norm`` op where a check at
-build gives their own ``forward``'s bits), the projections (packed layers through their fused decode op, those that
-read one input in one call where they can: :mod:`active_rag.models.fused_projections`), the cache's ``update`` and the
+ops only where a check at build gives the same bits), each layer's residual adds and norms (one op each where a
+check at build gives their own ``forward``'s bits: :mod:`active_rag.decoding.step_norms`), the projections (packed
+layers through their fused decode op, those that read one input in one call where they can:
+:mod:`active_rag.models.fused_projections`), the cache's ``update`` and the
 attention function the model is configured with (:mod:`active_rag.decoding.attention`, so a ragged batch, its
 captured attention rows and any sequence's faults behave as before), the MLP, the final norm and the head. It is a
 step of the decode scheduler only (:class:`~active_rag.decoding.decode_scheduler.DecodeScheduler`); prefills run
@@ -40,6 +41,8 @@ from typing import Any
 import torch
 
 from ..models.fused_projections import fuse_projections
+from . import step_norms
+from .attention import IMPLEMENTATION, kernel_step_attention
 
 __all__ = ["DECODE_STEP_VARIABLE", "LEAN_FAMILIES", "LeanStep", "lean_step"]
 
@@ -112,11 +115,15 @@ class _Layer:
         attn, mlp = layer.self_attn, layer.mlp
         self.attn, self.index, self.head_dim, self.scaling = attn, attn.layer_idx, attn.head_dim, attn.scaling
         self.extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
+        self.full = self.extra.get("sliding_window") is None  # attends over every cached position
         # the projections that read one input share a kernel call where they can (the same bits)
         self.qkv = fuse_projections([attn.q_proj, attn.k_proj, attn.v_proj])
         self.gate_up = fuse_projections([mlp.gate_proj, mlp.up_proj])
         self.o, self.down, self.act = _projection(attn.o_proj), _projection(mlp.down_proj), mlp.act_fn
-        self.input_norm, self.post_norm = _norm(layer.input_layernorm), _norm(layer.post_attention_layernorm)
+        self.input_norm = step_norms.norm(layer.input_layernorm)
+        self.post_norm = step_norms.norm(layer.post_attention_layernorm)
+        self.input_add_norm = step_norms.add_norm(layer.input_layernorm)
+        self.post_add_norm = step_norms.add_norm(layer.post_attention_layernorm)
 
 
 class _Rotary:
@@ -180,24 +187,43 @@ def _rotary(family_function: Callable[..., tuple[torch.Tensor, torch.Tensor]],
     return _FamilyRotary(family_function)
 
 
-def _norm(module: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A layer's RMS norm for a decode step: torch's ``rms_norm`` op (one call instead of the module's seven ops)
-    where it gives the module's own bits on random inputs of the model's width and dtype at batch 1 and 8 (the float32
-    norms of the Llama and Qwen2 families: same bits on 2,400 random vectors of 64-1,536 values; not in bfloat16,
-    where the module rounds before its weight), else the module's ``forward``."""
-    weight, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not isinstance(eps, float):
-        return module.forward
-    parameters, shape = module._parameters, (weight.shape[0],)
+HeadsRope = Callable[[torch.Tensor, torch.Tensor, Any], tuple[torch.Tensor, torch.Tensor]]
+"""``(q, k, rotation) -> (query, key)``: a layer's query and key projections ``[batch, 1, heads * head_dim]`` as
+rotated heads ``[batch, heads, 1, head_dim]``."""
+
+
+def _kernel_rope(rope: _Rotary | _FamilyRotary, model: torch.nn.Module) -> HeadsRope | None:
+    """The kernels' ``rope_heads`` op (``csrc/rope.cpp``: the projections' views, transposes and :class:`_Rotary`'s
+    four ops a tensor in one op) where :class:`_Rotary` is the step's rotation, active-rag's kernels decode and a check
+    on the model's own rotary embedding (batch 1 and 3, positions up to 4,000, views of a wider output as the fused
+    projections give) gives :class:`_Rotary`'s bits; else ``None``."""
+    from .. import kernels
+
+    if not isinstance(rope, _Rotary) or not kernels.available():
+        return None
+    inner, config = model.model, model.config  # type: ignore[attr-defined]
+    attn = inner.layers[0].self_attn
+    dim, heads = attn.head_dim, config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    op = torch.ops.active_rag.rope_heads.default
+
+    def heads_rope(q: torch.Tensor, k: torch.Tensor, rotation: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return op(q, k, rotation[0], rotation[1], dim)
+
     try:
-        generator = torch.Generator(device="cpu").manual_seed(0)
-        for rows in (1, 8):
-            x = (torch.randn(rows, 1, shape[0], generator=generator) * 3).to(weight.device, weight.dtype)
-            if not torch.equal(module.forward(x), torch.nn.functional.rms_norm(x, shape, weight, eps)):
-                return module.forward
-    except Exception:  # noqa: BLE001 - a norm the check does not know: the module's own
-        return module.forward
-    return lambda x: torch.nn.functional.rms_norm(x, shape, parameters["weight"], eps)
+        device = next(model.parameters()).device
+        generator = torch.Generator(device="cpu").manual_seed(1)
+        for rows, positions in ((1, [[7]]), (3, [[0], [511], [3999]])):
+            wide = torch.randn(rows, 1, (heads + 3 * kv_heads) * dim, generator=generator).to(device) * 4
+            q, k = wide[..., : heads * dim], wide[..., heads * dim : (heads + kv_heads) * dim]
+            ids = torch.tensor(positions, device=device)
+            rotation = rope.prepare(*inner.rotary_emb(torch.zeros(rows, 1, config.hidden_size, device=device), ids))
+            theirs = rope(q.view(rows, 1, -1, dim).transpose(1, 2), k.view(rows, 1, -1, dim).transpose(1, 2), rotation)
+            if not all(torch.equal(a, b) for a, b in zip(heads_rope(q, k, rotation), theirs)):
+                return None
+    except Exception:  # noqa: BLE001 - a rotation, dtype or device the op does not take: the step's own ops
+        return None
+    return heads_rope
 
 
 def decode_step_choice() -> str:
@@ -219,8 +245,11 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
     inner = model.model  # type: ignore[attr-defined]
     final_norm, rotary, embed, head = inner.norm, inner.rotary_emb, inner.embed_tokens, model.lm_head  # type: ignore[attr-defined]
     rope = _rotary(apply_rotary_pos_emb, model)
+    heads_rope = _kernel_rope(rope, model)
     layers = [_Layer(layer) for layer in inner.layers]
-    norm = _norm(final_norm)
+    final_add_norm = step_norms.add_norm(final_norm)
+    # the norm that follows each layer's MLP: the next layer's input norm, after the last layer the final norm
+    next_add_norms = [layer.input_add_norm for layer in layers[1:]] + [final_add_norm]
 
     def attention(layer: _Layer, hidden: torch.Tensor, rotation: Any, cache: Any,
                   position_ids: torch.Tensor) -> torch.Tensor:
@@ -228,23 +257,29 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
         attn = layer.attn
         hidden_shape = (*hidden.shape[:-1], -1, layer.head_dim)
         q, k, v = layer.qkv(hidden)
-        query, key, value = (t.view(hidden_shape).transpose(1, 2) for t in (q, k, v))
-        query, key = rope(query, key, rotation)
+        value = v.view(hidden_shape).transpose(1, 2)
+        if heads_rope is not None and q.dtype == torch.float32 and q.device.type == "cpu":
+            query, key = heads_rope(q, k, rotation)
+        else:
+            query, key = rope(q.view(hidden_shape).transpose(1, 2), k.view(hidden_shape).transpose(1, 2), rotation)
         kwargs: dict[str, Any] = {"position_ids": position_ids, "use_cache": True}
         key, value = cache.update(key, value, layer.index, kwargs=kwargs)
-        function = ALL_ATTENTION_FUNCTIONS.get_interface(attn.config._attn_implementation, eager)
-        out, _ = function(attn, query, key, value, None, dropout=0.0, scaling=layer.scaling, **layer.extra, **kwargs)
+        implementation = attn.config._attn_implementation
+        out = (kernel_step_attention(attn, query, layer.scaling)
+               if implementation == IMPLEMENTATION and layer.full else None)
+        if out is None:
+            function = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager)
+            out, _ = function(attn, query, key, value, None, dropout=0.0, scaling=layer.scaling, **layer.extra, **kwargs)
         return layer.o(out.reshape(*hidden.shape[:-1], -1).contiguous())
 
     def step(input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any) -> torch.Tensor:
         hidden = embed(input_ids)
         rotation = rope.prepare(*rotary(hidden, position_ids))
-        for layer in layers:
-            hidden = hidden + attention(layer, layer.input_norm(hidden), rotation, cache, position_ids)
-            x = layer.post_norm(hidden)
+        x = layers[0].input_norm(hidden)  # on the embeddings: no residual to add yet
+        for layer, next_add_norm in zip(layers, next_add_norms):
+            hidden, x = layer.post_add_norm(hidden, attention(layer, x, rotation, cache, position_ids))
             gate, up = layer.gate_up(x)
-            hidden = hidden + layer.down(layer.act(gate) * up)
-        hidden = norm(hidden)
-        return head.forward(hidden[:, -1:, :])[:, -1]
+            hidden, x = next_add_norm(hidden, layer.down(layer.act(gate) * up))
+        return head.forward(x[:, -1:, :])[:, -1]
 
     return LeanStep(model, step)

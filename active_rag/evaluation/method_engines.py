@@ -213,6 +213,15 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
 
         if kernel_prefill():  # prompts prefilled with int8 activations too (ACTIVE_RAG_PREFILL=dense resumes the rest)
             desc["prefill"] = "kernel"
+    if getattr(getattr(rag.model, "device", None), "type", "cpu") == "cpu":
+        from active_rag.decoding.one_token_attention import kernel_attends
+        from active_rag.decoding.step_summary import kernel_summarizes
+
+        # the kernels' float32 ops of a CPU step round otherwise than torch's: rows of their own
+        if kernel_attends():  # a step's attention (ACTIVE_RAG_DECODE_ATTENTION=grouped resumes the earlier rows)
+            desc["decode_attention"] = "active-rag"
+        if kernel_summarizes():  # a greedy step's log-probability and entropy (ACTIVE_RAG_STEP_SUMMARY=torch)
+            desc["step_summary"] = "active-rag"
     today = rag.router.today_text() if getattr(rag.router, "today", None) is not None else None
     if today is not None and today != EVAL_TODAY:  # rows of the pinned default date keep the keys they were made with
         desc["today"] = today

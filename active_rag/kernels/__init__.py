@@ -13,6 +13,11 @@ The library is compiled ahead of time (``make setup`` runs :mod:`active_rag.kern
 finished build. Where there is none (no compiler, another torch, a non-x86 machine, no AVX2), or when
 ``ACTIVE_RAG_DECODE_KERNEL=torch``, :func:`available` is false and the packed layers decode with torch's kernels, as
 before, after one debug log line. The weights' layout is :mod:`active_rag.kernels.layout`.
+
+The same library holds a decode step's small ops (``csrc/attention.cpp``, ``norm.cpp``, ``rope.cpp``, ``summary.cpp``:
+``torch.ops.active_rag.decode_attention``, ``add_rms_norm``, ``rope_heads``, ``greedy_summary``), which the engine uses
+where :func:`available` is true (:mod:`active_rag.decoding.one_token_attention`, :mod:`~active_rag.decoding.step_norms`,
+:mod:`~active_rag.decoding.lean_step`, :mod:`~active_rag.decoding.step_summary`).
 """
 
 from __future__ import annotations
@@ -185,7 +190,7 @@ def linear_op(kind: str, isa: str | None = None) -> tuple[Any, int]:
     (``"int8"``) and the code of ``isa``,
     to call with the rest of their arguments bound: a decode step's projection without this module's Python."""
     ops, code = _ops(isa)
-    return getattr(ops, f"{kind}_linear"), code
+    return getattr(ops, f"{kind}_linear").default, code  # the overload itself: one Python frame less a call
 
 
 def int4_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

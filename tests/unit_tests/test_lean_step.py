@@ -16,6 +16,7 @@ from torch import nn
 
 from active_rag import ActiveLM, kernels
 from active_rag.decoding import lean_step as lean_module
+from active_rag.decoding import step_norms
 from active_rag.decoding.attention import RAGGED, RaggedBatch
 from active_rag.decoding.lean_step import DECODE_STEP_VARIABLE, lean_step
 from active_rag.decoding.ragged_attention import RaggedCache
@@ -168,15 +169,76 @@ def test_the_step_rotates_with_fewer_ops_only_where_the_bits_are_the_family_s(ti
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_the_step_norms_with_one_op_only_where_the_bits_are_the_module_s(family, monkeypatch) -> None:
+    monkeypatch.setenv(kernels.DECODE_KERNEL_VARIABLE, "torch")  # torch's rms_norm op (the kernels' op: below)
     norm = _model(family, 32, torch.float32, "dense").model.layers[0].input_layernorm
     x = torch.randn(3, 1, norm.weight.shape[0])
-    chosen = lean_module._norm(norm)
+    chosen = step_norms.norm(norm)
     assert chosen != norm.forward and torch.equal(chosen(x), norm(x))
     half = _model(family, 32, torch.bfloat16, "dense").model.layers[0].input_layernorm
     y = x.bfloat16()
-    assert torch.equal(lean_module._norm(half)(y), half(y))  # whichever it chose
+    assert torch.equal(step_norms.norm(half)(y), half(y))  # whichever it chose
     layer_norm = nn.LayerNorm(8)
-    assert lean_module._norm(layer_norm) == layer_norm.forward
+    assert step_norms.norm(layer_norm) == layer_norm.forward
     real = torch.nn.functional.rms_norm
     monkeypatch.setattr(torch.nn.functional, "rms_norm", lambda *a, **k: real(*a, **k) * 1.001)  # other bits
-    assert lean_module._norm(norm) == norm.forward
+    assert step_norms.norm(norm) == norm.forward
+
+
+@pytest.mark.skipif(not kernels.available(), reason="active-rag's kernels do not decode here")
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("width", [64, 896, 1536])
+def test_the_kernels_add_and_norm_in_one_op_with_the_module_s_bits(family: str, width: int) -> None:
+    """The kernels' ``add_rms_norm`` sums the squares as torch does on this CPU: the module's bits for the residual
+    add and the norm, at batch 1 to 33 and any scale, and the op is chosen."""
+    norm = _model(family, 32, torch.float32, "dense").model.layers[0].input_layernorm
+    norm.weight = nn.Parameter(torch.randn(width), requires_grad=False)
+    assert step_norms._kernel_lanes(norm) is not None
+    add_norm, alone = step_norms.add_norm(norm), step_norms.norm(norm)
+    generator = torch.Generator().manual_seed(width)
+    for rows in (1, 2, 8, 33):
+        for scale in (1e-3, 0.5, 7.0, 300.0):
+            hidden, delta = (torch.randn(rows, 1, width, generator=generator) * scale for _ in range(2))
+            total, normed = add_norm(hidden, delta)
+            assert torch.equal(total, hidden + delta) and torch.equal(normed, norm(hidden + delta))
+            assert torch.equal(alone(hidden), norm(hidden))
+
+
+def test_the_kernels_norm_op_refuses_what_it_does_not_take() -> None:
+    if not kernels.loaded():
+        pytest.skip("active-rag's kernels are not built here")
+    with pytest.raises(RuntimeError, match="weight"):
+        torch.ops.active_rag.rms_norm(torch.randn(2, 8), torch.randn(4), 1e-6, 8)
+    with pytest.raises(RuntimeError, match="float32"):
+        torch.ops.active_rag.rms_norm(torch.randn(2, 8).bfloat16(), torch.randn(8).bfloat16(), 1e-6, 8)
+    with pytest.raises(RuntimeError, match="lanes"):
+        torch.ops.active_rag.rms_norm(torch.randn(2, 8), torch.randn(8), 1e-6, 3)
+    with pytest.raises(RuntimeError, match="shape"):
+        torch.ops.active_rag.add_rms_norm(torch.randn(2, 8), torch.randn(1, 8), torch.randn(8), 1e-6, 8)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_the_kernels_rotate_a_layer_s_heads_in_one_op_with_the_step_s_bits(family, monkeypatch) -> None:
+    """Where the kernels decode, a float32 step turns the projections into rotated heads with one op (chosen by a
+    check at build); its heads are the step's own ops' bits, and without the kernels the step keeps its own ops."""
+    model = _model(family, 32, torch.float32, "dense")
+    module = __import__(type(model).__module__, fromlist=["apply_rotary_pos_emb"])
+    rope = lean_module._rotary(module.apply_rotary_pos_emb, model)
+    if not kernels.available():
+        assert lean_module._kernel_rope(rope, model) is None
+        return
+    heads_rope = lean_module._kernel_rope(rope, model)
+    assert heads_rope is not None
+    attn, config = model.model.layers[0].self_attn, model.config
+    dim, heads, kv = attn.head_dim, config.num_attention_heads, config.num_key_value_heads
+    wide = torch.randn(5, 1, (heads + 2 * kv) * dim) * 10
+    q, k = wide[..., : heads * dim], wide[..., heads * dim : (heads + kv) * dim]
+    hidden = torch.zeros(5, 1, config.hidden_size)
+    rotation = rope.prepare(*model.model.rotary_emb(hidden, torch.tensor([[0], [1], [90], [1000], [7]])))
+    theirs = rope(q.view(5, 1, -1, dim).transpose(1, 2), k.view(5, 1, -1, dim).transpose(1, 2), rotation)
+    assert all(torch.equal(a, b) for a, b in zip(heads_rope(q, k, rotation), theirs, strict=True))
+    assert lean_module._kernel_rope(lean_module._FamilyRotary(module.apply_rotary_pos_emb), model) is None
+    monkeypatch.setenv(kernels.DECODE_KERNEL_VARIABLE, "torch")
+    assert lean_module._kernel_rope(rope, model) is None
+    with pytest.raises(RuntimeError, match="head_dim"):
+        torch.ops.active_rag.rope_heads(torch.randn(1, 1, 10), torch.randn(1, 1, 10), torch.randn(1, 1, 1, 4),
+                                        torch.randn(1, 1, 1, 4), 4)

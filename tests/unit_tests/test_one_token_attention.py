@@ -44,8 +44,12 @@ class Qwen2Attention(torch.nn.Module):  # a module of a family the path knows, b
 
 def test_it_applies_only_where_it_is_the_same_attention(monkeypatch: pytest.MonkeyPatch) -> None:
     module, q, k = Qwen2Attention(), torch.randn(1, 4, 1, 8), torch.randn(1, 2, one_token.MIN_KEYS, 8)
+    monkeypatch.setenv(one_token.VARIABLE, "grouped")
     assert one_token.applies(module, q, k, None, {"dropout": 0.0, "sliding_window": None})
     assert not one_token.applies(module, q, k[:, :, :-1], None, {})  # a short cache: the fused kernel is as fast
+    monkeypatch.delenv(one_token.VARIABLE)
+    # the kernels' op (where they decode) is faster from the first key on
+    assert one_token.applies(module, q, k[:, :, :1], None, {}) == one_token.kernel_attends()
     assert not one_token.applies(module, torch.randn(1, 4, 2, 8), k, None, {})  # a prefill
     assert not one_token.applies(module, torch.randn(2, 4, 1, 8), k.expand(2, -1, -1, -1), None, {})  # a padded batch
     assert not one_token.applies(module, q, k, torch.ones(1, 1, 1, one_token.MIN_KEYS, dtype=torch.bool), {})
@@ -85,9 +89,18 @@ def _generate(lm: ActiveLM, ids: list[int], capture: bool) -> tuple[list[int], l
     return [s.id for s in steps], [s.logprob for s in steps], [s.attention for s in steps]
 
 
+def _path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """``grouped``: sdpa's grouped call; ``kernel``: the kernels' op (skipped where they do not decode)."""
+    monkeypatch.setenv(one_token.VARIABLE, "grouped" if path == "grouped" else "")
+    if path == "kernel" and not one_token.kernel_attends():
+        pytest.skip("active-rag's kernels do not decode here")
+
+
+@pytest.mark.parametrize("path", ["grouped", "kernel"])
 @pytest.mark.parametrize("capture", [False, True], ids=["plain", "capture"])
 def test_the_engine_decodes_the_same_tokens_and_rows(tiny_tokenizer: Any, monkeypatch: pytest.MonkeyPatch,
-                                                     grouped_calls: list[int], capture: bool) -> None:
+                                                     grouped_calls: list[int], capture: bool, path: str) -> None:
+    _path(monkeypatch, path)
     model = _conftest().build_tiny_model(len(tiny_tokenizer), seed=3, layers=2)
     lm = ActiveLM(model, tiny_tokenizer, name="tiny-long", prefix_cache=False)
     ids = _long_prompt(lm)
@@ -104,10 +117,13 @@ def test_the_engine_decodes_the_same_tokens_and_rows(tiny_tokenizer: Any, monkey
             torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("path", ["grouped", "kernel"])
 def test_a_ragged_batch_takes_it_per_sequence(tiny_tokenizer: Any, monkeypatch: pytest.MonkeyPatch,
-                                              grouped_calls: list[int]) -> None:
+                                              grouped_calls: list[int], path: str) -> None:
     """In a batched step (the decode scheduler's loop over sequences) the long sequence groups its heads,
-    the short ones the model's kernel, and every sequence gets the tokens it gets with the model's kernel alone."""
+    the short ones the model's kernel (with the kernels' op, every sequence takes it), and every sequence gets the
+    tokens it gets with the model's kernel alone."""
+    _path(monkeypatch, path)
     from active_rag.decoding.decode_scheduler import DecodeScheduler, _Request
 
     model = _conftest().build_tiny_model(len(tiny_tokenizer), seed=4, layers=2)
@@ -131,6 +147,9 @@ def test_a_ragged_batch_takes_it_per_sequence(tiny_tokenizer: Any, monkeypatch: 
     scheduler.attention = "loop"
     fast = decode()
     made = grouped_calls[0]
-    assert 6 * 2 <= made <= 7 * 2  # the long sequence only (its pending last prompt token too), every layer
+    if path == "grouped":
+        assert 6 * 2 <= made <= 7 * 2  # the long sequence only (its pending last prompt token too), every layer
+    else:
+        assert 3 * 6 * 2 <= made <= 3 * 7 * 2  # every sequence, every layer
     monkeypatch.setenv(one_token.VARIABLE, "sdpa")
     assert decode() == fast and grouped_calls[0] == made

@@ -98,6 +98,8 @@ static int64_t resolve(int64_t isa) {
   return isa;
 }
 
+int64_t resolve_isa(int64_t isa) { return resolve(isa); }
+
 // ------------------------------------------------------------------------------------------------ activations
 
 // One row. The absolute maximum is taken on the bit patterns (exact, vectorisable); rounding to the nearest even
@@ -142,6 +144,23 @@ static void quantize_row(const float* v, int64_t k, int64_t kp, int8_t* xq, floa
   }
 }
 
+// The quantised rows' buffers, 64-byte aligned: a block of the calling thread's, reused call after call (a decode step
+// makes about 170 calls, and four tensors allocated each time cost it 0.3-0.5 ms), or for a prefill's hundreds of
+// rows, above kScratchBytes, a tensor of the call's own. The block is only touched by the thread's own calls, one at
+// a time; the pool's workers read it while the call that filled it waits for them.
+constexpr int64_t kScratchBytes = int64_t(1) << 20;
+
+static uint8_t* scratch(int64_t bytes, at::Tensor& owner) {
+  auto align = [](uint8_t* p) { return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63)); };
+  if (bytes > kScratchBytes) {
+    owner = at::empty({bytes + 64}, at::TensorOptions().dtype(at::kByte));
+    return align(owner.data_ptr<uint8_t>());
+  }
+  thread_local std::vector<uint8_t> block;
+  if (block.empty()) block.resize(size_t(kScratchBytes + 64));
+  return align(block.data());
+}
+
 // `round_inputs`: a float32 row is first rounded to bfloat16 (to nearest even, as torch's conversion), which is what
 // the layers' unfused path feeds the kernel (`x.to(torch.bfloat16)`), so the fused ops give the same integers.
 static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, bool round_inputs = false) {
@@ -149,13 +168,12 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, boo
   Activations a;
   a.kp = kp;
   a.groups = kp / kGroup;
-  a.xq_t = at::empty({rows, kp}, x.options().dtype(at::kChar));
-  a.sx_t = at::empty({rows, a.groups}, x.options().dtype(at::kFloat));
-  a.sums_t = at::empty({rows, a.groups}, x.options().dtype(at::kFloat));
-  a.start_t = at::empty({rows, a.groups}, x.options().dtype(at::kInt));
-  int8_t* xq = a.xq_t.data_ptr<int8_t>();
-  float* sx = a.sx_t.data_ptr<float>();
-  int32_t* sums = a.start_t.data_ptr<int32_t>();  // the integer sums first, then -offset * S in place
+  const int64_t xq_bytes = (rows * kp + 63) / 64 * 64, group_bytes = (rows * a.groups * 4 + 63) / 64 * 64;
+  uint8_t* block = scratch(xq_bytes + 3 * group_bytes, a.owner);
+  int8_t* xq = reinterpret_cast<int8_t*>(block);
+  float* sx = reinterpret_cast<float*>(block + xq_bytes);
+  float* sums_f = reinterpret_cast<float*>(block + xq_bytes + group_bytes);
+  int32_t* sums = reinterpret_cast<int32_t*>(block + xq_bytes + 2 * group_bytes);  // the integer sums first, then -offset * S in place
   const bool is_float = x.scalar_type() == at::kFloat;
   const float* pf = is_float ? x.data_ptr<float>() : nullptr;
   const uint16_t* pb = is_float ? nullptr : reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
@@ -172,7 +190,6 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, boo
       quantize_row(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
     }
   });
-  float* sums_f = a.sums_t.data_ptr<float>();
   for (int64_t i = 0; i < rows * a.groups; ++i) {
     sums_f[i] = float(sums[i]);
     sums[i] = -offset * sums[i];

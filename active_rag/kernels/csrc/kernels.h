@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -22,6 +23,9 @@ constexpr int64_t kChunk = 64;  // bytes per chunk: 16 lanes of 4 bytes
 
 enum : int64_t { kAuto = 0, kScalar = 1, kAvx2 = 2, kAvxVnni = 3, kAvx512Vnni = 4 };
 
+// `isa` (kAuto: the best this CPU runs), checked against the CPU (decode_kernel.cpp).
+int64_t resolve_isa(int64_t isa);
+
 static inline float bf16_to_float(uint16_t bits) {
   const uint32_t u = uint32_t(bits) << 16;
   float f;
@@ -34,7 +38,7 @@ static inline float bf16_to_float(uint16_t bits) {
 // start of the group's integer sum that makes it the sum over the signed weights (the weights are stored as unsigned
 // bytes q + offset: 8 for int4, 128 for int8). Precomputed so a tile's loop only broadcasts them from memory.
 struct Activations {
-  at::Tensor xq_t, sx_t, sums_t, start_t;
+  at::Tensor owner;  // the buffers of a call too large for the calling thread's reused block (decode_kernel.cpp)
   const int8_t* xq = nullptr;
   const float* sx = nullptr;
   const float* sums = nullptr;
@@ -67,5 +71,25 @@ void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row);
 // (the scalar reference's values and rounding; AVX-512 machines only).
 template <typename T>
 void int4_row_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t lane, bool fifth, T* row);
+
+// exp(x) for x <= 0 (a value minus the maximum of its row), branch-free so a simd loop vectorises it (attention.cpp,
+// summary.cpp): x = n ln 2 + r with |r| <= ln 2 / 2, exp(r) by Cephes' expf polynomial (relative error about 1e-7),
+// 2^n put in the exponent bits; x is taken as -87 below it (where exp leaves float32's normal range: e^-87 is 1.6e-38,
+// nothing beside the row's maximum's 1), so there is no select in the loop for AVX2 to fail to vectorise.
+#define AR_EXP_BODY(x)                                                                               \
+  const float c = std::max(x, -87.0f);                                                               \
+  const float n = __builtin_rintf(c * 1.44269504088896341f);                                         \
+  const float r = (c - n * 0.693359375f) + n * 2.12194440e-4f;                                       \
+  float p = 1.9875691500e-4f;                                                                        \
+  p = p * r + 1.3981999507e-3f;                                                                      \
+  p = p * r + 8.3334519073e-3f;                                                                      \
+  p = p * r + 4.1665795894e-2f;                                                                      \
+  p = p * r + 1.6666665459e-1f;                                                                      \
+  p = p * r + 5.0000001201e-1f;                                                                      \
+  p = (p * r) * r + r + 1.0f;                                                                        \
+  const int32_t bits = (int32_t(n) + 127) << 23;                                                     \
+  float pow2;                                                                                        \
+  std::memcpy(&pow2, &bits, sizeof pow2);                                                            \
+  const float e = p * pow2;
 
 }  // namespace active_rag_kernels
