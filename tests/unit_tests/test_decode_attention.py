@@ -90,35 +90,25 @@ def test_where_the_engine_uses_it_and_what_rows_and_doctor_say(monkeypatch: pyte
     says which path runs."""
     from active_rag.decoding import one_token_attention as one_token
     from active_rag.evaluation import method_engines
-    from active_rag.evaluation.config import EvalConfig
+    from tests.unit_tests.engine_keys import engine_key
 
     if not kernels.available():
         pytest.skip("active-rag's kernels do not decode here")
-
-    class Rag:
-        model = object()
-        prompt = type("P", (), {"direct": "d", "with_docs": "w"})()
-        max_new_tokens, answer_phrase, router, follow_links = 8, None, None, False
-
-        def describe(self) -> dict:
-            return {"method": "sr-rag"}
-
     monkeypatch.setattr(method_engines, "_decodes_with_our_kernel", lambda model: True)
     monkeypatch.setattr(method_engines, "_decode_kernel_layers", lambda model: [])
-    config = EvalConfig(dataset="hotpotqa")
     monkeypatch.delenv(one_token.VARIABLE, raising=False)
     assert one_token.kernel_attends() and one_token.describe() == "active-rag's op"
-    op_rows = method_engines._engine_key(Rag(), config, "m")  # type: ignore[arg-type]
+    op_rows = engine_key()
     monkeypatch.setenv(one_token.VARIABLE, "grouped")
     assert not one_token.kernel_attends() and one_token.describe().startswith("sdpa, heads grouped")
-    grouped_rows = method_engines._engine_key(Rag(), config, "m")  # type: ignore[arg-type]
+    grouped_rows = engine_key()
     assert op_rows != grouped_rows
     monkeypatch.setenv(kernels.DECODE_KERNEL_VARIABLE, "torch")  # torch's kernels' rows (the Wikipedia slices')
     monkeypatch.setattr(method_engines, "_decodes_with_our_kernel", lambda model: False)
     monkeypatch.delenv(one_token.VARIABLE)
-    torch_rows = method_engines._engine_key(Rag(), config, "m")  # type: ignore[arg-type]
+    torch_rows = engine_key()
     monkeypatch.setenv(one_token.VARIABLE, "grouped")
-    assert method_engines._engine_key(Rag(), config, "m") == torch_rows  # type: ignore[arg-type]
+    assert engine_key() == torch_rows
     monkeypatch.delenv(kernels.DECODE_KERNEL_VARIABLE)
     monkeypatch.setenv(one_token.VARIABLE, "sdpa")
     assert one_token.describe().startswith("the model's sdpa")

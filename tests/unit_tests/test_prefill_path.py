@@ -73,27 +73,18 @@ def test_rows_written_with_the_kernels_prefill_have_keys_of_their_own(monkeypatc
     """A prefill through the kernel moves logits as a decode step does: an evaluation's rows say so, and
     ``ACTIVE_RAG_PREFILL=dense`` resumes the rows written with the dense prefill."""
     from active_rag.evaluation import method_engines
-    from active_rag.evaluation.config import EvalConfig
-
-    class Rag:
-        model = object()
-        prompt = type("P", (), {"direct": "d", "with_docs": "w"})()
-        max_new_tokens, answer_phrase, router, follow_links = 8, None, None, False
-
-        def describe(self) -> dict:
-            return {"method": "sr-rag"}
+    from tests.unit_tests.engine_keys import engine_key
 
     monkeypatch.setattr(method_engines, "_decodes_with_our_kernel", lambda model: True)
     monkeypatch.setattr(method_engines, "_decode_kernel_layers", lambda model: [])
-    config = EvalConfig(dataset="hotpotqa")
     monkeypatch.setenv(VARIABLE, "dense")
-    dense = method_engines._engine_key(Rag(), config, "m")  # type: ignore[arg-type]
+    dense = engine_key()
     monkeypatch.setenv(VARIABLE, "kernel")
-    assert method_engines._engine_key(Rag(), config, "m") != dense  # type: ignore[arg-type]
+    assert engine_key() != dense
     monkeypatch.setattr(method_engines, "_decodes_with_our_kernel", lambda model: False)
-    torch_rows = method_engines._engine_key(Rag(), config, "m")  # type: ignore[arg-type]
+    torch_rows = engine_key()
     monkeypatch.setenv(VARIABLE, "dense")
-    assert method_engines._engine_key(Rag(), config, "m") == torch_rows  # type: ignore[arg-type]
+    assert engine_key() == torch_rows
 
 
 def test_doctor_says_how_a_prompt_is_prefilled(monkeypatch) -> None:

@@ -96,21 +96,11 @@ def test_greedy_sessions_read_it_and_others_the_logits(tiny_tokenizer, monkeypat
 
 def test_rows_written_with_it_have_keys_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
     from active_rag.evaluation import method_engines
-    from active_rag.evaluation.config import EvalConfig
+    from tests.unit_tests.engine_keys import engine_key
 
     if not kernels.available():
         pytest.skip("active-rag's kernels do not decode here")
-
-    class Rag:
-        model = object()
-        prompt = type("P", (), {"direct": "d", "with_docs": "w"})()
-        max_new_tokens, answer_phrase, router, follow_links = 8, None, None, False
-
-        def describe(self) -> dict:
-            return {"method": "sr-rag"}
-
-    config = EvalConfig(dataset="hotpotqa")
     monkeypatch.setattr(method_engines, "_decodes_with_our_kernel", lambda model: False)
-    ours = method_engines._engine_key(Rag(), config, "m")  # type: ignore[arg-type]
+    ours = engine_key()
     monkeypatch.setenv(step_summary.VARIABLE, "torch")
-    assert method_engines._engine_key(Rag(), config, "m") != ours  # type: ignore[arg-type]
+    assert engine_key() != ours
