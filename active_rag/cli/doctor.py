@@ -58,7 +58,7 @@ def environment(lm: ActiveLM) -> str:
     """torch, the device (GPU name and free memory, or the CPU's vector capability, threads, OpenMP's wait policy, how
     a decode step attends and summarises a greedy token), dtype, weights and, for packed
     weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why) and the path a
-    prefill takes (the kernel, or a dense product and its dtype)."""
+    prefill takes (the kernel, or a dense product and its dtype) and whether a decode step runs its layers as one op."""
     where = lm.device
     if where.type == "cuda":
         free, total = torch.cuda.mem_get_info(where)
@@ -80,6 +80,9 @@ def environment(lm: ActiveLM) -> str:
     else:  # and how a prompt's rows are multiplied (models/prefill_path.py)
         dense = f"dense {str(prefill_dtype()).removeprefix('torch.')}"
         packed = f", decode kernel {kernel}, prefill {'kernel' if prefills_with_kernel(lm.model) else dense}"
+        lean = getattr(getattr(lm, "scheduler", None), "_lean", None)
+        if lean is not None:  # decoding/kernel_layers.py
+            packed += f", decode layers {'in one op' if lean.layers_op else 'as a Python loop'}"
     return (f"torch {torch.__version__}, {device}, model {lm.name}, dtype {str(lm.dtype).removeprefix('torch.')}, "
             f"weights {lm.weights}" + packed)
 
@@ -225,6 +228,23 @@ def _attention_path(mode: str, device_type: str) -> str:
             "the padded keys are real, else takes the loop (attention='auto')")
 
 
+def _layers_op(lm: ActiveLM) -> str:
+    """Teacher-forced as :func:`_padded`: three sequences through the lean step's Python loop over the layers and
+    through the kernels' one op (:mod:`active_rag.decoding.kernel_layers`): the same logits to the bit."""
+    lean = getattr(lm.scheduler, "_lean", None)
+    if lean is None or not lean.layers_op:
+        return "skipped: this model's decode step runs its layers as a Python loop"
+    try:
+        worst, _, same, total = _teacher_forced(lm, {"loop": lambda: setattr(lean, "layers_op", False),
+                                                     "one op": lambda: setattr(lean, "layers_op", True)})
+    finally:
+        lean.layers_op = True
+    if worst != 0.0 or same != total:
+        raise AssertionError(f"the one op's logits differ from the loop's by {worst:.3g} (greedy tokens the same at "
+                             f"{same} of {total} steps)")
+    return f"3 sequences x {TOKENS} steps, the same logits to the bit"
+
+
 def _graphed(lm: ActiveLM, ids: list[int]) -> str:
     """Teacher-forced as :func:`_padded`: three sequences read the eager step's greedy tokens through the recorded
     step and through the eager one; the next-token logits agree within the same bounds and, with dense float32
@@ -321,6 +341,7 @@ def run_checks(lm: ActiveLM, presets: list[str] | None = None) -> list[Check]:
         ("prefix cache", lambda: _prefix(lm, ids)),
         ("batched = serial", lambda: _batched(lm, ids)),
         ("padded attention = loop", lambda: _padded(lm, ids)),
+        ("layers in one op = loop", lambda: _layers_op(lm)),
         ("graphed step = eager", lambda: _graphed(lm, ids)),
         ("out of memory isolated", lambda: _out_of_memory(lm, ids)),
         ("every preset", lambda: _presets(lm, chosen)),

@@ -96,6 +96,24 @@ class GrowingLayer(DynamicLayer):
         self.values = self._value_buffer[:, :, :end]
         return self.keys, self.values
 
+    def step_slot(self) -> tuple[torch.Tensor, torch.Tensor, int] | None:
+        """Room for one more position that the caller writes itself (the kernels' ``decode_layers`` op,
+        :mod:`active_rag.decoding.kernel_layers`): ``(key buffer, value buffer, position)``, with ``keys``/``values``
+        already covering the position, as :meth:`update` would leave them after writing it (a new buffer first
+        where :meth:`update` would make one). ``None``, with nothing changed, where the layer holds no keys yet."""
+        keys, values = self.keys, self.values
+        if keys is None or values is None or keys.dim() != 4 or keys.shape[-2] == 0:
+            return None
+        length = keys.shape[-2]
+        end = length + 1
+        kb = self._key_buffer
+        if not (self.owns() and kb is not None and end <= kb.shape[-2] and length >= self._frozen):
+            self._reserve(length, end, keys, values)
+        assert self._key_buffer is not None and self._value_buffer is not None
+        self.keys = self._key_buffer[:, :, :end]
+        self.values = self._value_buffer[:, :, :end]
+        return self._key_buffer, self._value_buffer, length
+
     def _reserve(self, length: int, end: int, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         """New buffers for ``end`` positions and room to spare, holding the first ``length`` cached ones."""
         capacity = end + spare_room(end)

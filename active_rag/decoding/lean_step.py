@@ -43,6 +43,7 @@ import torch
 from ..models.fused_projections import fuse_projections
 from . import step_norms
 from .attention import IMPLEMENTATION, kernel_step_attention
+from .kernel_layers import kernel_layers
 
 __all__ = ["DECODE_STEP_VARIABLE", "LEAN_FAMILIES", "LeanStep", "lean_step"]
 
@@ -65,7 +66,11 @@ def _global_hooks() -> bool:
 class LeanStep:
     """``step(input_ids, position_ids, cache) -> logits`` of a model (:func:`lean_step`), with :meth:`hooked`."""
 
-    def __init__(self, model: torch.nn.Module, step: Step) -> None:
+    def __init__(self, model: torch.nn.Module, step: Step, *, layers_op: bool = False) -> None:
+        self.layers_op = layers_op
+        """Whether the step runs its layers as the kernels' one op where a batch allows
+        (:mod:`active_rag.decoding.kernel_layers`); ``False`` runs the Python loop (``active-rag doctor`` compares
+        the two)."""
         modules = list(model.modules())
         # the modules' own hook tables (registering a hook adds to them, removing it deletes from them)
         self._tables = [m._forward_hooks for m in modules] + [m._forward_pre_hooks for m in modules]
@@ -248,6 +253,8 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
     heads_rope = _kernel_rope(rope, model)
     layers = [_Layer(layer) for layer in inner.layers]
     final_add_norm = step_norms.add_norm(final_norm)
+    # every layer in one call of the kernels' op where all of a layer's parts are theirs (the same bits)
+    kernel_loop = kernel_layers(model) if heads_rope is not None else None
     # the norm that follows each layer's MLP: the next layer's input norm, after the last layer the final norm
     next_add_norms = [layer.input_add_norm for layer in layers[1:]] + [final_add_norm]
 
@@ -276,10 +283,15 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
         hidden = embed(input_ids)
         rotation = rope.prepare(*rotary(hidden, position_ids))
         x = layers[0].input_norm(hidden)  # on the embeddings: no residual to add yet
+        done = (None if kernel_loop is None or not lean.layers_op
+                else kernel_loop.run(hidden, x, rotation, getattr(cache, "batch", None)))
+        if done is not None:
+            return head.forward(done[1][:, -1:, :])[:, -1]
         for layer, next_add_norm in zip(layers, next_add_norms):
             hidden, x = layer.post_add_norm(hidden, attention(layer, x, rotation, cache, position_ids))
             gate, up = layer.gate_up(x)
             hidden, x = next_add_norm(hidden, layer.down(layer.act(gate) * up))
         return head.forward(x[:, -1:, :])[:, -1]
 
-    return LeanStep(model, step)
+    lean = LeanStep(model, step, layers_op=kernel_loop is not None)
+    return lean

@@ -13,13 +13,14 @@ Llama and Qwen2 families pass; a bfloat16 norm, which rounds before its weight, 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import torch
 
 from .. import kernels
 
-__all__ = ["AddNorm", "Norm", "add_norm", "norm"]
+__all__ = ["AddNorm", "Norm", "add_norm", "kernel_norm_parts", "norm"]
 
 Norm = Callable[[torch.Tensor], torch.Tensor]
 AddNorm = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -52,16 +53,35 @@ def _parts(module: torch.nn.Module) -> tuple[tuple[int], float] | None:
     return (weight.shape[0],), eps
 
 
+_CHECKED: weakref.WeakKeyDictionary[torch.nn.Module, tuple[torch.Tensor, int | None]] = weakref.WeakKeyDictionary()
+"""A norm module -> (the weight it was checked with, the lanes found): the check runs once a module and weight."""
+
+
 def _kernel_lanes(module: torch.nn.Module) -> int | None:
     """The vector width with which the kernels' op gives the module's bits, or ``None``."""
     parts = _parts(module)
     if parts is None or not kernels.available():
         return None
     parameters, (_, eps) = module._parameters, parts
+    known = _CHECKED.get(module)
+    if known is not None and known[0] is parameters["weight"]:
+        return known[1]
+    found = None
     for lanes in _LANES:
         if _checked(module, lambda x, lanes=lanes: torch.ops.active_rag.rms_norm(x, parameters["weight"], eps, lanes)):
-            return lanes
-    return None
+            found = lanes
+            break
+    _CHECKED[module] = (parameters["weight"], found)
+    return found
+
+
+def kernel_norm_parts(module: torch.nn.Module) -> tuple[torch.Tensor, float, int] | None:
+    """``(weight, eps, lanes)`` with which the kernels' ``add_rms_norm`` gives ``module``'s bits (what
+    :func:`add_norm` runs), or ``None`` where it runs torch's ops."""
+    lanes = _kernel_lanes(module)
+    if lanes is None:
+        return None
+    return module._parameters["weight"], module.variance_epsilon, lanes  # type: ignore[return-value]
 
 
 def norm(module: torch.nn.Module) -> Norm:

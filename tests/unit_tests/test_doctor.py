@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from active_rag import kernels
 from active_rag.cli import doctor
 from active_rag.cli.commands import main
 
@@ -17,7 +18,8 @@ def test_doctor_passes_every_check_on_this_machine(tiny_dir: Path, capsys: pytes
     out = json.loads(capsys.readouterr().out)
     names = [c["name"] for c in out["checks"]]
     assert names == ["environment", "finite logits", "capture is invisible", "prefix cache", "batched = serial",
-                     "padded attention = loop", "graphed step = eager", "out of memory isolated", "every preset"]
+                     "padded attention = loop", "layers in one op = loop", "graphed step = eager",
+                     "out of memory isolated", "every preset"]
     assert out["passed"] and all(c["status"] == "PASS" for c in out["checks"])
     by = {c["name"]: c["detail"] for c in out["checks"]}
     assert "cpu" in by["environment"] and "weights float32" in by["environment"]
@@ -26,6 +28,31 @@ def test_doctor_passes_every_check_on_this_machine(tiny_dir: Path, capsys: pytes
     assert by["graphed step = eager"].startswith("skipped: the decode step is 'lean' on cpu")
     assert by["padded attention = loop"].startswith("3 sequences x 16 steps, logits within")
     assert by["out of memory isolated"].startswith("the other sequence decoded its serial tokens; KV budget 4.00 GiB")
+    assert by["layers in one op = loop"] == "skipped: this model's decode step runs its layers as a Python loop"
+
+
+@pytest.mark.skipif(not kernels.available(), reason="active-rag's kernels do not decode here")
+def test_the_layers_op_check_compares_it_with_the_loop_on_packed_weights(tiny_dir: Path,
+                                                                         capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag", "--weights", "int8", "--json"]) == 0
+    by = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert "decode layers in one op" in by["environment"]["detail"]
+    assert by["layers in one op = loop"]["detail"] == "3 sequences x 16 steps, the same logits to the bit"
+
+    from active_rag.decoding.kernel_layers import KernelLayers
+
+    run = KernelLayers.run
+
+    def off_by_a_bit(self, *args):  # what a broken op would give
+        out = run(self, *args)
+        return None if out is None else (out[0], out[1] * 1.01)
+
+    monkeypatch.setattr(KernelLayers, "run", off_by_a_bit)
+    assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag", "--weights", "int8", "--json"]) == 1
+    by = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert by["layers in one op = loop"]["status"] == "FAIL"
+    assert "the one op's logits differ from the loop's" in by["layers in one op = loop"]["detail"]
 
 
 def test_a_failing_check_is_reported_and_the_others_still_run(tiny_dir: Path, capsys: pytest.CaptureFixture[str],
@@ -37,7 +64,7 @@ def test_a_failing_check_is_reported_and_the_others_still_run(tiny_dir: Path, ca
     assert main(["doctor", "--model", str(tiny_dir), "--methods", "sr-rag", "--weights", "float32"]) == 1
     out = capsys.readouterr().out
     assert re.search(r"FAIL  capture is invisible +AssertionError: capturing attention changed the greedy tokens", out)
-    assert "PASS  every preset" in out and out.strip().endswith("8 of 9 checks passed; 1 failed")
+    assert "PASS  every preset" in out and out.strip().endswith("9 of 10 checks passed; 1 failed")
 
 
 def test_doctor_names_a_bad_method_in_one_line(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -416,6 +416,16 @@ static at::Tensor int5_linear(const at::Tensor& x, const at::Tensor& tiles, cons
   return finish(int4_run(linear_input(x), tiles, scales, n, isa, true, true), bias);
 }
 
+at::Tensor packed_linear(int64_t kind, const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                         const c10::optional<at::Tensor>& bias, int64_t isa) {
+  switch (kind) {
+    case 4: return int4_linear(x, tiles, scales, n, bias, isa);
+    case 5: return int5_linear(x, tiles, scales, n, bias, isa);
+    case 8: return int8_linear(x, tiles, scales, n, bias, isa);
+    default: TORCH_CHECK(false, "active_rag linear: kind must be 4, 5 or 8, not ", kind);
+  }
+}
+
 // ------------------------------------------------------------------------------------------------ dequantisation
 // For the dense prefill: the weight [n, K] the kernels multiply by, in float32 or bfloat16, written into `out`.
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define AR_X86 1
@@ -71,6 +72,17 @@ void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row);
 // (the scalar reference's values and rounding; AVX-512 machines only).
 template <typename T>
 void int4_row_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t lane, bool fifth, T* row);
+
+// The ops a decode step's layers are made of, for layers.cpp's loop (each also a torch op of its own file).
+// kind: 4 (int4), 5 (int5) or 8 (int8): the packed layer's decode forward (decode_kernel.cpp's int*_linear).
+at::Tensor packed_linear(int64_t kind, const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales,
+                         int64_t n, const c10::optional<at::Tensor>& bias, int64_t isa);
+std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                                double eps, int64_t lanes);
+std::tuple<at::Tensor, at::Tensor> rope_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
+                                              const at::Tensor& sin, int64_t dim);
+at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, double scale,
+                            int64_t isa);
 
 // exp(x) for x <= 0 (a value minus the maximum of its row), branch-free so a simd loop vectorises it (attention.cpp,
 // summary.cpp): x = n ln 2 + r with |r| <= ln 2 / 2, exp(r) by Cephes' expf polynomial (relative error about 1e-7),
