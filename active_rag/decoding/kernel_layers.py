@@ -17,12 +17,13 @@ the lean step (:func:`kernel_layers`) only where:
 - every projection is a packed layer that uses the kernels, the MLP's activation is SiLU, and every layer attends
   over every position with the model's sdpa.
 
-A step uses it (:meth:`KernelLayers.run`) when, in addition, no sequence of the batch wants the captured layer's
-attention row, the batch is at most the packed layers' row limit, the hidden state is float32, the layers and norms
+A step uses it (:meth:`KernelLayers.run`) when, in addition, the batch is at most the packed layers' row limit, the hidden state is float32, the layers and norms
 still hold the tensors the plan was built from (a ``model.to(...)`` replaces them) and each sequence's cache layers
 are :class:`~active_rag.decoding.kv_layer.GrowingLayer` buffers, which make room for the new position first
 (:meth:`~active_rag.decoding.kv_layer.GrowingLayer.step_slot`). Otherwise the step runs the lean step's loop, as
-before. ``ACTIVE_RAG_DECODE_LAYERS=python`` turns it off for steps built afterwards.
+before. Where a sequence wants the captured layer's attention row (DRAGIN's), that layer runs in the loop and the
+layers before and after it as two calls of the op. ``ACTIVE_RAG_DECODE_LAYERS=python`` turns it off for steps built
+afterwards.
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ KIND_CODES = {"int4": 4, "int5": 5, "int8": 8}
 
 
 class _Plan:
-    """The lists ``decode_layers`` reads (``csrc/layers.cpp``'s header comment), and what a step checks."""
+    """The lists ``decode_layers`` reads for one layer (``csrc/layers.cpp``'s header comment), and what a step
+    checks."""
 
-    def __init__(self, layers: int) -> None:
+    def __init__(self) -> None:
         self.tensors: list[torch.Tensor] = []
-        self.ints: list[int] = [layers]
+        self.ints: list[int] = []
         self.reals: list[float] = []
         self.held: list[tuple[dict[str, Any], str, torch.Tensor | None]] = []  # (table, key, tensor it must hold)
         self.counters: list[list[int]] = []  # each packed layer's call counts (PackedLinear._calls)
@@ -122,8 +124,10 @@ def kernel_layers(model: nn.Module) -> KernelLayers | None:
     inner = model.model  # type: ignore[attr-defined]
     layers = list(inner.layers)
     norms = [layer.input_layernorm for layer in layers[1:]] + [inner.norm]
-    plan = _Plan(len(layers))
+    plans = []
     for layer, next_norm in zip(layers, norms, strict=True):
+        plan = _Plan()
+        plans.append(plan)
         attn, mlp = layer.self_attn, layer.mlp
         config = attn.config
         if (getattr(attn, "_active_rag_inner", None) != "sdpa" or type(attn).__name__ not in one_token.FAMILIES
@@ -144,25 +148,56 @@ def kernel_layers(model: nn.Module) -> KernelLayers | None:
             if not plan.group(group):
                 return None
     limits = [m.packed_max_rows for m in model.modules() if isinstance(m, PackedLinear)]
-    return KernelLayers(plan, [layer.self_attn for layer in layers], limits)
+    return KernelLayers(plans, [layer.self_attn for layer in layers], limits)
 
 
 class KernelLayers:
-    """A model's decoder layers as one ``decode_layers`` call a step (module docstring)."""
+    """A model's decoder layers as ``decode_layers`` calls: one a step, or two around the captured layer when a
+    sequence wants its attention row (module docstring)."""
 
-    def __init__(self, plan: _Plan, attention: Sequence[nn.Module], limits: Sequence[int | None]) -> None:
-        self._plan = plan
+    def __init__(self, plans: Sequence[_Plan], attention: Sequence[nn.Module], limits: Sequence[int | None]) -> None:
+        self._plans = list(plans)
+        self._attention = list(attention)
         self._layers = len(attention)
-        self._captured = [m for m in attention if getattr(m, "_active_rag_captured", False)]
         self._limit = min((n for n in limits if n is not None), default=None)
         self._op = torch.ops.active_rag.decode_layers.default
+        self._ranges: dict[tuple[int, int], tuple[list[torch.Tensor], list[int], list[float]]] = {}
 
     def _current(self) -> bool:
-        return all(table.get(key) is tensor for table, key, tensor in self._plan.held)
+        return all(table.get(key) is tensor for plan in self._plans for table, key, tensor in plan.held)
 
-    def _slots(self, caches: Sequence[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor], list[int]] | None:
-        """Each layer's cache buffers and write position for every sequence (layer-major), room made for the new
-        position; ``None`` where a sequence's cache is not made of :class:`GrowingLayer` buffers of float32."""
+    def _lists(self, start: int, stop: int) -> tuple[list[torch.Tensor], list[int], list[float]]:
+        """The op's plan lists for layers ``[start, stop)`` (made once a range)."""
+        lists = self._ranges.get((start, stop))
+        if lists is None:
+            plans = self._plans[start:stop]
+            lists = self._ranges[(start, stop)] = ([t for p in plans for t in p.tensors],
+                                                   [stop - start] + [i for p in plans for i in p.ints],
+                                                   [r for p in plans for r in p.reals])
+        return lists
+
+    def ranges(self, hidden: torch.Tensor, batch: Any) -> list[tuple[int, int]]:
+        """The ranges of layers this step runs as the op, in order: every layer; the layers before and after the
+        captured one when a sequence wants its attention row; none where the step must run the lean step's loop
+        (module docstring)."""
+        rows = hidden.shape[0]
+        if (batch is None or batch.mode == "padded" or hidden.dtype != torch.float32 or hidden.device.type != "cpu"
+                or (self._limit is not None and rows > self._limit) or len(batch.caches) != rows
+                or not self._current()):
+            return []
+        if not any(batch.capture):
+            return [(0, self._layers)]
+        captured = [i for i, m in enumerate(self._attention) if getattr(m, "_active_rag_captured", False)]
+        if not captured:
+            return [(0, self._layers)]
+        index = captured[0]
+        return [r for r in ((0, index), (index + 1, self._layers)) if r[0] < r[1]]
+
+    def _slots(self, caches: Sequence[Any], start: int,
+               stop: int) -> tuple[list[torch.Tensor], list[torch.Tensor], list[int]] | None:
+        """Layers ``[start, stop)``'s cache buffers and write positions for every sequence (layer-major), room made
+        for the new position; ``None``, nothing changed, where a sequence's cache is not made of float32
+        :class:`GrowingLayer` buffers holding keys."""
         cache_layers = []
         for cache in caches:
             held = getattr(cache, "layers", None)
@@ -175,7 +210,7 @@ class KernelLayers:
         values: list[torch.Tensor] = []
         lengths: list[int] = []
         slotted: list[GrowingLayer] = []
-        for index in range(self._layers):
+        for index in range(start, stop):
             for held in cache_layers:
                 layer = held[index]
                 slot = layer.step_slot()
@@ -189,20 +224,17 @@ class KernelLayers:
                 lengths.append(slot[2])
         return keys, values, lengths
 
-    def run(self, hidden: torch.Tensor, x: torch.Tensor, rotation: Any,
-            batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """``(hidden, x)`` after every layer and the final norm, writing each sequence's new key and value into its
-        cache; ``None`` (nothing written) where the step must run the lean step's loop (module docstring)."""
-        rows = hidden.shape[0]
-        if (batch is None or batch.mode == "padded" or hidden.dtype != torch.float32 or hidden.device.type != "cpu"
-                or (self._limit is not None and rows > self._limit) or (self._captured and any(batch.capture))
-                or len(batch.caches) != rows or not self._current()):
-            return None
-        slots = self._slots(batch.caches)
+    def run(self, hidden: torch.Tensor, x: torch.Tensor, rotation: Any, batch: Any, start: int = 0,
+            stop: int | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(hidden, x)`` after layers ``[start, stop)`` (all by default), ``x`` the next layer's normed input (after
+        the last layer, the final norm's output), each sequence's new key and value written into its cache; ``hidden``
+        and ``x`` are the first layer's. ``None``, nothing written, where a cache cannot take the op's writes
+        (:meth:`_slots`); the caller checks the rest first (:meth:`ranges`)."""
+        stop = self._layers if stop is None else stop
+        slots = self._slots(batch.caches, start, stop)
         if slots is None:
             return None
-        plan = self._plan
-        for calls in plan.counters:
-            calls[0] += 1
-        cos, sin = rotation[0], rotation[1]
-        return self._op(hidden, x, cos, sin, plan.tensors, plan.ints, plan.reals, *slots)
+        for plan in self._plans[start:stop]:
+            for calls in plan.counters:
+                calls[0] += 1
+        return self._op(hidden, x, rotation[0], rotation[1], *self._lists(start, stop), *slots)

@@ -253,7 +253,7 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
     heads_rope = _kernel_rope(rope, model)
     layers = [_Layer(layer) for layer in inner.layers]
     final_add_norm = step_norms.add_norm(final_norm)
-    # every layer in one call of the kernels' op where all of a layer's parts are theirs (the same bits)
+    # the layers as calls of the kernels' op where all of a layer's parts are theirs (the same bits)
     kernel_loop = kernel_layers(model) if heads_rope is not None else None
     # the norm that follows each layer's MLP: the next layer's input norm, after the last layer the final norm
     next_add_norms = [layer.input_add_norm for layer in layers[1:]] + [final_add_norm]
@@ -279,18 +279,28 @@ def lean_step(model: torch.nn.Module) -> LeanStep | None:
             out, _ = function(attn, query, key, value, None, dropout=0.0, scaling=layer.scaling, **layer.extra, **kwargs)
         return layer.o(out.reshape(*hidden.shape[:-1], -1).contiguous())
 
+    def loop(start: int, stop: int, hidden: torch.Tensor, x: torch.Tensor, rotation: Any, cache: Any,
+             position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layers ``[start, stop)`` as Python: the residual stream and the next layer's normed input after them."""
+        for layer, next_add_norm in zip(layers[start:stop], next_add_norms[start:stop]):
+            hidden, x = layer.post_add_norm(hidden, attention(layer, x, rotation, cache, position_ids))
+            gate, up = layer.gate_up(x)
+            hidden, x = next_add_norm(hidden, layer.down(layer.act(gate) * up))
+        return hidden, x
+
     def step(input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any) -> torch.Tensor:
         hidden = embed(input_ids)
         rotation = rope.prepare(*rotary(hidden, position_ids))
         x = layers[0].input_norm(hidden)  # on the embeddings: no residual to add yet
-        done = (None if kernel_loop is None or not lean.layers_op
-                else kernel_loop.run(hidden, x, rotation, getattr(cache, "batch", None)))
-        if done is not None:
-            return head.forward(done[1][:, -1:, :])[:, -1]
-        for layer, next_add_norm in zip(layers, next_add_norms):
-            hidden, x = layer.post_add_norm(hidden, attention(layer, x, rotation, cache, position_ids))
-            gate, up = layer.gate_up(x)
-            hidden, x = next_add_norm(hidden, layer.down(layer.act(gate) * up))
+        done = 0
+        if kernel_loop is not None and lean.layers_op:  # the kernels' op for the layers it can run this step
+            batch = getattr(cache, "batch", None)
+            for start, stop in kernel_loop.ranges(hidden, batch):
+                hidden, x = loop(done, start, hidden, x, rotation, cache, position_ids)
+                out = kernel_loop.run(hidden, x, rotation, batch, start, stop)
+                hidden, x = loop(start, stop, hidden, x, rotation, cache, position_ids) if out is None else out
+                done = stop
+        hidden, x = loop(done, len(layers), hidden, x, rotation, cache, position_ids)
         return head.forward(x[:, -1:, :])[:, -1]
 
     lean = LeanStep(model, step, layers_op=kernel_loop is not None)

@@ -48,9 +48,10 @@ def _prompts(tokenizer) -> list[list[int]]:
 
 
 def _steps(lm: ActiveLM, use_loop: bool, steps: int = 5,
-           capture: tuple[bool, ...] = (False, False, False)) -> tuple[list[torch.Tensor], list[list[torch.Tensor]]]:
+           capture: tuple[bool, ...] = (False, False, False)) -> tuple[list[torch.Tensor], list[list[torch.Tensor]], list]:
     """Three prompts of different lengths prefilled, then ``steps`` batched greedy steps through the lean step, its
-    layers in one op or (``use_loop=False``) as its Python loop: each step's logits and every sequence's caches."""
+    layers in one op or (``use_loop=False``) as its Python loop: each step's logits, every sequence's caches and
+    each step's captured rows."""
     scheduler = lm.scheduler
     assert scheduler is not None and scheduler._lean is not None
     sessions = [lm.session(ids) for ids in _prompts(lm.tokenizer)]
@@ -58,7 +59,7 @@ def _steps(lm: ActiveLM, use_loop: bool, steps: int = 5,
     tokens = [int(torch.argmax(s._next_logits)) for s in sessions]
     positions = [s._fed for s in sessions]
     run = KernelLayers.run
-    logits_seen = []
+    logits_seen, rows = [], []
     with pytest.MonkeyPatch.context() as patch:
         if not use_loop:
             patch.setattr(KernelLayers, "run", lambda self, *args: None)
@@ -72,11 +73,12 @@ def _steps(lm: ActiveLM, use_loop: bool, steps: int = 5,
             finally:
                 RAGGED.reset(token)
             logits_seen.append(logits)
+            rows.append(list(ragged.rows))
             tokens = [int(t) for t in logits.argmax(-1)]
             positions = [p + 1 for p in positions]
     assert KernelLayers.run is run
     held = [[t.clone() for layer in c.layers for t in (layer.keys, layer.values)] for c in caches]
-    return logits_seen, held
+    return logits_seen, held, rows
 
 
 def _count_runs(monkeypatch) -> list[bool]:
@@ -119,20 +121,48 @@ def test_sessions_decode_the_same_tokens_and_signals_either_way(tiny_tokenizer, 
     assert [(s.id, s.logprob, s.entropy) for s in one_op] == [(s.id, s.logprob, s.entropy) for s in loop]
 
 
-def test_a_captured_row_a_stale_plan_or_a_foreign_cache_takes_the_python_loop(tiny_tokenizer, monkeypatch) -> None:
+@pytest.mark.parametrize("captured_layer", [2, 1, 0])
+def test_a_captured_layer_runs_in_the_loop_and_the_others_in_the_op(tiny_tokenizer, monkeypatch,
+                                                                     captured_layer) -> None:
+    from active_rag.decoding.attention import attention_modules, install
+
+    lm = _lm(tiny_tokenizer, "llama", "int8")
+    modules = attention_modules(lm.model)
+    install(modules, modules[captured_layer])
+    calls: list[tuple[int, int]] = []
+    run = KernelLayers.run
+
+    def recorded(self, hidden, x, rotation, batch, start=0, stop=None):
+        calls.append((start, self._layers if stop is None else stop))
+        return run(self, hidden, x, rotation, batch, start, stop)
+
+    monkeypatch.setattr(KernelLayers, "run", recorded)
+    captured = _steps(lm, True, steps=3, capture=(False, True, False))
+    expected = [r for r in ((0, captured_layer), (captured_layer + 1, 3)) if r[0] < r[1]]
+    assert calls[-2 * len(expected):] == expected * 2  # (the sessions' own first steps before them ran it too)
+    plain = _steps(lm, False, steps=3, capture=(False, True, False))
+    assert all(torch.equal(a, b) for a, b in zip(captured[0], plain[0], strict=True))
+    for a, b in zip(captured[1], plain[1], strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    for a, b in zip(captured[2], plain[2], strict=True):
+        assert a[0] is None and b[0] is None and torch.equal(a[1], b[1])
+
+
+def test_a_stale_plan_or_a_foreign_cache_takes_the_python_loop(tiny_tokenizer, monkeypatch) -> None:
     lm = _lm(tiny_tokenizer, "llama", "int8")
     seen = _count_runs(monkeypatch)
-    captured = _steps(lm, True, steps=2, capture=(False, True, False))
-    assert seen[-2:] == [False, False]  # (the sessions' own first steps before them ran the op)
-    plain = _steps(lm, False, steps=2, capture=(False, True, False))
-    assert all(torch.equal(a, b) for a, b in zip(captured[0], plain[0], strict=True))
 
-    # a layer given new tensors (as model.to(...) would): the plan no longer applies
+    # a layer given new tensors (as model.to(...) would): the plan no longer applies, the loop reads them
+    before = _steps(lm, True, steps=2)
+    assert seen and all(seen)
     seen.clear()
     q_proj = lm.model.model.layers[1].self_attn.q_proj
     q_proj._buffers["tiles"] = q_proj._buffers["tiles"].clone()
-    _steps(lm, True, steps=1)
-    assert seen and not any(seen)
+    after = _steps(lm, True, steps=2)
+    assert not seen
+    assert all(torch.equal(a, b) for a, b in zip(before[0], after[0], strict=True))
+    q_proj._buffers["tiles"].zero_()  # the loop reads what the layer holds now
+    assert not torch.equal(_steps(lm, True, steps=1)[0][0], before[0][0]) and not seen
 
     # a cache layer that is not a growing buffer: nothing is written, the loop runs
     lm = _lm(tiny_tokenizer, "llama", "int8")
@@ -176,8 +206,8 @@ def test_a_failed_op_leaves_every_cache_as_it_was(tiny_tokenizer, monkeypatch) -
     list(session.generate(2))
     lengths = [c.keys.shape[-2] for c in session._cache.layers]
 
-    def failing(self, hidden, x, rotation, batch):
-        assert self._slots(batch.caches) is not None  # every layer given room for the position, then a fault
+    def failing(self, hidden, x, rotation, batch, start=0, stop=None):
+        assert self._slots(batch.caches, 0, self._layers) is not None  # every layer given room, then a fault
         raise RuntimeError("injected fault")
 
     with monkeypatch.context() as patch:
