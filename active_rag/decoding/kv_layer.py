@@ -56,6 +56,8 @@ class GrowingLayer(DynamicLayer):
         self._key_buffer: torch.Tensor | None = None
         self._value_buffer: torch.Tensor | None = None
         self._frozen = 0  # the buffer's first positions others hold views of (share): never written again
+        # (keys, values, key buffer) as step_slot left them: the same objects still there need no ownership check
+        self._slot: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def share(self, length: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Views of the first ``length`` positions of this layer's own buffers, which are frozen from now on (a
@@ -101,18 +103,25 @@ class GrowingLayer(DynamicLayer):
         :mod:`active_rag.decoding.kernel_layers`): ``(key buffer, value buffer, position)``, with ``keys``/``values``
         already covering the position, as :meth:`update` would leave them after writing it (a new buffer first
         where :meth:`update` would make one). ``None``, with nothing changed, where the layer holds no keys yet."""
-        keys, values = self.keys, self.values
-        if keys is None or values is None or keys.dim() != 4 or keys.shape[-2] == 0:
-            return None
-        length = keys.shape[-2]
+        keys, values, kb = self.keys, self.values, self._key_buffer
+        last = self._slot
+        if last is not None and keys is last[0] and values is last[1] and kb is last[2]:
+            # the views the last call left, untouched since: still the layer's own buffer
+            length = keys.shape[-2]  # type: ignore[union-attr]
+            fits = kb is not None and length < kb.shape[-2] and length >= self._frozen
+        else:
+            if keys is None or values is None or keys.dim() != 4 or keys.shape[-2] == 0:
+                return None
+            length = keys.shape[-2]
+            fits = self.owns() and kb is not None and length < kb.shape[-2] and length >= self._frozen
         end = length + 1
-        kb = self._key_buffer
-        if not (self.owns() and kb is not None and end <= kb.shape[-2] and length >= self._frozen):
-            self._reserve(length, end, keys, values)
-        assert self._key_buffer is not None and self._value_buffer is not None
-        self.keys = self._key_buffer[:, :, :end]
-        self.values = self._value_buffer[:, :, :end]
-        return self._key_buffer, self._value_buffer, length
+        if not fits:
+            self._reserve(length, end, keys, values)  # type: ignore[arg-type]
+        kb, vb = self._key_buffer, self._value_buffer
+        assert kb is not None and vb is not None
+        self.keys, self.values = kb[:, :, :end], vb[:, :, :end]
+        self._slot = (self.keys, self.values, kb)
+        return kb, vb, length
 
     def _reserve(self, length: int, end: int, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         """New buffers for ``end`` positions and room to spare, holding the first ``length`` cached ones."""
@@ -124,10 +133,12 @@ class GrowingLayer(DynamicLayer):
             vb[:, :, :length].copy_(self.values)
         self._key_buffer, self._value_buffer = kb, vb
         self._frozen = 0
+        self._slot = None  # (its views would hold the old buffers)
 
     def reset(self) -> None:
         self._key_buffer = self._value_buffer = None
         self._frozen = 0
+        self._slot = None
         super().reset()
 
 

@@ -110,6 +110,30 @@ def test_the_layers_in_one_op_give_the_python_loop_s_logits_and_caches(tiny_toke
         assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+@pytest.mark.parametrize("isa", ["scalar", "avx2"])
+def test_the_op_gives_the_loop_s_bits_on_every_instruction_set_path(tiny_tokenizer, isa, monkeypatch) -> None:
+    if isa != "scalar" and not torch.ops.active_rag.isa_supported(kernels.ISAS[isa]):
+        pytest.skip(f"this CPU has no {isa}")
+    monkeypatch.setenv(kernels.ISA_VARIABLE, isa)  # read when the packed layers are built
+    lm = _lm(tiny_tokenizer, "qwen2", "mixed")
+    assert {m.isa for m in lm.model.modules() if hasattr(m, "uses_kernel") and m.uses_kernel} == {isa}
+    seen = _count_runs(monkeypatch)
+    one_op = _steps(lm, True, steps=3)
+    assert seen and all(seen)
+    loop = _steps(lm, False, steps=3)
+    assert all(torch.equal(a, b) for a, b in zip(one_op[0], loop[0], strict=True))
+
+
+def test_a_bfloat16_model_keeps_the_python_loop(tiny_tokenizer) -> None:
+    model = _qwen2(len(tiny_tokenizer)).to(torch.bfloat16)
+    quantize_model(model, "int8")
+    lm = ActiveLM(model, tiny_tokenizer, name="tiny-qwen2-bf16", prefix_cache=False)
+    assert lm.scheduler is not None and lm.scheduler._lean is not None and not lm.scheduler._lean.layers_op
+    assert kernel_layers(model) is None  # its norms round to bfloat16 before the weight: not the op's bits
+    steps = list(lm.session(_prompts(tiny_tokenizer)[0]).generate(4))
+    assert len(steps) == 4
+
+
 def test_sessions_decode_the_same_tokens_and_signals_either_way(tiny_tokenizer, monkeypatch) -> None:
     lm = _lm(tiny_tokenizer, "qwen2", "mixed")
     ids = _prompts(tiny_tokenizer)[0]
@@ -240,12 +264,25 @@ def test_a_growing_layer_makes_room_for_the_position_the_op_writes() -> None:
     kb, vb, position = layer.step_slot()
     assert position == 5 and layer.keys.shape[-2] == 6 and layer.keys.data_ptr() == kb.data_ptr()
     assert torch.equal(layer.keys[:, :, :5], keys) and torch.equal(layer.values[:, :, :5], values)
+    kb[:, :, 5], vb[:, :, 5] = 1.0, 2.0  # what the op writes
+    # step after step, past the buffer's room: a larger buffer holding every position written
+    capacity = kb.shape[2]
+    for expected in range(6, capacity + 3):
+        k_buffer, v_buffer, position = layer.step_slot()
+        assert position == expected and layer.keys.shape[-2] == expected + 1
+        k_buffer[:, :, position], v_buffer[:, :, position] = float(position), -float(position)
+    assert layer._key_buffer.data_ptr() != kb.data_ptr() and layer._key_buffer.shape[2] > capacity
+    assert torch.equal(layer.keys[:, :, :5], keys) and torch.equal(layer.values[:, :, 5], torch.full((1, 2, 4), 2.0))
+    assert all(float(layer.keys[0, 1, p, 3]) == p for p in range(6, capacity + 3))
+    layer.keys, layer.values = layer.keys[:, :, :6], layer.values[:, :, :6]  # a roll-back: written again from 6
+    assert layer.step_slot()[2] == 6
     # shared with a prefix cache: the next position goes to a buffer of the layer's own
     frozen = layer.share(6)
     assert frozen is not None
+    kb1 = layer._key_buffer
     layer.keys, layer.values = layer.keys[:, :, :4], layer.values[:, :, :4]  # a crop into the shared positions
     kb2, _, position = layer.step_slot()
-    assert position == 4 and kb2.data_ptr() != kb.data_ptr() and torch.equal(frozen[0][:, :, :4], layer.keys[:, :, :4])
+    assert position == 4 and kb2.data_ptr() != kb1.data_ptr() and torch.equal(frozen[0][:, :, :4], layer.keys[:, :, :4])
     # tensors set from outside are copied into a new buffer, never written
     outside_k, outside_v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
     layer.keys, layer.values = outside_k, outside_v
