@@ -20,8 +20,9 @@ Every figure of the engine is also given as a ratio to llama.cpp's (prefill: eng
 second; decode: engine / llama.cpp milliseconds; memory: engine / llama.cpp peak bytes), computed from the
 figures measured in this run. Timings are comparable within one run on one machine only.
 
-Which llama.cpp is measured (``--llama-cpp installed``, the default, or ``native``: built once with
-``-DGGML_NATIVE=ON``) and the build flags reported with it: :mod:`~active_rag.evaluation.bench_llamacpp_build`.
+Which llama.cpp is measured (``--llama-cpp installed``, the default; ``native``: built once with
+``-DGGML_NATIVE=ON``; ``avx2``: built once with AVX2 only, the engine's side held to AVX2 too, to act as an AVX2 CPU)
+and the build flags reported with it: :mod:`~active_rag.evaluation.bench_llamacpp_build`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class LlamaCppBenchConfig:
     n_batch: int = 512
     out_dir: Path = Path("results/bench/llamacpp")
     llama_cpp: str = "installed"
-    """``installed`` (this environment's llama-cpp-python) or ``native`` (built once with -DGGML_NATIVE=ON)."""
+    """``installed`` (this environment's llama-cpp-python), ``native`` (built once with -DGGML_NATIVE=ON) or ``avx2``
+    (built once with AVX2 only, the engine's side held to AVX2 too: a run that acts as an AVX2 CPU)."""
 
     def __post_init__(self) -> None:
         from active_rag.validation import check_int
@@ -74,10 +76,10 @@ class LlamaCppBenchConfig:
         check_int("repeats", self.repeats, minimum=1)
         check_int("threads", self.threads, minimum=1)
         check_int("n_batch", self.n_batch, minimum=1)
-        if self.llama_cpp not in ("installed", "native"):
+        if self.llama_cpp not in ("installed", "native", "avx2"):
             from active_rag.errors import InvalidOptionError
 
-            raise InvalidOptionError(f"--llama-cpp must be installed or native, got {self.llama_cpp!r}")
+            raise InvalidOptionError(f"--llama-cpp must be installed, native or avx2, got {self.llama_cpp!r}")
         self.out_dir = Path(self.out_dir)
 
 
@@ -96,9 +98,19 @@ def compare(engine: dict[str, Any], reference: dict[str, Any], bandwidth: float)
     return out
 
 
+def engine_env(config: LlamaCppBenchConfig) -> dict[str, str] | None:
+    """The engine side's environment: this process's (``None``), or with ``--llama-cpp avx2`` torch and oneDNN held
+    to AVX2 (:data:`~active_rag.evaluation.bench_llamacpp_build.AVX2_ENGINE_ENV`)."""
+    import os
+
+    from active_rag.evaluation.bench_llamacpp_build import AVX2_ENGINE_ENV
+
+    return {**os.environ, **AVX2_ENGINE_ENV} if config.llama_cpp == "avx2" else None
+
+
 def _measure_model(model: str, config: LlamaCppBenchConfig, env: dict[str, str], progress: bool) -> dict[str, Any]:
-    """One model's rows: an engine process per ``--weights`` option, then a llama.cpp process (in ``env``) given
-    the engine's prompt ids."""
+    """One model's rows: an engine process per ``--weights`` option (in :func:`engine_env`), then a llama.cpp
+    process (in ``env``) given the engine's prompt ids."""
     from active_rag.evaluation import bench_llamacpp_sides as sides
 
     settings = asdict(SideSettings(list(config.batch_sizes), config.tokens, config.prefill_tokens, config.repeats,
@@ -110,7 +122,7 @@ def _measure_model(model: str, config: LlamaCppBenchConfig, env: dict[str, str],
         # the first load converts and packs (minutes, several GB): in a process of its own, not the measured one
         sides.run_side({"side": "prepare", "model": model, "weights": weights}, label=f"active-rag load ({model})")
         out = sides.run_side({"side": "engine", "model": model, "weights": weights, "settings": settings},
-                             label=f"active-rag side ({model}, {weights})")
+                             label=f"active-rag side ({model}, {weights})", env=engine_env(config))
         engines.append(out["row"])
     if progress:
         print(f"[llamacpp] {model}: llama.cpp", flush=True)
@@ -141,6 +153,8 @@ def llamacpp_suite(config: LlamaCppBenchConfig, progress: bool = True) -> dict[s
         "llama_cpp": {**build.to_dict(), "bindings": bindings},
         "copy_bandwidth_gb_s": bandwidth / 1e9, "models": {},
     }
+    if config.llama_cpp == "avx2":
+        result["environment"]["engine_env"] = builds.AVX2_ENGINE_ENV
     env = builds.child_env(build)
     for model in config.models:
         rows = _measure_model(model, config, env, progress)
@@ -154,8 +168,9 @@ def format_build(build: dict[str, Any], bindings: dict[str, Any] | None) -> str:
     """One line: which llama-cpp-python was measured, the cmake args it was built with and its CPU features."""
     kind = build.get("kind", "installed")
     text = f"llama-cpp-python {build.get('version') or '?'}, {kind} build"
-    if build.get("requested") == "native" and kind != "native":
-        text += " (--llama-cpp native requested: " + build.get("note", "the native build failed") + ")"
+    requested = build.get("requested")
+    if requested in ("native", "avx2") and kind != requested:
+        text += f" (--llama-cpp {requested} requested: " + build.get("note", f"the {requested} build failed") + ")"
     text += f"; CMAKE_ARGS: {build['cmake_args']}" if build.get("cmake_args") else "; CMAKE_ARGS: not recorded"
     if bindings:
         text += f"; llama_print_system_info(): {bindings.get('system_info', '?')}"
@@ -184,6 +199,11 @@ def format_llamacpp_table(result: dict[str, Any]) -> str:
     ]
     if "llama_cpp" in result:
         lines += [f"llama.cpp: {format_build(result['llama_cpp'], result['llama_cpp'].get('bindings'))}.", ""]
+    if env.get("engine_env"):
+        held = " ".join(f"{k}={v}" for k, v in env["engine_env"].items())
+        lines += [f"Acting as an AVX2 CPU: llama.cpp built with AVX2 only, the engine's side run with {held} (its "
+                  "kernels' path: " + ", ".join(sorted({e['engine'].get('kernel_isa') or '?' for m in result['models'].values()
+                                                      for e in m['engines']})) + ").", ""]
     lines += [
         "| Model | Side | Weights | MB/step | Prefill tok/s | " + " | ".join(f"Decode ms (batch {b})" for b in batches)
         + " | x limit | Peak RSS MB |",

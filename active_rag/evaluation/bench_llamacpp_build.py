@@ -36,7 +36,16 @@ NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 #: ``-march=native`` wherever they stand on the command line; every other instruction the CPU has stays.
 NATIVE_CMAKE_ARGS = ("-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF "
                      f"'-DCMAKE_C_FLAGS={NO_AMX}' '-DCMAKE_CXX_FLAGS={NO_AMX}'")
-CHOICES = ("installed", "native")
+AVX2_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON "
+                   "-DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF "
+                   "-DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF "
+                   "-DLLAVA_BUILD=OFF")
+"""``--llama-cpp avx2``: llama.cpp's AVX2 kernels and nothing above them (no VNNI, no AVX-512), for a run that acts as
+an AVX2 CPU on a larger one: the engine's side then runs with torch held to AVX2 (:data:`AVX2_ENGINE_ENV`)."""
+AVX2_ENGINE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+"""The engine side's environment under ``--llama-cpp avx2``: torch's and oneDNN's AVX2 kernels; active-rag's kernels
+follow torch's capability down to AVX2's class (:func:`active_rag.kernels.default_isa`)."""
+CHOICES = ("installed", "native", "avx2")
 
 #: the file ``make setup`` writes beside the llama-cpp-python wheel it built: the ``CMAKE_ARGS`` it built it with
 CMAKE_ARGS_FILE = "cmake-args.txt"
@@ -89,14 +98,15 @@ def _pip(args: list[str], env: dict[str, str], log: Path, runner: Runner) -> Non
 
 
 def build_native(root: Path | None = None, *, version: str = LLAMA_CPP_VERSION, cmake_args: str = NATIVE_CMAKE_ARGS,
-                 runner: Runner = subprocess.run, progress: bool = True) -> LlamaCppBuild:
-    """The native build of llama-cpp-python, built and installed into its cache folder on first use.
+                 runner: Runner = subprocess.run, progress: bool = True, kind: str = "native") -> LlamaCppBuild:
+    """The native build of llama-cpp-python (``kind="avx2"``: the :data:`AVX2_CMAKE_ARGS` one), built and installed
+    into its cache folder on first use.
 
     ``pip wheel --no-cache-dir``: pip's own wheel cache is keyed by the sdist's address, not by ``CMAKE_ARGS``, and
     would hand back a wheel built with other flags. Raises ``RuntimeError`` (naming the build log) on failure."""
     folder = (root or cache_root()) / build_key(version, cmake_args)
     if _site_ready(folder):
-        return LlamaCppBuild("native", "native", version, cmake_args, str(folder / "site"), f"cached in {folder}")
+        return LlamaCppBuild(kind, kind, version, cmake_args, str(folder / "site"), f"cached in {folder}")
     if progress:
         print(f"[llamacpp] building llama-cpp-python=={version} with CMAKE_ARGS=\"{cmake_args}\" into {folder} "
               "(once; minutes)", flush=True)
@@ -114,7 +124,7 @@ def build_native(root: Path | None = None, *, version: str = LLAMA_CPP_VERSION, 
     _pip(["install", "--no-deps", "--no-index", "--target", str(site), str(built[-1])], env, log, runner)
     record = {"version": version, "cmake_args": cmake_args, "wheel": built[-1].name}
     (folder / "build.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return LlamaCppBuild("native", "native", version, cmake_args, str(site), f"built in {folder}")
+    return LlamaCppBuild(kind, kind, version, cmake_args, str(site), f"built in {folder}")
 
 
 def _record_hash(record: str, name: str) -> str | None:
@@ -174,11 +184,13 @@ def resolve_build(choice: str, progress: bool = True, *, build: Callable[..., Ll
     if choice == "installed":
         return installed_build()
     try:
+        if choice == "avx2":
+            return build(progress=progress, cmake_args=AVX2_CMAKE_ARGS, kind="avx2")
         return build(progress=progress)
     except (RuntimeError, OSError) as error:
-        message = f"native build failed ({error}); measuring the installed bindings"
+        message = f"{choice} build failed ({error}); measuring the installed bindings"
         print(f"[llamacpp] llama.cpp {message}", file=sys.stderr, flush=True)
-        return installed_build("native", message)
+        return installed_build(choice, message)
 
 
 def child_env(build: LlamaCppBuild, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -227,6 +227,19 @@ def _prefill_label(lm: Any) -> str:
     return str(prefill_dtype()).removeprefix("torch.")
 
 
+def _cpu_capability() -> str:
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def _kernel_isa() -> str | None:
+    """The path active-rag's kernels decode with in this process, or ``None`` where they do not."""
+    from active_rag import kernels
+
+    return kernels.default_isa() if kernels.available() else None
+
+
 def engine_row(model: str, weights: str, config: SideSettings) -> tuple[dict[str, Any], list[int], list[list[int]]]:
     """The engine's row, the prefill prompt's ids and the decode prompts' ids (the chat template applied); run in
     the engine side's process."""
@@ -242,6 +255,7 @@ def engine_row(model: str, weights: str, config: SideSettings) -> tuple[dict[str
     decode_step_ms(lm, questions[:1], 4)  # warm-up: first-call allocations
     row: dict[str, Any] = {
         "side": "active-rag", "model": model, "weights": lm.weights, "prefill_dtype": _prefill_label(lm),
+        "kernel_isa": _kernel_isa(), "cpu_capability": _cpu_capability(),
         "load_s": load_s, "weight_bytes": model_weight_bytes(lm.model), "decode_ms": {},
         "prefill_tok_s": prefill_tokens_per_s(lm, prompt, config.repeats),
     }

@@ -170,10 +170,11 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="weights and llamacpp suites: models (default qwen2.5-coder-0.5b,qwen2.5-coder-1.5b)")
     p.add_argument("--prefill-tokens", type=int, default=None,
                    help="weights and llamacpp suites: prompt length of the prefill timing (default 512; llamacpp: 939, six demo passages)")
-    p.add_argument("--llama-cpp", choices=("installed", "native"), default="installed",
+    p.add_argument("--llama-cpp", choices=("installed", "native", "avx2"), default="installed",
                    help="llamacpp suite: the llama.cpp measured: installed (this environment's llama-cpp-python, the "
-                   "default) or native (llama-cpp-python built once with -DGGML_NATIVE=ON, AMX kernels off, cached under "
-                   "~/.cache/active-rag/llama-cpp-native/; the installed one where that build fails)")
+                   "default), native (llama-cpp-python built once with -DGGML_NATIVE=ON, AMX kernels off, cached under "
+                   "~/.cache/active-rag/llama-cpp-native/; the installed one where that build fails) or avx2 (built once "
+                   "with AVX2 only, and the engine's side run with torch held to AVX2: a run acting as an AVX2 CPU)")
     p.add_argument("--eval-dir", type=Path, default=Path("results/eval"),
                    help="weights suite: where `active-rag eval --weights ...` wrote the rows compared for agreement (default results/eval)")
     p.add_argument("--agreement-questions", type=int, default=20, help="weights suite: questions compared for identical answers (default 20)")

@@ -179,6 +179,37 @@ def test_the_suite_runs_one_process_per_side_and_model_and_writes_the_memory_col
     assert "native build; CMAKE_ARGS: -DGGML_NATIVE=ON" in table and "FAKE_NATIVE = 1" in table
 
 
+def test_an_avx2_run_holds_the_engine_side_to_avx2_and_says_so(monkeypatch, tmp_path: Path) -> None:
+    build = LlamaCppBuild("avx2", "avx2", "0.3.36", builds.AVX2_CMAKE_ARGS, str(tmp_path / "site"))
+    calls = _fake_suite(monkeypatch, tmp_path, build)
+    config = bench.LlamaCppBenchConfig(models=["m"], weights=["mixed"], batch_sizes=[1, 8], tokens=4, repeats=1,
+                                       threads=1, out_dir=tmp_path / "out", llama_cpp="avx2")
+    bench.run_llamacpp_bench(config, progress=False)
+    engine_env = next(env for request, env in calls if request["side"] == "engine")
+    assert engine_env is not None and engine_env["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert engine_env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    llama_env = next(env for request, env in calls if request["side"] == "llama.cpp")
+    assert "ATEN_CPU_CAPABILITY" not in llama_env or llama_env["ATEN_CPU_CAPABILITY"] == os.environ.get("ATEN_CPU_CAPABILITY")
+    table = (tmp_path / "out" / "bench-llamacpp.md").read_text()
+    assert "avx2 build; CMAKE_ARGS: -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON" in table
+    assert "Acting as an AVX2 CPU: llama.cpp built with AVX2 only, the engine's side run with ATEN_CPU_CAPABILITY=avx2" in table
+    assert "-DGGML_AVX512=OFF" in builds.AVX2_CMAKE_ARGS and "-DGGML_AVX_VNNI=OFF" in builds.AVX2_CMAKE_ARGS
+
+
+def test_resolve_build_builds_the_avx2_flags_for_avx2(monkeypatch) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def build(**kwargs: Any) -> LlamaCppBuild:
+        seen.append(kwargs)
+        return LlamaCppBuild(kwargs.get("kind", "native"), kwargs.get("kind", "native"), "0.3.36",
+                             kwargs.get("cmake_args", builds.NATIVE_CMAKE_ARGS), "/site")
+
+    assert builds.resolve_build("avx2", progress=False, build=build).kind == "avx2"
+    assert seen[-1]["cmake_args"] == builds.AVX2_CMAKE_ARGS
+    assert builds.resolve_build("native", progress=False, build=build).kind == "native"
+    assert "cmake_args" not in seen[-1]
+
+
 def test_the_table_states_a_failed_native_build_and_reads_old_results_without_memory() -> None:
     engine, reference = ({k: v for k, v in row.items() if k != "peak_rss_bytes"} for row in (ENGINE, REFERENCE))
     ratios = bench.compare(engine, reference, bandwidth=50e9)
