@@ -147,21 +147,25 @@ def kernel_layers(model: nn.Module) -> KernelLayers | None:
                       [mlp.down_proj]):
             if not plan.group(group):
                 return None
-    limits = [m.packed_max_rows for m in model.modules() if isinstance(m, PackedLinear)]
-    return KernelLayers(plans, [layer.self_attn for layer in layers], limits)
+    packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    return KernelLayers(plans, [layer.self_attn for layer in layers], packed)
 
 
 class KernelLayers:
     """A model's decoder layers as ``decode_layers`` calls: one a step, or two around the captured layer when a
     sequence wants its attention row (module docstring)."""
 
-    def __init__(self, plans: Sequence[_Plan], attention: Sequence[nn.Module], limits: Sequence[int | None]) -> None:
+    def __init__(self, plans: Sequence[_Plan], attention: Sequence[nn.Module], packed: Sequence[PackedLinear]) -> None:
         self._plans = list(plans)
         self._attention = list(attention)
         self._layers = len(attention)
-        self._limit = min((n for n in limits if n is not None), default=None)
+        self._packed = list(packed)  # their row limits, read at each step as their own calls read them
         self._op = torch.ops.active_rag.decode_layers.default
         self._ranges: dict[tuple[int, int], tuple[list[torch.Tensor], list[int], list[float]]] = {}
+
+    def _over_limit(self, rows: int) -> bool:
+        """Whether a packed layer takes fewer rows than ``rows`` in its decode op (its ``packed_max_rows``)."""
+        return any(m.packed_max_rows is not None and rows > m.packed_max_rows for m in self._packed)
 
     def _current(self) -> bool:
         return all(table.get(key) is tensor for plan in self._plans for table, key, tensor in plan.held)
@@ -182,8 +186,7 @@ class KernelLayers:
         (module docstring)."""
         rows = hidden.shape[0]
         if (batch is None or batch.mode == "padded" or hidden.dtype != torch.float32 or hidden.device.type != "cpu"
-                or (self._limit is not None and rows > self._limit) or len(batch.caches) != rows
-                or not self._current()):
+                or len(batch.caches) != rows or self._over_limit(rows) or not self._current()):
             return []
         if not any(batch.capture):
             return [(0, self._layers)]

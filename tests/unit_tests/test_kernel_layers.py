@@ -181,12 +181,33 @@ def test_a_stale_plan_or_a_foreign_cache_takes_the_python_loop(tiny_tokenizer, m
     assert seen and all(seen)
     seen.clear()
     q_proj = lm.model.model.layers[1].self_attn.q_proj
+    before_tiles = q_proj._buffers["tiles"]
     q_proj._buffers["tiles"] = q_proj._buffers["tiles"].clone()
     after = _steps(lm, True, steps=2)
     assert not seen
     assert all(torch.equal(a, b) for a, b in zip(before[0], after[0], strict=True))
     q_proj._buffers["tiles"].zero_()  # the loop reads what the layer holds now
     assert not torch.equal(_steps(lm, True, steps=1)[0][0], before[0][0]) and not seen
+
+    # more rows than a packed layer's decode op takes (read at each step, as the layer's own call reads it)
+    q_proj._buffers["tiles"] = before_tiles  # the plan's own tensors again
+    rows_run: list[int] = []
+    ranges = KernelLayers.ranges
+
+    def recorded(self, hidden, batch):
+        out = ranges(self, hidden, batch)
+        if out:
+            rows_run.append(hidden.shape[0])
+        return out
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(KernelLayers, "ranges", recorded)
+        patch.setattr(type(q_proj), "packed_max_rows", 2)
+        _steps(lm, True, steps=1)  # the sessions' own one-row steps, then one of three sequences
+        assert rows_run and 3 not in rows_run
+        patch.setattr(type(q_proj), "packed_max_rows", 8)
+        _steps(lm, True, steps=1)
+        assert 3 in rows_run
 
     # a cache layer that is not a growing buffer: nothing is written, the loop runs
     lm = _lm(tiny_tokenizer, "llama", "int8")
