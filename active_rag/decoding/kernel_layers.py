@@ -17,9 +17,9 @@ the lean step (:func:`kernel_layers`) only where:
 - every projection is a packed layer that uses the kernels, the MLP's activation is SiLU, and every layer attends
   over every position with the model's sdpa.
 
-A step uses it (:meth:`KernelLayers.run`) when, in addition, the batch is at most the packed layers' row limit, the hidden state is float32, the layers and norms
-still hold the tensors the plan was built from (a ``model.to(...)`` replaces them) and each sequence's cache layers
-are :class:`~active_rag.decoding.kv_layer.GrowingLayer` buffers, which make room for the new position first
+A step uses it (:meth:`KernelLayers.run`) when, in addition, the batch is at most the packed layers' row limit, the
+hidden state is float32, the layers and norms still hold the tensors the plan was built from (a ``model.to(...)``
+replaces them) and each sequence's cache layers are :class:`~active_rag.decoding.kv_layer.GrowingLayer` buffers, which make room for the new position first
 (:meth:`~active_rag.decoding.kv_layer.GrowingLayer.step_slot`). Otherwise the step runs the lean step's loop, as
 before. Where a sequence wants the captured layer's attention row (DRAGIN's), that layer runs in the loop and the
 layers before and after it as two calls of the op. ``ACTIVE_RAG_DECODE_LAYERS=python`` turns it off for steps built

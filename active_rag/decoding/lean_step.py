@@ -21,8 +21,8 @@ layers through their fused decode op, those that read one input in one call wher
 attention function the model is configured with (:mod:`active_rag.decoding.attention`, so a ragged batch, its
 captured attention rows and any sequence's faults behave as before), the MLP, the final norm and the head. Where the
 kernels' library runs every part of a layer, that loop over the layers is its ``decode_layers`` op instead, with the
-same bits (:mod:`active_rag.decoding.kernel_layers`). It is a step of the decode scheduler only (:class:`~active_rag.decoding.decode_scheduler.DecodeScheduler`); prefills run
-``model(...)``.
+same bits (:mod:`active_rag.decoding.kernel_layers`). It is a step of the decode scheduler only
+(:class:`~active_rag.decoding.decode_scheduler.DecodeScheduler`); prefills run ``model(...)``.
 
 ``None`` (and ``model(...)`` as before) for any other family, a layer of another class, a layer that does not
 attend over every position (a sliding window), a head with soft-capping, or a module replaced by accelerate's

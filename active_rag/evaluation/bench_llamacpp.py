@@ -201,9 +201,9 @@ def format_llamacpp_table(result: dict[str, Any]) -> str:
         lines += [f"llama.cpp: {format_build(result['llama_cpp'], result['llama_cpp'].get('bindings'))}.", ""]
     if env.get("engine_env"):
         held = " ".join(f"{k}={v}" for k, v in env["engine_env"].items())
+        paths = sorted({e["engine"].get("kernel_isa") or "?" for m in result["models"].values() for e in m["engines"]})
         lines += [f"Acting as an AVX2 CPU: llama.cpp built with AVX2 only, the engine's side run with {held} (its "
-                  "kernels' path: " + ", ".join(sorted({e['engine'].get('kernel_isa') or '?' for m in result['models'].values()
-                                                      for e in m['engines']})) + ").", ""]
+                  f"kernels' path: {', '.join(paths)}).", ""]
     lines += [
         "| Model | Side | Weights | MB/step | Prefill tok/s | " + " | ".join(f"Decode ms (batch {b})" for b in batches)
         + " | x limit | Peak RSS MB |",
