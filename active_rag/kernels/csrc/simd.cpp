@@ -314,6 +314,71 @@ AR_AVXVNNI static void int8_tile_avxvnni(const uint8_t* tile, const float* scale
   }
 }
 
+// AVX-VNNI, one or two rows (int8) or one row (int4, int5): both halves of each chunk in one pass, as int8_line_avx2
+// reads them, with int8_tile_avxvnni's and int4_tile_avxvnni's integer sums and epilogues per lane, so the same outputs.
+template <int R>
+AR_AVXVNNI static void int8_line_avxvnni(const uint8_t* tile, const float* scales, int64_t groups, const Activations& a,
+                                         int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  __m256 acc[2][R];
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < R; ++r) acc[h][r] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i d[2][R];
+    for (int r = 0; r < R; ++r) d[0][r] = d[1][r] = _mm256_set1_epi32(a.start[(r0 + r) * a.groups + g]);
+    const uint8_t* w = tile + g * 8 * kChunk;
+    const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+    prefetch_ahead(w, 8 * kChunk, nullptr, 0);
+    for (int c = 0; c < 8; ++c) {
+      __m256i x[R];
+      for (int r = 0; r < R; ++r) x[r] = _mm256_set1_epi32(load4(xg + r * a.kp + c * 4));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(w + c * kChunk + h * 32));
+        for (int r = 0; r < R; ++r) d[h][r] = _mm256_dpbusd_avx_epi32(d[h][r], v, x[r]);
+      }
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < R; ++r)
+        acc[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[h][r]), _mm256_set1_ps(a.sx[(r0 + r) * a.groups + g]),
+                                    acc[h][r]);
+  }
+  for (int h = 0; h < 2 && valid > 8 * h; ++h) {
+    const __m256 s = load8(scales + 8 * h, valid - 8 * h);
+    for (int r = 0; r < R; ++r) store8(out + (r0 + r) * ldo + 8 * h, _mm256_mul_ps(acc[h][r], s), valid - 8 * h);
+  }
+}
+
+template <bool F>
+AR_AVXVNNI static void int4_line_avxvnni(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
+                                         int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t at = r0 * a.groups + g;
+    __m256i d[2] = {_mm256_set1_epi32(a.start[at]), _mm256_set1_epi32(a.start[at])};
+    const uint8_t* group = tile + g * group_bytes<F>();
+    const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
+    prefetch_ahead(group, group_bytes<F>(), sc + g * 32, 64);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i x_lo = _mm256_set1_epi32(load4(xg + c * 8)), x_hi = _mm256_set1_epi32(load4(xg + c * 8 + 4));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(group + h * 32 + c * kChunk));
+        __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        if constexpr (F) {
+          lo = _mm256_or_si256(lo, fifth_bits(uint32_t(load_mask(group, 2 * c) >> (32 * h))));
+          hi = _mm256_or_si256(hi, fifth_bits(uint32_t(load_mask(group, 2 * c + 1) >> (32 * h))));
+        }
+        d[h] = _mm256_dpbusd_avx_epi32(d[h], lo, x_lo);
+        d[h] = _mm256_dpbusd_avx_epi32(d[h], hi, x_hi);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
+      acc[h] = int4_fold8(acc[h], d[h], step, zero, a.sums[at], a.sx[at]);
+    }
+  }
+  for (int h = 0; h < 2 && valid > 8 * h; ++h) store8(out + r0 * ldo + 8 * h, acc[h], valid - 8 * h);
+}
+
 // ------------------------------------------------------------------------------------------------ AVX512-VNNI
 // 16 lanes a vector (a whole tile); at most 8 rows a pass (32 vector registers).
 
@@ -458,7 +523,7 @@ AR_AVX512 static void int4_row_avx512_t(const uint8_t* tile, const uint16_t* sc,
 template <bool F>
 static Plan<Int4Fn> int4_tables(int64_t isa) {
   static const Int4Fn avx2[4] = {int4_line_avx2<F>, int4_tile_avx2<2, F>, int4_tile_avx2<3, F>, int4_tile_avx2<4, F>};
-  static const Int4Fn avxvnni[4] = {int4_tile_avxvnni<1, F>, int4_tile_avxvnni<2, F>, int4_tile_avxvnni<3, F>,
+  static const Int4Fn avxvnni[4] = {int4_line_avxvnni<F>, int4_tile_avxvnni<2, F>, int4_tile_avxvnni<3, F>,
                                     int4_tile_avxvnni<4, F>};
   static const Int4Fn avx512[8] = {int4_tile_avx512<1, F>, int4_tile_avx512<2, F>, int4_tile_avx512<3, F>,
                                    int4_tile_avx512<4, F>, int4_tile_avx512<5, F>, int4_tile_avx512<6, F>,
@@ -474,7 +539,7 @@ Plan<Int4Fn> simd_int5_plan(int64_t isa) { return int4_tables<true>(isa); }
 
 Plan<Int8Fn> simd_int8_plan(int64_t isa) {
   static const Int8Fn avx2[4] = {int8_line_avx2<1>, int8_line_avx2<2>, int8_tile_avx2<3>, int8_tile_avx2<4>};
-  static const Int8Fn avxvnni[4] = {int8_tile_avxvnni<1>, int8_tile_avxvnni<2>, int8_tile_avxvnni<3>,
+  static const Int8Fn avxvnni[4] = {int8_line_avxvnni<1>, int8_line_avxvnni<2>, int8_tile_avxvnni<3>,
                                     int8_tile_avxvnni<4>};
   static const Int8Fn avx512[8] = {int8_tile_avx512<1>, int8_tile_avx512<2>, int8_tile_avx512<3>, int8_tile_avx512<4>,
                                    int8_tile_avx512<5>, int8_tile_avx512<6>, int8_tile_avx512<7>, int8_tile_avx512<8>};
