@@ -199,6 +199,12 @@ def format_llamacpp_table(result: dict[str, Any]) -> str:
     ]
     if "llama_cpp" in result:
         lines += [f"llama.cpp: {format_build(result['llama_cpp'], result['llama_cpp'].get('bindings'))}.", ""]
+    fallback = sorted({e["engine"].get("kernel") or "torch" for m in result["models"].values() for e in m["engines"]
+                       if e["engine"].get("kernel_isa") is None and e["engine"]["weights"] != "float32"})
+    if fallback:
+        lines += [f"**Not the project's decode path: the engine's side decoded with {'; '.join(fallback)}.** Build the "
+                  "kernels (`python -m active_rag.kernels.build`; `active-rag doctor` says which kernel decodes) and "
+                  "run the bench again.", ""]
     if env.get("engine_env"):
         held = " ".join(f"{k}={v}" for k, v in env["engine_env"].items())
         paths = sorted({e["engine"].get("kernel_isa") or "?" for m in result["models"].values() for e in m["engines"]})

@@ -240,6 +240,13 @@ def _kernel_isa() -> str | None:
     return kernels.default_isa() if kernels.available() else None
 
 
+def _kernel_description() -> str:
+    """Which kernel decoded the packed layers, and why (:func:`active_rag.kernels.describe`, as ``doctor`` says it)."""
+    from active_rag import kernels
+
+    return kernels.describe()
+
+
 def engine_row(model: str, weights: str, config: SideSettings) -> tuple[dict[str, Any], list[int], list[list[int]]]:
     """The engine's row, the prefill prompt's ids and the decode prompts' ids (the chat template applied); run in
     the engine side's process."""
@@ -255,7 +262,7 @@ def engine_row(model: str, weights: str, config: SideSettings) -> tuple[dict[str
     decode_step_ms(lm, questions[:1], 4)  # warm-up: first-call allocations
     row: dict[str, Any] = {
         "side": "active-rag", "model": model, "weights": lm.weights, "prefill_dtype": _prefill_label(lm),
-        "kernel_isa": _kernel_isa(), "cpu_capability": _cpu_capability(),
+        "kernel_isa": _kernel_isa(), "kernel": _kernel_description(), "cpu_capability": _cpu_capability(),
         "load_s": load_s, "weight_bytes": model_weight_bytes(lm.model), "decode_ms": {},
         "prefill_tok_s": prefill_tokens_per_s(lm, prompt, config.repeats),
     }

@@ -438,6 +438,11 @@ def _cmd_llamacpp(args: argparse.Namespace) -> int:
         tokens=(args.tokens or [48])[0], prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens or 939, minimum=2),
         repeats=args.repeats or 3, threads=args.threads or 2, out_dir=out, llama_cpp=args.llama_cpp,
     )
+    from active_rag import kernels
+
+    if not kernels.available() and any(w != "float32" for w in config.weights):
+        print(f"active-rag bench: warning: packed layers decode with {kernels.describe()}; the table will measure "
+              "that, not active-rag's kernels.", file=sys.stderr)
     result = run_llamacpp_bench(config, progress=not args.no_progress)
     print(result["table"])
     print(f"Results in {config.out_dir / 'bench-llamacpp.json'}")

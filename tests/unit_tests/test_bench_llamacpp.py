@@ -349,3 +349,20 @@ def test_the_native_build_keeps_ggml_amx_kernels_out_even_where_march_native_has
     for language in ("C", "CXX"):
         flags = next(a for a in args if a.startswith(f"-DCMAKE_{language}_FLAGS="))
         assert flags.split("=", 1)[1].split() == ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"]
+
+
+def test_the_table_says_when_the_engine_side_decoded_without_its_kernels() -> None:
+    """A build the process could not load (a stale source, another torch) makes packed layers decode with torch's
+    kernels: the table must not read as the kernels' figures."""
+    ratios = bench.compare(ENGINE, REFERENCE, bandwidth=50e9)
+
+    def table(**engine: Any) -> str:
+        result = {"environment": {"cpu_capability": "AVX2", "threads": 2, "torch": "2.13"}, "copy_bandwidth_gb_s": 50.0,
+                  "config": {"batch_sizes": [1, 8], "prefill_tokens": 939, "repeats": 3, "tokens": 48},
+                  "models": {"m": {"llamacpp": REFERENCE, "engines": [{"engine": {**ENGINE, **engine}, "ratios": ratios}]}}}
+        return bench.format_llamacpp_table(result)
+
+    reason = "torch (the active-rag kernel is not built: run python -m active_rag.kernels.build)"
+    assert f"**Not the project's decode path: the engine's side decoded with {reason}.**" in table(kernel_isa=None, kernel=reason)
+    assert "Not the project's decode path" not in table(kernel_isa="avx2", kernel="active-rag avx2")
+    assert "Not the project's decode path" not in table(kernel_isa=None, weights="float32")
