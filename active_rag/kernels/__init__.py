@@ -12,7 +12,9 @@ forward in one op (its input and output rounded to bfloat16 and its bias added, 
 The library is compiled ahead of time (``make setup`` runs :mod:`active_rag.kernels.build`); a process only loads a
 finished build. Where there is none (no compiler, another torch, a non-x86 machine, no AVX2), or when
 ``ACTIVE_RAG_DECODE_KERNEL=torch``, :func:`available` is false and the packed layers decode with torch's kernels, as
-before, after one debug log line. The weights' layout is :mod:`active_rag.kernels.layout`.
+before, after one log line: a warning on an x86-64 CPU with AVX2 (a missing build there costs 2-3x a token: a build
+gone stale by a source edit or a new torch is not found), a debug line elsewhere. The weights' layout is
+:mod:`active_rag.kernels.layout`.
 
 The same library holds a decode step's small ops (``csrc/attention.cpp``, ``norm.cpp``, ``rope.cpp``, ``summary.cpp``:
 ``torch.ops.active_rag.decode_attention``, ``add_rms_norm``, ``rope_heads``, ``greedy_summary``), which the engine uses
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import threading
 from typing import Any
 
@@ -65,6 +68,14 @@ def _register_fake() -> None:
         torch.library.register_fake(f"active_rag::{kind}_linear")(layer)
 
 
+def _build_expected() -> bool:
+    """Whether a missing build costs speed here, so that loading says so as a warning: an x86-64 CPU with at least
+    AVX2 (where ``make setup`` builds the library), and :data:`DECODE_KERNEL_VARIABLE` not asking for torch's kernels."""
+    if os.environ.get(DECODE_KERNEL_VARIABLE, "").strip().lower() in ("torch", "off", "0", "false", "no"):
+        return False
+    return platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+
+
 def loaded() -> bool:
     """Whether the compiled library is loaded in this process (loading it on the first call)."""
     if "loaded" in _STATE:
@@ -84,7 +95,9 @@ def loaded() -> bool:
             except Exception as error:  # a damaged build, an ABI mismatch: torch's kernels decode
                 reason = f"cannot be loaded ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
             if reason:
-                logger.debug("The active-rag decode kernel %s; torch's kernels decode.", reason)
+                level = logging.WARNING if _build_expected() else logging.DEBUG
+                logger.log(level, "The active-rag decode kernel %s; torch's kernels decode%s.", reason,
+                           " (2-3x slower a token on x86 CPUs)" if level == logging.WARNING else "")
             _STATE["reason"] = reason
             _STATE["loaded"] = not reason
     return bool(_STATE["loaded"])

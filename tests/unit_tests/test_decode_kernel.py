@@ -372,12 +372,29 @@ def test_a_layer_s_decode_function_is_its_forward(monkeypatch, bias: bool) -> No
 
 
 def test_torch_kernels_decode_when_the_library_is_not_built(monkeypatch, caplog) -> None:
-    """No build (or no compiler): one debug line, torch's kernels, and the same layers and cache format."""
-    monkeypatch.setattr(kernels, "_STATE", {})
+    """No build (or no compiler): one log line (a warning where the build would run: an x86-64 CPU with AVX2, the
+    variable not asking for torch), torch's kernels, and the same layers and cache format."""
     monkeypatch.setattr(kernel_build, "find_library", lambda key=None: None)
-    with caplog.at_level("DEBUG", logger="active_rag.kernels"):
-        assert not kernels.loaded() and not kernels.available()
-    assert [r.levelname for r in caplog.records] == ["DEBUG"] and "not built" in caplog.records[0].getMessage()
+    for machine, capability, variable, level in (("x86_64", "AVX2", None, "WARNING"), ("x86_64", "AVX512", None, "WARNING"),
+                                                  ("x86_64", "AVX2", "torch", "DEBUG"), ("aarch64", "DEFAULT", None, "DEBUG"),
+                                                  ("x86_64", "DEFAULT", None, "DEBUG")):
+        monkeypatch.setattr(kernels, "_STATE", {})
+        monkeypatch.setattr(kernels.platform, "machine", lambda: machine)
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+        if variable is None:
+            monkeypatch.delenv(kernels.DECODE_KERNEL_VARIABLE, raising=False)
+        else:
+            monkeypatch.setenv(kernels.DECODE_KERNEL_VARIABLE, variable)
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="active_rag.kernels"):
+            assert not kernels.loaded() and not kernels.available()
+        assert [r.levelname for r in caplog.records] == [level] and "not built" in caplog.records[0].getMessage()
+        assert ("2-3x slower" in caplog.records[0].getMessage()) == (level == "WARNING")
+    monkeypatch.undo()
+    monkeypatch.setattr(kernel_build, "find_library", lambda key=None: None)
+    monkeypatch.setattr(kernels, "_STATE", {})
+    monkeypatch.delenv(kernels.DECODE_KERNEL_VARIABLE, raising=False)
+    assert not kernels.loaded()
     assert "not built" in kernels.describe() and kernels.describe().startswith("torch")
     torch.manual_seed(0)
     linear = nn.Linear(64, 32)
