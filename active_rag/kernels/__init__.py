@@ -68,10 +68,15 @@ def _register_fake() -> None:
         torch.library.register_fake(f"active_rag::{kind}_linear")(layer)
 
 
+def _torch_asked() -> bool:
+    """Whether :data:`DECODE_KERNEL_VARIABLE` asks for torch's kernels."""
+    return os.environ.get(DECODE_KERNEL_VARIABLE, "").strip().lower() in ("torch", "off", "0", "false", "no")
+
+
 def _build_expected() -> bool:
     """Whether a missing build costs speed here, so that loading says so as a warning: an x86-64 CPU with at least
     AVX2 (where ``make setup`` builds the library), and :data:`DECODE_KERNEL_VARIABLE` not asking for torch's kernels."""
-    if os.environ.get(DECODE_KERNEL_VARIABLE, "").strip().lower() in ("torch", "off", "0", "false", "no"):
+    if _torch_asked():
         return False
     return platform.machine().lower() in ("x86_64", "amd64") and torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
 
@@ -132,14 +137,14 @@ def available() -> bool:
     """Whether packed layers built now decode with these kernels: the library is loaded, the CPU has at least AVX2
     (the scalar path is a reference, slower than torch's kernels) and :data:`DECODE_KERNEL_VARIABLE` does not ask
     for torch's kernels."""
-    if os.environ.get(DECODE_KERNEL_VARIABLE, "").strip().lower() in ("torch", "off", "0", "false", "no"):
+    if _torch_asked():
         return False
     return loaded() and (os.environ.get(ISA_VARIABLE) is not None or default_isa() != "scalar")
 
 
 def describe() -> str:
     """One line for ``active-rag doctor``: which kernel decodes packed layers, and why."""
-    if os.environ.get(DECODE_KERNEL_VARIABLE, "").strip().lower() in ("torch", "off", "0", "false", "no"):
+    if _torch_asked():
         return f"torch ({DECODE_KERNEL_VARIABLE}={os.environ[DECODE_KERNEL_VARIABLE]})"
     if not loaded():
         return f"torch (the active-rag kernel {_STATE.get('reason', '')})"
