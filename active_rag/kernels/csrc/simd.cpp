@@ -107,9 +107,9 @@ AR_AVX2 static inline __m256 int4_fold8(__m256 acc, __m256i d, __m256 step, __m2
   return _mm256_fmadd_ps(t, _mm256_set1_ps(sx), acc);
 }
 
-// AVX2: u8 x s8 pairs summed in 16 bits (int4: at most 2 * 15 * 128 each; a group's 8 products sum below 2^15), then
-// widened once a group; int5 (codes up to 31) widens once every two chunks, where a lane's 8 products still fit
-// (8 * 31 * 128 = 31,744 < 2^15): 4 rows from L1 on one Zen 2 core, 43.5 MAC/ns against 37.4 widening every chunk.
+// AVX2: u8 x s8 pairs summed in 16 bits, each chunk adding 4 products to a 16-bit sum. int4 widens once a group
+// (16 products, at most 16 * 15 * 128 = 30,720 < 2^15); int5 (codes up to 31) once every two chunks (8 products, at
+// most 31,744): 4 rows from L1 on one Zen 2 core, 43.5 MAC/ns against 37.4 widening every chunk.
 template <int R, bool F>
 AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                    int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
