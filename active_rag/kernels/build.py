@@ -1,6 +1,6 @@
-"""Building the decode kernel library (``csrc/``: ``decode_kernel.cpp``, ``simd.cpp``, ``attention.cpp``,
-``norm.cpp``, ``rope.cpp``, ``summary.cpp``, ``layers.cpp``, ``kernels.h``) with the machine's C++ compiler, ahead of
-time.
+"""Building the decode kernel library (``csrc/``: ``decode_kernel.cpp``, ``simd.cpp``, ``simd_avx512.cpp``,
+``attention.cpp``, ``norm.cpp``, ``rope.cpp``, ``summary.cpp``, ``layers.cpp``, ``kernels.h``, ``simd.h``, ``pool.h``)
+with the machine's C++ compiler, ahead of time.
 
 ``make setup`` runs ``python -m active_rag.kernels.build`` once torch is installed; it can be run again at any time
 (``--force`` rebuilds). The library is a torch operator library (``TORCH_LIBRARY(active_rag, ...)``: the ops are
@@ -35,10 +35,10 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = (CSRC / "decode_kernel.cpp", CSRC / "simd.cpp", CSRC / "attention.cpp", CSRC / "norm.cpp",
-           CSRC / "rope.cpp", CSRC / "summary.cpp", CSRC / "layers.cpp")
+SOURCES = (CSRC / "decode_kernel.cpp", CSRC / "simd.cpp", CSRC / "simd_avx512.cpp", CSRC / "attention.cpp",
+           CSRC / "norm.cpp", CSRC / "rope.cpp", CSRC / "summary.cpp", CSRC / "layers.cpp")
 """The kernels' C++ sources (shipped inside the package, so an installed wheel can build them too)."""
-HEADERS = (CSRC / "kernels.h", CSRC / "pool.h")
+HEADERS = (CSRC / "kernels.h", CSRC / "simd.h", CSRC / "pool.h")
 
 LIBRARY_NAME = "libactive_rag_kernels.so"
 

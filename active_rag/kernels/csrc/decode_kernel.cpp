@@ -18,7 +18,7 @@
 //
 // Every instruction-set path computes the same integers and the same float operations in the same order, so all of
 // them (and the scalar reference) give bit-identical outputs. One binary serves every x86-64 CPU: the vector code
-// (simd.cpp) is compiled with per-function target attributes and chosen by cpuid at run time. Threads: the kernels'
+// (simd.cpp, simd_avx512.cpp) is compiled with per-function target attributes and chosen by cpuid at run time. Threads: the kernels'
 // own pool over tiles (pool.h, torch.get_num_threads() threads), not OpenMP. This file: CPU detection, the activations' quantisation,
 // the scalar reference, the dispatch, the dequantisation for the dense prefill and the ops' registration.
 
@@ -282,21 +282,31 @@ static Plan<Int8Fn> int8_plan(int64_t isa) {
   return simd.table != nullptr ? simd : Plan<Int8Fn>{scalar, 0};
 }
 
-// Runs `plan` over every tile, threads splitting the tiles (a chunk at least ~64 KB of weights); within a tile the rows
-// go in passes of plan.max_rows (0: all at once), so a tile is read from memory once and from cache after.
+// Runs `plan` over every tile, threads splitting the tiles (a chunk at least ~64 KB of weights times rows); within a
+// tile the rows go in passes of plan.max_rows (0: all at once), so a tile is read from memory once and from cache
+// after. Where the plan expands tiles and the rows take more than one pass, each tile is expanded once into the
+// thread's buffer and the passes read that.
 template <typename Fn, typename Scale, typename TileScales>
 static void run_tiles(const Plan<Fn>& plan, const uint8_t* tiles, int64_t tile_bytes, const Scale* scales,
                       TileScales scales_of, int64_t groups, const Activations& a, int64_t rows, float* out, int64_t n) {
   const int64_t count = (n + kTile - 1) / kTile;
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(tile_bytes, 1));
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(tile_bytes * rows, 1));
+  const int64_t step = plan.max_rows > 0 ? plan.max_rows : rows;
+  const bool expand = plan.expand != nullptr && rows > step;
   SpinPool::parallel_for(count, grain, [&](int64_t begin, int64_t end) {
+    std::vector<uint8_t> codes(expand ? size_t(groups * plan.group_bytes) : 0);
     for (int64_t t = begin; t < end; ++t) {
       const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
-      const int64_t step = plan.max_rows > 0 ? plan.max_rows : rows;
+      const uint8_t* tile = tiles + t * tile_bytes;
+      if (expand) {
+        plan.expand(tile, groups, codes.data());
+        tile = codes.data();
+      }
+      const Fn* table = expand ? plan.expanded : plan.table;
       for (int64_t r0 = 0; r0 < rows; r0 += step) {
         const int64_t rr = std::min<int64_t>(step, rows - r0);
-        const Fn fn = plan.max_rows > 0 ? plan.table[rr - 1] : plan.table[0];
-        fn(tiles + t * tile_bytes, scales_of(scales, t), groups, a, r0, rr, out + t * kTile, n, valid);
+        const Fn fn = plan.max_rows > 0 ? table[rr - 1] : table[0];
+        fn(tile, scales_of(scales, t), groups, a, r0, rr, out + t * kTile, n, valid);
       }
     }
   });
@@ -431,7 +441,7 @@ at::Tensor packed_linear(int64_t kind, const at::Tensor& x, const at::Tensor& ti
 
 // Each output row is written in order, from values looked up in a small table (16 per int4 group, 256 for int8) that
 // is computed once: the tile's bytes are re-read from cache per lane, the rows are streamed once. On AVX-512 a lane's
-// values are computed 16 at a time instead (simd.cpp, the same bits; int4 1.5B: 0.97 s of a 939-token prefill before).
+// values are computed 16 at a time instead (simd_avx512.cpp, the same bits; int4 1.5B: 0.97 s of a 939-token prefill before).
 template <typename T, bool F>
 static void int4_dequant_into(const uint8_t* tiles, const uint16_t* sc, int64_t n, int64_t k, T* out) {
   const int64_t count = (n + kTile - 1) / kTile, groups = k / kGroup, group_bytes = (F ? 5 : 4) * kChunk;

@@ -1,4 +1,5 @@
-// Shared declarations of active-rag's decode kernels (decode_kernel.cpp: the ops; simd.cpp: the vector paths).
+// Shared declarations of active-rag's decode kernels (decode_kernel.cpp: the ops; simd.cpp, simd_avx512.cpp: the
+// vector paths).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -59,9 +60,14 @@ template <typename Fn>
 struct Plan {
   const Fn* table;  // table[rows - 1] runs `rows` rows in one pass
   int64_t max_rows;
+  // Where a tile is better expanded once when its rows take more than one pass (int5 on AVX2 and AVX-VNNI):
+  // expand(tile, groups, codes) writes `group_bytes` a group, which expanded[rows - 1] then reads in place of the tile.
+  const Fn* expanded = nullptr;
+  void (*expand)(const uint8_t*, int64_t, uint8_t*) = nullptr;
+  int64_t group_bytes = 0;
 };
 
-// The vector paths (simd.cpp): the table of `isa`'s tile kernels ({nullptr, 0} for the scalar path and on other
+// The vector paths (simd.cpp, simd_avx512.cpp): the table of `isa`'s tile kernels ({nullptr, 0} for the scalar path and on other
 // machines), and one int8 row unpacked with AVX-512 (for the dense prefill; AVX-512 machines only).
 Plan<Int4Fn> simd_int4_plan(int64_t isa);
 Plan<Int4Fn> simd_int5_plan(int64_t isa);  // int4 tiles with a fifth bit (layout.pack_int5): w = (q - 16) * step + zero

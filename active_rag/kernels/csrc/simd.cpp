@@ -1,57 +1,16 @@
-// The vector paths of active-rag's decode kernels: AVX2 (vpmaddubsw + vpmaddwd), AVX-VNNI and AVX512-VNNI
-// (vpdpbusd), each function compiled for its instruction set by a target attribute (the file itself for generic
-// x86-64), chosen at run time by decode_kernel.cpp. Each computes the scalar reference's integers and float
-// operations in its order, so every path's outputs are bit-identical.
+// The vector paths of active-rag's decode kernels: AVX2 (vpmaddubsw + vpmaddwd) and AVX-VNNI (vpdpbusd) here,
+// AVX512-VNNI in simd_avx512.cpp, each function compiled for its instruction set by a target attribute (the file itself
+// for generic x86-64), chosen at run time by decode_kernel.cpp. Each computes the scalar reference's integers and
+// float operations in its order, so every path's outputs are bit-identical.
 
 #include "kernels.h"
+#include "simd.h"
 
 #include <cstring>
-#include <type_traits>
 
 namespace active_rag_kernels {
 
 #if AR_X86
-#define AR_AVX2 __attribute__((target("avx2,fma")))
-#define AR_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
-#define AR_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
-
-static inline int32_t load4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// int5 (F = true): a group's fifth bits, eight 64-bit masks after its four chunks of nibbles (layout.pack_int5); mask
-// 2c + h covers the low (h = 0) or high (h = 1) nibbles of chunk c, bit 4 * lane + i for byte 4 * lane + i.
-static inline uint64_t load_mask(const uint8_t* group, int m) {
-  uint64_t v;
-  std::memcpy(&v, group + 4 * kChunk + 8 * m, sizeof v);
-  return v;
-}
-
-// Bytes per group of a tile: four chunks of nibbles, and for int5 a fifth of masks.
-template <bool F>
-constexpr int64_t group_bytes() {
-  return (F ? 5 : 4) * kChunk;
-}
-
-// Software prefetch. A step reads each weight once, from memory, and the hardware prefetchers alone kept the 2-thread
-// kernels at 10-13 GB/s of a 21 GB/s machine: each tile's loop asks for the group about kPrefetchBytes ahead of the one
-// it reads (a tile's later groups, then the next tile's: a thread's tiles are contiguous). Prefetching past the end of
-// the weights is harmless (a prefetch never faults). Distances of 1-8 KB were measured (results/bench/prefetch).
-constexpr int64_t kPrefetchBytes = 4096;
-
-static inline void prefetch(const void* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + o, _MM_HINT_T0);
-}
-
-// A group of `bytes` and its scales' `scale_bytes`, kPrefetchBytes ahead in whole groups.
-static inline void prefetch_ahead(const uint8_t* group, int64_t bytes, const void* scales, int64_t scale_bytes) {
-  const int64_t ahead = kPrefetchBytes / bytes;
-  prefetch(group + ahead * bytes, bytes);
-  if (scales != nullptr) prefetch(static_cast<const uint8_t*>(scales) + ahead * scale_bytes, scale_bytes);
-}
-
 // ------------------------------------------------------------------------------------------------ AVX2, AVX-VNNI
 // 8 lanes a vector: a tile is two halves (lanes 0-7, then 8-15: the first and second 32 bytes of each chunk); at most
 // 4 rows a pass (16 vector registers).
@@ -86,10 +45,24 @@ AR_AVX2 static inline __m256i fifth_bits(uint32_t bits) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, select), select), _mm256_set1_epi8(16));
 }
 
+// A tile expanded for a prefill (X): a byte a code, each group's chunk c as its low nibbles' codes (64 bytes, the
+// chunk's layout) then its high nibbles' (int5_expand_avx2).
+constexpr int64_t kExpandedGroup = 8 * kChunk;
+
+template <bool F, bool X = false>
+constexpr int64_t tile_group_bytes() {
+  return X ? kExpandedGroup : group_bytes<F>();
+}
+
 // The codes of chunk c's half h (lanes 8h to 8h + 7) of a group: its low and high nibbles as bytes, and for int5
-// (F) their fifth bits added.
-template <bool F>
+// (F) their fifth bits added; from an expanded tile (X), two loads.
+template <bool F, bool X = false>
 AR_AVX2 static inline void int4_codes(const uint8_t* group, int c, int64_t h, __m256i& lo, __m256i& hi) {
+  if constexpr (X) {
+    lo = _mm256_loadu_si256((const __m256i*)(group + c * 2 * kChunk + h * 32));
+    hi = _mm256_loadu_si256((const __m256i*)(group + c * 2 * kChunk + kChunk + h * 32));
+    return;
+  }
   const __m256i nib = _mm256_set1_epi8(0x0F);
   const __m256i v = _mm256_loadu_si256((const __m256i*)(group + h * 32 + c * kChunk));
   lo = _mm256_and_si256(v, nib);
@@ -97,6 +70,22 @@ AR_AVX2 static inline void int4_codes(const uint8_t* group, int c, int64_t h, __
   if constexpr (F) {
     lo = _mm256_or_si256(lo, fifth_bits(uint32_t(load_mask(group, 2 * c) >> (32 * h))));
     hi = _mm256_or_si256(hi, fifth_bits(uint32_t(load_mask(group, 2 * c + 1) >> (32 * h))));
+  }
+}
+
+// A prefill's int5 tile, read in hundreds of passes of 4 rows, expanded once (for each pass the fifth bits took 6
+// vector ops per 32 codes, shared by only 4 rows): the same codes, so the same sums.
+AR_AVX2 static void int5_expand_avx2(const uint8_t* tile, int64_t groups, uint8_t* codes) {
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* group = tile + g * group_bytes<true>();
+    uint8_t* into = codes + g * kExpandedGroup;
+    for (int c = 0; c < 4; ++c)
+      for (int64_t h = 0; h < 2; ++h) {
+        __m256i lo, hi;
+        int4_codes<true>(group, c, h, lo, hi);
+        _mm256_storeu_si256((__m256i*)(into + c * 2 * kChunk + h * 32), lo);
+        _mm256_storeu_si256((__m256i*)(into + c * 2 * kChunk + kChunk + h * 32), hi);
+      }
   }
 }
 
@@ -110,7 +99,7 @@ AR_AVX2 static inline __m256 int4_fold8(__m256 acc, __m256i d, __m256 step, __m2
 // AVX2: u8 x s8 pairs summed in 16 bits, each chunk adding 4 products to a 16-bit sum. int4 widens once a group
 // (16 products, at most 16 * 15 * 128 = 30,720 < 2^15); int5 (codes up to 31) once every two chunks (8 products, at
 // most 31,744): 4 rows from L1 on one Zen 2 core, 43.5 MAC/ns against 37.4 widening every chunk.
-template <int R, bool F>
+template <int R, bool F, bool X = false>
 AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                    int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -120,18 +109,20 @@ AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int6
     for (int64_t g = 0; g < groups; ++g) {
       __m256i s16[R], s32[R];
       for (int r = 0; r < R; ++r) s16[r] = s32[r] = _mm256_setzero_si256();
-      const uint8_t* group = tile + g * group_bytes<F>();
+      const uint8_t* group = tile + g * tile_group_bytes<F, X>();
       const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-      prefetch_ahead(group, group_bytes<F>(), sc + g * 32, 64);
+      prefetch_ahead(group, tile_group_bytes<F, X>(), sc + g * 32, 64);
       for (int c = 0; c < 4; ++c) {
         __m256i lo, hi;
-        int4_codes<F>(group, c, h, lo, hi);
+        int4_codes<F, X>(group, c, h, lo, hi);
         for (int r = 0; r < R; ++r) {
           const int8_t* xr = xg + r * a.kp + c * 8;
           s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(load4(xr))));
           s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(load4(xr + 4))));
+          AR_KEEP(s16[r]);
           if (F && (c & 1)) {
             s32[r] = _mm256_add_epi32(s32[r], _mm256_madd_epi16(s16[r], ones));
+            AR_KEEP(s32[r]);
             s16[r] = _mm256_setzero_si256();
           }
         }
@@ -148,7 +139,7 @@ AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int6
   }
 }
 
-template <int R, bool F>
+template <int R, bool F, bool X = false>
 AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                          int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   for (int64_t h = 0; h < 2 && valid > 8 * h; ++h) {
@@ -157,12 +148,12 @@ AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc
     for (int64_t g = 0; g < groups; ++g) {
       __m256i d[R];
       for (int r = 0; r < R; ++r) d[r] = _mm256_set1_epi32(a.start[(r0 + r) * a.groups + g]);
-      const uint8_t* group = tile + g * group_bytes<F>();
+      const uint8_t* group = tile + g * tile_group_bytes<F, X>();
       const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-      prefetch_ahead(group, group_bytes<F>(), sc + g * 32, 64);
+      prefetch_ahead(group, tile_group_bytes<F, X>(), sc + g * 32, 64);
       for (int c = 0; c < 4; ++c) {
         __m256i lo, hi;
-        int4_codes<F>(group, c, h, lo, hi);
+        int4_codes<F, X>(group, c, h, lo, hi);
         for (int r = 0; r < R; ++r) {
           const int8_t* xr = xg + r * a.kp + c * 8;
           d[r] = _mm256_dpbusd_avx_epi32(d[r], lo, _mm256_set1_epi32(load4(xr)));
@@ -200,6 +191,7 @@ AR_AVX2 static void int8_tile_avx2(const uint8_t* tile, const float* scales, int
         for (int r = 0; r < R; ++r) {
           const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(load4(xg + r * a.kp + c * 4)), v);
           d[r] = _mm256_add_epi32(d[r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xs), ones));
+          AR_KEEP(d[r]);
         }
       }
       for (int r = 0; r < R; ++r) {
@@ -255,6 +247,7 @@ AR_AVX2 static void int8_line_avx2(const uint8_t* tile, const float* scales, int
         for (int r = 0; r < R; ++r) {
           const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(load4(xg + r * a.kp + c * 4)), v);
           d[h][r] = _mm256_add_epi32(d[h][r], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xs), ones));
+          AR_KEEP(d[h][r]);
         }
       }
     }
@@ -283,8 +276,10 @@ AR_AVX2 static void int4_line_avx2(const uint8_t* tile, const uint16_t* sc, int6
         int4_codes<F>(group, c, h, lo, hi);
         s16[h] = _mm256_add_epi16(s16[h], _mm256_maddubs_epi16(lo, x_lo));
         s16[h] = _mm256_add_epi16(s16[h], _mm256_maddubs_epi16(hi, x_hi));
+        AR_KEEP(s16[h]);
         if (F && (c & 1)) {
           s32[h] = _mm256_add_epi32(s32[h], _mm256_madd_epi16(s16[h], ones));
+          AR_KEEP(s32[h]);
           s16[h] = _mm256_setzero_si256();
         }
       }
@@ -381,145 +376,6 @@ AR_AVXVNNI static void int4_line_avxvnni(const uint8_t* tile, const uint16_t* sc
   for (int h = 0; h < 2 && valid > 8 * h; ++h) store8(out + r0 * ldo + 8 * h, acc[h], valid - 8 * h);
 }
 
-// ------------------------------------------------------------------------------------------------ AVX512-VNNI
-// 16 lanes a vector (a whole tile); at most 8 rows a pass (32 vector registers).
-
-AR_AVX512 static inline __m512 bf16x16(const uint16_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
-}
-
-AR_AVX512 static inline __mmask16 lanes(int64_t valid) {
-  return valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1u);
-}
-
-template <int R, bool F>
-AR_AVX512 static void int4_tile_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
-                                       int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
-  const __m512i nib = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    // two chains of sums a row (low and high nibbles): one chain of 8 dependent vpdpbusd would bound a single row by
-    // the instruction's latency; the integers are exact, so the split changes no result
-    __m512i d[R], e[R];
-    for (int r = 0; r < R; ++r) {
-      d[r] = _mm512_set1_epi32(a.start[(r0 + r) * a.groups + g]);
-      e[r] = _mm512_setzero_si512();
-    }
-    const uint8_t* w = tile + g * group_bytes<F>();
-    const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-    prefetch_ahead(w, group_bytes<F>(), sc + g * 32, 64);
-    for (int c = 0; c < 4; ++c) {
-      const __m512i v = _mm512_loadu_si512(w + c * kChunk);
-      __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-      if constexpr (F) {
-        // the fifth bits: 16 added to the bytes whose mask bit is set, the mask loaded into a mask register
-        lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(load_mask(w, 2 * c)), lo, sixteen);
-        hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(load_mask(w, 2 * c + 1)), hi, sixteen);
-      }
-      for (int r = 0; r < R; ++r) {
-        const int8_t* xr = xg + r * a.kp + c * 8;
-        d[r] = _mm512_dpbusd_epi32(d[r], lo, _mm512_set1_epi32(load4(xr)));
-        e[r] = _mm512_dpbusd_epi32(e[r], hi, _mm512_set1_epi32(load4(xr + 4)));
-      }
-    }
-    const __m512 step = bf16x16(sc + g * 32), zero = bf16x16(sc + g * 32 + 16);
-    for (int r = 0; r < R; ++r) {
-      const int64_t at = (r0 + r) * a.groups + g;
-      __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d[r], e[r])), step);
-      t = _mm512_fmadd_ps(zero, _mm512_set1_ps(a.sums[at]), t);
-      acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(a.sx[at]), acc[r]);
-    }
-  }
-  const __mmask16 m = lanes(valid);
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * ldo, m, acc[r]);
-}
-
-template <int R>
-AR_AVX512 static void int8_tile_avx512(const uint8_t* tile, const float* scales, int64_t groups, const Activations& a,
-                                       int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    __m512i d[R];
-    for (int r = 0; r < R; ++r) d[r] = _mm512_set1_epi32(a.start[(r0 + r) * a.groups + g]);
-    const uint8_t* w = tile + g * 8 * kChunk;
-    const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-    prefetch_ahead(w, 8 * kChunk, nullptr, 0);
-    for (int c = 0; c < 8; ++c) {
-      const __m512i v = _mm512_loadu_si512(w + c * kChunk);
-      for (int r = 0; r < R; ++r) d[r] = _mm512_dpbusd_epi32(d[r], v, _mm512_set1_epi32(load4(xg + r * a.kp + c * 4)));
-    }
-    for (int r = 0; r < R; ++r) {
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), _mm512_set1_ps(a.sx[(r0 + r) * a.groups + g]), acc[r]);
-    }
-  }
-  const __mmask16 m = lanes(valid);
-  const __m512 s = _mm512_maskz_loadu_ps(m, scales);
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * ldo, m, _mm512_mul_ps(acc[r], s));
-}
-
-// One row's 64 inputs at a time: a gather of the lane's 4 bytes from 16 consecutive chunks is 64 consecutive inputs;
-// integers of at most 8 bits are exact in bfloat16, whose bits are then the float's upper half.
-template <typename T>
-AR_AVX512 static void int8_row_avx512_t(const uint8_t* lane_bytes, int64_t k, T* row) {
-  const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(kChunk / 4));
-  const __m512i flip = _mm512_set1_epi8(char(0x80));
-  int64_t c = 0;
-  for (; c + 64 <= k; c += 64) {
-    const __m512i v = _mm512_xor_si512(_mm512_i32gather_epi32(index, lane_bytes + (c / 4) * kChunk, 4), flip);
-    for (int j = 0; j < 4; ++j) {
-      const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(v, j)));
-      if constexpr (std::is_same<T, float>::value) {
-        _mm512_storeu_ps(row + c + 16 * j, f);
-      } else {
-        _mm256_storeu_si256((__m256i*)(row + c + 16 * j), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(f), 16)));
-      }
-    }
-  }
-  for (; c < k; ++c) row[c] = T(float(int32_t(lane_bytes[(c / 4) * kChunk + c % 4]) - 128));
-}
-
-// One lane (output row) of an int4 tile (F: int5) dequantised for the dense prefill: w = float(q - offset) * step + zero
-// for each of the lane's groups, multiplied then added (no fused multiply-add, as the scalar reference), in float32 or
-// rounded to bfloat16 to nearest even (c10::BFloat16's rounding, NaN as 0x7FC0). A group's 32 codes are 4 bytes of each
-// of its 4 chunks: low nibbles are inputs 8c + i, high nibbles 8c + 4 + i.
-template <typename T, bool F>
-AR_AVX512 static void int4_row_avx512_t(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t l, T* row) {
-  const __m128i nib = _mm_set1_epi8(0x0F);
-  const __m512i sixteen = _mm512_set1_epi32(16), one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF),
-                nan = _mm512_set1_epi32(0x7FC0);
-  const __m512 offset = _mm512_set1_ps(F ? 16.0f : 8.0f);
-  for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* group = tile + g * group_bytes<F>();
-    const __m128i v = _mm_setr_epi32(load4((const int8_t*)group + 4 * l), load4((const int8_t*)group + kChunk + 4 * l),
-                                     load4((const int8_t*)group + 2 * kChunk + 4 * l),
-                                     load4((const int8_t*)group + 3 * kChunk + 4 * l));
-    const __m128i lo = _mm_and_si128(v, nib), hi = _mm_and_si128(_mm_srli_epi16(v, 4), nib);
-    const __m128i halves[2] = {_mm_unpacklo_epi32(lo, hi), _mm_unpackhi_epi32(lo, hi)};  // chunks 0-1, then 2-3
-    uint32_t bits = 0;  // int5: bit 4m + i is bit 4l + i of mask m (m = 2c: low nibbles of chunk c, 2c + 1: high)
-    if constexpr (F) {
-      for (int m = 0; m < 8; ++m) bits |= uint32_t((load_mask(group, m) >> (4 * l)) & 0xF) << (4 * m);
-    }
-    const __m512 step = _mm512_set1_ps(bf16_to_float(sc[g * 32 + l])), zero = _mm512_set1_ps(bf16_to_float(sc[g * 32 + 16 + l]));
-    for (int h = 0; h < 2; ++h) {
-      __m512i q = _mm512_cvtepu8_epi32(halves[h]);
-      if constexpr (F) q = _mm512_mask_or_epi32(q, __mmask16(bits >> (16 * h)), q, sixteen);
-      const __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(q), offset), step), zero);
-      T* out = row + g * kGroup + 16 * h;
-      if constexpr (std::is_same<T, float>::value) {
-        _mm512_storeu_ps(out, w);
-      } else {
-        const __m512i b = _mm512_castps_si512(w);
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(b, 16), one), half)), 16);
-        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(w, w, _CMP_UNORD_Q), nan);
-        _mm256_storeu_si256((__m256i*)out, _mm512_cvtepi32_epi16(r));
-      }
-    }
-  }
-}
-
 // ------------------------------------------------------------------------------------------------ tables
 
 template <bool F>
@@ -527,12 +383,14 @@ static Plan<Int4Fn> int4_tables(int64_t isa) {
   static const Int4Fn avx2[4] = {int4_line_avx2<F>, int4_tile_avx2<2, F>, int4_tile_avx2<3, F>, int4_tile_avx2<4, F>};
   static const Int4Fn avxvnni[4] = {int4_line_avxvnni<F>, int4_tile_avxvnni<2, F>, int4_tile_avxvnni<3, F>,
                                     int4_tile_avxvnni<4, F>};
-  static const Int4Fn avx512[8] = {int4_tile_avx512<1, F>, int4_tile_avx512<2, F>, int4_tile_avx512<3, F>,
-                                   int4_tile_avx512<4, F>, int4_tile_avx512<5, F>, int4_tile_avx512<6, F>,
-                                   int4_tile_avx512<7, F>, int4_tile_avx512<8, F>};
-  if (isa == kAvx512Vnni) return {avx512, 8};
-  if (isa == kAvxVnni) return {avxvnni, 4};
-  if (isa == kAvx2) return {avx2, 4};
+  // int5's tiles expanded for a prefill (AVX-512 reads the fifth bits as masks, one op a register)
+  static const Int4Fn avx2x[4] = {int4_tile_avx2<1, F, true>, int4_tile_avx2<2, F, true>, int4_tile_avx2<3, F, true>,
+                                  int4_tile_avx2<4, F, true>};
+  static const Int4Fn avxvnnix[4] = {int4_tile_avxvnni<1, F, true>, int4_tile_avxvnni<2, F, true>,
+                                     int4_tile_avxvnni<3, F, true>, int4_tile_avxvnni<4, F, true>};
+  if (isa == kAvx512Vnni) return avx512_int4_plan(F);
+  if (isa == kAvxVnni) return F ? Plan<Int4Fn>{avxvnni, 4, avxvnnix, int5_expand_avx2, kExpandedGroup} : Plan<Int4Fn>{avxvnni, 4};
+  if (isa == kAvx2) return F ? Plan<Int4Fn>{avx2, 4, avx2x, int5_expand_avx2, kExpandedGroup} : Plan<Int4Fn>{avx2, 4};
   return {nullptr, 0};
 }
 
@@ -543,37 +401,16 @@ Plan<Int8Fn> simd_int8_plan(int64_t isa) {
   static const Int8Fn avx2[4] = {int8_line_avx2<1>, int8_line_avx2<2>, int8_tile_avx2<3>, int8_tile_avx2<4>};
   static const Int8Fn avxvnni[4] = {int8_line_avxvnni<1>, int8_line_avxvnni<2>, int8_tile_avxvnni<3>,
                                     int8_tile_avxvnni<4>};
-  static const Int8Fn avx512[8] = {int8_tile_avx512<1>, int8_tile_avx512<2>, int8_tile_avx512<3>, int8_tile_avx512<4>,
-                                   int8_tile_avx512<5>, int8_tile_avx512<6>, int8_tile_avx512<7>, int8_tile_avx512<8>};
-  if (isa == kAvx512Vnni) return {avx512, 8};
+  if (isa == kAvx512Vnni) return avx512_int8_plan();
   if (isa == kAvxVnni) return {avxvnni, 4};
   if (isa == kAvx2) return {avx2, 4};
   return {nullptr, 0};
 }
 
-void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, float* row) { int8_row_avx512_t(lane_bytes, k, row); }
-void int8_row_avx512(const uint8_t* lane_bytes, int64_t k, at::BFloat16* row) { int8_row_avx512_t(lane_bytes, k, row); }
-template <typename T>
-void int4_row_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t lane, bool fifth, T* row) {
-  if (fifth) {
-    int4_row_avx512_t<T, true>(tile, sc, groups, lane, row);
-  } else {
-    int4_row_avx512_t<T, false>(tile, sc, groups, lane, row);
-  }
-}
-template void int4_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, float*);
-template void int4_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, at::BFloat16*);
-
 #else
 Plan<Int4Fn> simd_int4_plan(int64_t) { return {nullptr, 0}; }
 Plan<Int4Fn> simd_int5_plan(int64_t) { return {nullptr, 0}; }
 Plan<Int8Fn> simd_int8_plan(int64_t) { return {nullptr, 0}; }
-void int8_row_avx512(const uint8_t*, int64_t, float*) {}
-void int8_row_avx512(const uint8_t*, int64_t, at::BFloat16*) {}
-template <typename T>
-void int4_row_avx512(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, T*) {}
-template void int4_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, float*);
-template void int4_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, at::BFloat16*);
 #endif  // AR_X86
 
 }  // namespace active_rag_kernels

@@ -1,7 +1,7 @@
 """A/B of two builds of the kernel library on a 939-token prefill, in alternating processes.
 
-``python results/bench/prefill-avx2/ab_prefill.py MODEL LIB_A LIB_B [ROUNDS]``: each round runs one process per
-library (A then B), each loading MODEL with ``mixed`` weights on 2 threads and printing the best of 3 prefills'
+``python results/bench/prefill-avx2/ab_prefill.py MODEL LIB_A LIB_B [LIB_C ...] [ROUNDS]``: each round runs one
+process per library (in the order given), each loading MODEL with ``mixed`` weights on 2 threads and printing the best of 3 prefills'
 tokens a second (the prefix cache off), so both builds see the same minutes of a shared machine. A library is a
 ``libactive_rag_kernels.so`` under ``.venv/share/active-rag/kernels/<key>/`` (``python -m active_rag.kernels.build``
 writes one per source).
@@ -43,4 +43,6 @@ def main(model: str, libraries: list[str], rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:4], int(sys.argv[4]) if len(sys.argv) > 4 else 3)
+    rest = sys.argv[2:]
+    rounds = int(rest.pop()) if rest and rest[-1].isdigit() else 3
+    main(sys.argv[1], rest, rounds)

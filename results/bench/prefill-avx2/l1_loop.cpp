@@ -8,7 +8,7 @@
 using namespace active_rag_kernels;
 int main(int argc, char** argv) {
   const int64_t groups = argc > 1 ? atol(argv[1]) : 8, k = groups * kGroup, rows = 4;
-  std::vector<uint8_t> tile(groups * 8 * kChunk);  // int8 size; int4/int5 use less
+  std::vector<uint8_t> tile(groups * 8 * kChunk);  // int8 size (and an expanded int5 tile's); int4/int5 use less
   for (auto& b : tile) b = rand();
   std::vector<uint16_t> sc(groups * 32, 0x3c00);
   std::vector<float> s8(16, 1.0f);
@@ -32,5 +32,11 @@ int main(int argc, char** argv) {
     run("int4 avx2", simd_int4_plan(kAvx2).table[r - 1], sc.data(), r);
     run("int5 avx2", simd_int5_plan(kAvx2).table[r - 1], sc.data(), r);
     run("int8 avx2", simd_int8_plan(kAvx2).table[r - 1], s8.data(), r);
+    const Plan<Int4Fn> five = simd_int5_plan(kAvx2);  // a prefill's int5 tile, expanded once (run_tiles)
+    std::vector<uint8_t> codes(groups * five.group_bytes);
+    five.expand(tile.data(), groups, codes.data());
+    std::swap(tile, codes);
+    run("int5 expanded", five.expanded[r - 1], sc.data(), r);
+    std::swap(tile, codes);
   }
 }

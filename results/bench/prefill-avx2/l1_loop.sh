@@ -8,6 +8,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sed -e 's|#include <ATen/ATen.h>|namespace at { struct BFloat16 { unsigned short x; BFloat16() = default; BFloat16(float) : x(0) {} }; struct Tensor {}; }|' \
     -e 's|#include <c10/util/BFloat16.h>|namespace c10 { template <class T> struct optional {}; }|' "$csrc/kernels.h" > "$tmp/kernels.h"
-cp "$csrc/simd.cpp" "$tmp/"
-g++ -O3 -std=c++17 -ffp-contract=off -w -I"$tmp" -o "$tmp/l1_loop" "$here/l1_loop.cpp" "$tmp/simd.cpp"
+cp "$csrc/simd.cpp" "$csrc/simd_avx512.cpp" "$csrc/simd.h" "$tmp/"
+g++ -O3 -std=c++17 -ffp-contract=off -w -I"$tmp" -o "$tmp/l1_loop" "$here/l1_loop.cpp" "$tmp/simd.cpp" "$tmp/simd_avx512.cpp"
 taskset -c 0 "$tmp/l1_loop" "${1:-48}"
