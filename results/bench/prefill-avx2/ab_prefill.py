@@ -16,9 +16,10 @@ import subprocess
 import sys
 
 CHILD = """
-import json, os, sys, torch
+import json, os, sys
 from pathlib import Path
-import active_rag.kernels.build as build
+import active_rag.kernels.build as build  # before torch: active_rag sets OMP_WAIT_POLICY=PASSIVE, as for a user
+import torch
 build.find_library = lambda *a, **k: Path(os.environ["AB_LIBRARY"])
 from active_rag.decoding.model import ActiveLM
 from active_rag.evaluation.bench_weights import _prefill_prompt, prefill_tokens_per_s
