@@ -26,7 +26,8 @@ import os
 import sys
 from collections.abc import Mapping, MutableMapping
 
-__all__ = ["DEFAULTED_VARIABLE", "WAIT_POLICY_VARIABLE", "default_wait_policy", "describe_wait_policy", "reference_env"]
+__all__ = ["DEFAULTED_VARIABLE", "WAIT_POLICY_VARIABLE", "default_wait_policy", "describe_wait_policy", "reference_env",
+           "spinning_warning"]
 
 #: libgomp's wait policy (read when the library loads).
 WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
@@ -60,6 +61,19 @@ def describe_wait_policy(environ: Mapping[str, str] | None = None) -> str:
     if environ.get(DEFAULTED_VARIABLE) == "1":
         return f"{value} (active-rag's default)"
     return f"{value} (set by the user)"
+
+
+def spinning_warning(threads: int, environ: Mapping[str, str] | None = None) -> str | None:
+    """The warning for a process that loads the decode kernels with libgomp's default policy (torch imported before
+    active_rag, the variable unset) on more than one thread; None where the policy was chosen (by active-rag or the
+    user) or one thread runs. On the 2-core Zen 2 EPYC a 939-token prefill of qwen2.5-coder-0.5b ``mixed`` ran at 211
+    tokens a second with ``PASSIVE`` and 153 with the default (results/bench/prefill-avx2/README.md)."""
+    environ = os.environ if environ is None else environ
+    if threads <= 1 or WAIT_POLICY_VARIABLE in environ or environ.get(DEFAULTED_VARIABLE) == "0":
+        return None
+    return (f"OpenMP's workers spin after each of torch's ops on the cores active-rag's kernels need "
+            f"({WAIT_POLICY_VARIABLE} is unset: torch was imported before active_rag); set {WAIT_POLICY_VARIABLE}=PASSIVE "
+            f"before torch loads, or import active_rag first (a CPU prefill ran 1.4x faster with it)")
 
 
 def reference_env(environ: Mapping[str, str]) -> dict[str, str]:

@@ -13,7 +13,9 @@ The library is compiled ahead of time (``make setup`` runs :mod:`active_rag.kern
 finished build. Where there is none (no compiler, another torch, a non-x86 machine, no AVX2), or when
 ``ACTIVE_RAG_DECODE_KERNEL=torch``, :func:`available` is false and the packed layers decode with torch's kernels, as
 before, after one log line: a warning on an x86-64 CPU with AVX2 (a missing build there costs 2-3x a token: a build
-gone stale by a source edit or a new torch is not found), a debug line elsewhere. The weights' layout is
+gone stale by a source edit or a new torch is not found), a debug line elsewhere. A process that loads the library
+with OpenMP's default wait policy (torch imported before active_rag) on more than one thread gets a warning: OpenMP's
+workers then spin on the kernels' cores (:func:`active_rag.omp_wait.spinning_warning`). The weights' layout is
 :mod:`active_rag.kernels.layout`.
 
 The same library holds a decode step's small ops (``csrc/attention.cpp``, ``norm.cpp``, ``rope.cpp``, ``summary.cpp``:
@@ -103,6 +105,12 @@ def loaded() -> bool:
                 level = logging.WARNING if _build_expected() else logging.DEBUG
                 logger.log(level, "The active-rag decode kernel %s; torch's kernels decode%s.", reason,
                            " (2-3x slower a token on x86 CPUs)" if level == logging.WARNING else "")
+            else:
+                from ..omp_wait import spinning_warning
+
+                spinning = spinning_warning(torch.get_num_threads())
+                if spinning:
+                    logger.warning("%s.", spinning)
             _STATE["reason"] = reason
             _STATE["loaded"] = not reason
     return bool(_STATE["loaded"])

@@ -6,9 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from active_rag.evaluation.bench_llamacpp_build import LlamaCppBuild, child_env
 from active_rag.omp_wait import (DEFAULTED_VARIABLE, WAIT_POLICY_VARIABLE, default_wait_policy, describe_wait_policy,
-                                 reference_env)
+                                 reference_env, spinning_warning)
 
 
 def test_passive_only_where_unset_and_before_torch_loads() -> None:
@@ -70,3 +72,30 @@ def test_the_llama_cpp_sides_process_keeps_libgomps_default_though_it_imports_ac
                          env=child, check=True)
     assert out.stdout.strip().splitlines()[-1] == "None"
     assert describe_wait_policy(child) == "libgomp's default (another program's process)"
+
+
+def test_loading_the_kernels_with_libgomp_s_default_policy_on_two_threads_warns_once(monkeypatch, caplog) -> None:
+    """torch imported first (the variable unset) and more than one thread: OpenMP's workers spin on the kernels' cores,
+    and the one warning says how to stop it; a policy chosen by anyone, one thread, or another program's process: none."""
+    assert "OMP_WAIT_POLICY=PASSIVE" in spinning_warning(2, {})
+    assert spinning_warning(1, {}) is None
+    assert spinning_warning(2, {WAIT_POLICY_VARIABLE: "PASSIVE", DEFAULTED_VARIABLE: "1"}) is None
+    assert spinning_warning(4, {WAIT_POLICY_VARIABLE: "ACTIVE"}) is None  # the user's choice
+    assert spinning_warning(2, {DEFAULTED_VARIABLE: "0"}) is None
+
+    from active_rag import kernels
+
+    if not kernels.loaded():
+        pytest.skip("the kernel library is not built here")
+    for environ, threads, warned in (({}, 2, True), ({WAIT_POLICY_VARIABLE: "PASSIVE"}, 2, False), ({}, 1, False)):
+        monkeypatch.setattr(kernels, "_STATE", {})
+        monkeypatch.setattr(kernels, "_register_fake", lambda: None)  # registered by the first load
+        monkeypatch.delenv(WAIT_POLICY_VARIABLE, raising=False)
+        monkeypatch.delenv(DEFAULTED_VARIABLE, raising=False)
+        for key, value in environ.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setattr(kernels.torch, "get_num_threads", lambda threads=threads: threads)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="active_rag.kernels"):
+            assert kernels.loaded() and kernels.loaded()
+        assert [r.getMessage().count("OMP_WAIT_POLICY=PASSIVE") for r in caplog.records] == ([1] if warned else [])
