@@ -102,9 +102,23 @@ int64_t resolve_isa(int64_t isa) { return resolve(isa); }
 
 // ------------------------------------------------------------------------------------------------ activations
 
-// One row. The absolute maximum is taken on the bit patterns (exact, vectorisable); rounding to the nearest even
-// integer adds and subtracts 1.5 * 2^23 (|value| <= 127). Cloned per instruction set; every clone gives the same
-// integers (elementwise IEEE operations and integer reductions only).
+// A float rounded to bfloat16 and back, as torch's conversion rounds it (c10::BFloat16(float): to nearest even, NaN
+// to the quiet NaN 0x7FC0), branch-free so a row's loop vectorises.
+static inline float bf16_rounded(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  const uint32_t r = (u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC00000u : rounded;
+  float y;
+  std::memcpy(&y, &r, sizeof y);
+  return y;
+}
+
+// One row (`round`: each value first rounded to bfloat16, bf16_rounded). The absolute maximum is taken on the bit
+// patterns (exact, vectorisable); rounding to the nearest even integer adds and subtracts 1.5 * 2^23 (|value| <= 127).
+// Cloned per instruction set; every clone gives the same integers (elementwise IEEE operations and integer
+// reductions only).
+template <bool round>
 #if AR_X86 && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
@@ -113,10 +127,14 @@ static void quantize_row(const float* v, int64_t k, int64_t kp, int8_t* xq, floa
     const int64_t n = std::min<int64_t>(kGroup, std::max<int64_t>(k - g0, 0));
     const int64_t g = g0 / kGroup;
     int8_t* q = xq + g0;
+    float rounded[kGroup];
+    if (round)
+      for (int64_t i = 0; i < n; ++i) rounded[i] = bf16_rounded(v[g0 + i]);
+    const float* values = round ? rounded : v + g0;
     uint32_t top = 0;
     for (int64_t i = 0; i < n; ++i) {
       uint32_t u;
-      std::memcpy(&u, v + g0 + i, sizeof u);
+      std::memcpy(&u, values + i, sizeof u);
       u &= 0x7fffffffu;
       top = u > top ? u : top;
     }
@@ -132,7 +150,7 @@ static void quantize_row(const float* v, int64_t k, int64_t kp, int8_t* xq, floa
     sx[g] = amax / 127.0f;
     int32_t total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      float y = v[g0 + i] * inv;
+      float y = values[i] * inv;
       y = (y + 12582912.0f) - 12582912.0f;
       int32_t r = int32_t(y);
       r = r > 127 ? 127 : (r < -127 ? -127 : r);
@@ -179,15 +197,20 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, boo
   const uint16_t* pb = is_float ? nullptr : reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
   // rows are independent: a prefill's hundreds are split over the pool (a decode step's few stay in this thread)
   SpinPool::parallel_for(rows, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
-    if (is_float && !round_inputs) {
-      for (int64_t r = begin; r < end; ++r) quantize_row(pf + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+    if (is_float) {
+      for (int64_t r = begin; r < end; ++r) {
+        if (round_inputs) {
+          quantize_row<true>(pf + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+        } else {
+          quantize_row<false>(pf + r * k, k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+        }
+      }
       return;
     }
-    std::vector<float> row(size_t(std::max<int64_t>(k, 1)));  // each row read as bfloat16 values first
+    std::vector<float> row(size_t(std::max<int64_t>(k, 1)));  // a bfloat16 row's values as floats first
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t i = 0; i < k; ++i)
-        row[size_t(i)] = is_float ? float(c10::BFloat16(pf[r * k + i])) : bf16_to_float(pb[r * k + i]);
-      quantize_row(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
+      for (int64_t i = 0; i < k; ++i) row[size_t(i)] = bf16_to_float(pb[r * k + i]);
+      quantize_row<false>(row.data(), k, kp, xq + r * kp, sx + r * a.groups, sums + r * a.groups);
     }
   });
   for (int64_t i = 0; i < rows * a.groups; ++i) {
