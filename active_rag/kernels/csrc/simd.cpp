@@ -389,8 +389,11 @@ static Plan<Int4Fn> int4_tables(int64_t isa) {
   static const Int4Fn avxvnnix[4] = {int4_tile_avxvnni<1, F, true>, int4_tile_avxvnni<2, F, true>,
                                      int4_tile_avxvnni<3, F, true>, int4_tile_avxvnni<4, F, true>};
   if (isa == kAvx512Vnni) return avx512_int4_plan(F);
-  if (isa == kAvxVnni) return F ? Plan<Int4Fn>{avxvnni, 4, avxvnnix, int5_expand_avx2, kExpandedGroup} : Plan<Int4Fn>{avxvnni, 4};
-  if (isa == kAvx2) return F ? Plan<Int4Fn>{avx2, 4, avx2x, int5_expand_avx2, kExpandedGroup} : Plan<Int4Fn>{avx2, 4};
+  const auto plan = [](const Int4Fn* table, const Int4Fn* expanded) {
+    return F ? Plan<Int4Fn>{table, 4, expanded, int5_expand_avx2, kExpandedGroup} : Plan<Int4Fn>{table, 4};
+  };
+  if (isa == kAvxVnni) return plan(avxvnni, avxvnnix);
+  if (isa == kAvx2) return plan(avx2, avx2x);
   return {nullptr, 0};
 }
 
