@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
+import active_rag  # noqa: F401  (first: it sets OpenMP's PASSIVE wait policy before torch loads libgomp)
 import torch
 from torch.profiler import ProfilerActivity, profile
 
