@@ -157,6 +157,32 @@ def test_int8_matches_the_reference_on_every_path(rows: int, n: int, k: int) -> 
 
 
 @needs_kernel
+@pytest.mark.parametrize("kind", ["int4", "int5", "int8"])
+def test_a_prefill_s_rows_in_blocks_give_the_single_pass_outputs(kind: str) -> None:
+    """A prefill-sized call runs its rows in blocks that stay in L2 (a quarter of it: 64 rows of 4096 inputs on a 1 MB
+    L2, at most 256 on 4 MB), every tile over one block before the next: each path's products, rounding and bias equal
+    the scalar path's, which runs all 600 rows in one pass."""
+    n, k, rows = 40, 4096, 600
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(rows, k, generator=g) * 2
+    bias = torch.randn(n, generator=g)
+    if kind == "int8":
+        tiles, scales = kernels.pack_int8(_int8_weights(n, k)[0]), _int8_weights(n, k)[1]
+    else:
+        codes, step, zero, _ = _int4_weights(n, k, bits=5 if kind == "int5" else 4)
+        tiles, scales = (kernels.pack_int5 if kind == "int5" else kernels.pack_int4)(codes, step, zero)
+    gemm = getattr(kernels, f"{kind}_gemm")
+    linear = getattr(kernels, f"{kind}_linear")
+    products = {isa: gemm(x, tiles, scales, n, isa) for isa in _isas()}
+    layers = {isa: linear(x, tiles, scales, n, bias, isa) for isa in _isas()}
+    for isa in _isas():
+        assert torch.equal(products[isa], products["scalar"]), isa
+        assert torch.equal(layers[isa], layers["scalar"]), isa
+    unfused = gemm(x.to(torch.bfloat16), tiles, scales, n, "scalar").to(torch.bfloat16).float() + bias
+    assert torch.equal(layers["scalar"], unfused)
+
+
+@needs_kernel
 def test_every_path_this_cpu_has_is_listed_and_forcible(monkeypatch) -> None:
     assert "scalar" in kernels.supported_isas()
     assert kernels.default_isa() in kernels.supported_isas()

@@ -20,7 +20,7 @@
 // them (and the scalar reference) give bit-identical outputs. One binary serves every x86-64 CPU: the vector code
 // (simd.cpp, simd_avx512.cpp) is compiled with per-function target attributes and chosen by cpuid at run time. Threads: the kernels'
 // own pool over tiles (pool.h, torch.get_num_threads() threads), not OpenMP. This file: CPU detection, the activations' quantisation,
-// the scalar reference, the dispatch, the dequantisation for the dense prefill and the ops' registration.
+// the scalar reference, the dispatch and the ops' registration (the dequantisation for the dense prefill: dequant.cpp).
 
 #include "kernels.h"
 #include "pool.h"
@@ -33,6 +33,8 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include <unistd.h>
 
 #if AR_X86
 #include <cpuid.h>
@@ -250,11 +252,6 @@ static void finish_block(float* out, int64_t ldo, int64_t rows, int64_t cols, co
 
 // ------------------------------------------------------------------------------------------------ scalar reference
 
-// int5: 16 when bit `j` of the group's mask `m` is set (layout.pack_int5), else 0.
-static inline int32_t fifth_bit(const uint8_t* group, int64_t m, int64_t j) {
-  return ((group[4 * kChunk + 8 * m + j / 8] >> (j % 8)) & 1) << 4;
-}
-
 // F (int5): the tile's groups hold a fifth chunk of masks, each code's bit 4 (layout.pack_int5), and the codes are
 // offset by 16 (the activations' `start` says so).
 template <bool F>
@@ -329,10 +326,33 @@ static Plan<Int8Fn> int8_plan(int64_t isa) {
   return simd.table != nullptr ? simd : Plan<Int8Fn>{scalar, 0};
 }
 
+// The per-core L2 cache in bytes (sysconf; 512 KB where it does not say).
+static int64_t l2_bytes() {
+  static const int64_t bytes = [] {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+    const long v = 0;
+#endif
+    return v > 0 ? int64_t(v) : int64_t(512) << 10;
+  }();
+  return bytes;
+}
+
+// Rows a block of a prefill's activations holds, in whole passes of `step`: about a quarter of the L2 cache of their
+// int8 rows (`kp` bytes each), so a thread runs a block over each of its tiles while the block stays in L2, then the
+// next block. Over all the rows at once, each tile streamed the whole activations (939 rows of the 1.5B model: 1.4 MB
+// at K = 1536, 8.4 MB at K = 8960) from L3 again: on a Zen 4 (1 MB L2) blocks of 256 KB took the 1.5B's packed layers
+// from 8.2 to 7.2 s a 939-row forward (results/bench/prefill-avx512/README.md). The sums are the same either way.
+static int64_t row_block(int64_t rows, int64_t step, int64_t kp) {
+  const int64_t fit = l2_bytes() / 4 / std::max<int64_t>(kp, 1) / step * step;
+  return std::min(rows, std::max(step, fit));
+}
+
 // Runs `plan` over every tile, threads splitting the tiles (a chunk at least ~64 KB of weights times rows); within a
-// tile the rows go in passes of plan.max_rows (0: all at once), so a tile is read from memory once and from cache
-// after. Where the plan expands tiles and the rows take more than one pass, each tile is expanded once into the
-// thread's buffer and the passes read that.
+// tile the rows go in passes of plan.max_rows (0: all at once), so a tile is read from memory once a block of rows
+// (row_block) and from cache after. Where the plan expands tiles and the rows take more than one pass, the rows are one
+// block and each tile is expanded once into the thread's buffer, which the passes read.
 template <typename Fn, typename Scale, typename TileScales>
 static void run_tiles(const Plan<Fn>& plan, const uint8_t* tiles, int64_t tile_bytes, const Scale* scales,
                       TileScales scales_of, int64_t groups, const Activations& a, int64_t rows, float* out, int64_t n,
@@ -341,23 +361,28 @@ static void run_tiles(const Plan<Fn>& plan, const uint8_t* tiles, int64_t tile_b
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(tile_bytes * rows, 1));
   const int64_t step = plan.max_rows > 0 ? plan.max_rows : rows;
   const bool expand = plan.expand != nullptr && rows > step;
+  const int64_t block = expand || plan.max_rows == 0 ? rows : row_block(rows, step, a.kp);
   SpinPool::parallel_for(count, grain, [&](int64_t begin, int64_t end) {
     std::vector<uint8_t> codes(expand ? size_t(groups * plan.group_bytes) : 0);
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
-      const uint8_t* tile = tiles + t * tile_bytes;
-      if (expand) {
-        plan.expand(tile, groups, codes.data());
-        tile = codes.data();
+    for (int64_t b0 = 0; b0 < rows; b0 += block) {
+      const int64_t b1 = std::min(rows, b0 + block);
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
+        const uint8_t* tile = tiles + t * tile_bytes;
+        if (expand) {
+          plan.expand(tile, groups, codes.data());
+          tile = codes.data();
+        }
+        const Fn* table = expand ? plan.expanded : plan.table;
+        for (int64_t r0 = b0; r0 < b1; r0 += step) {
+          const int64_t rr = std::min<int64_t>(step, b1 - r0);
+          const Fn fn = plan.max_rows > 0 ? table[rr - 1] : table[0];
+          fn(tile, scales_of(scales, t), groups, a, r0, rr, out + t * kTile, n, valid);
+        }
+        if (epilogue.round)  // the block's outputs of the tile, while they are in cache
+          finish_block(out + b0 * n + t * kTile, n, b1 - b0, valid,
+                       epilogue.bias != nullptr ? epilogue.bias + t * kTile : nullptr);
       }
-      const Fn* table = expand ? plan.expanded : plan.table;
-      for (int64_t r0 = 0; r0 < rows; r0 += step) {
-        const int64_t rr = std::min<int64_t>(step, rows - r0);
-        const Fn fn = plan.max_rows > 0 ? table[rr - 1] : table[0];
-        fn(tile, scales_of(scales, t), groups, a, r0, rr, out + t * kTile, n, valid);
-      }
-      if (epilogue.round)  // the tile's outputs, while they are in cache
-        finish_block(out + t * kTile, n, rows, valid, epilogue.bias != nullptr ? epilogue.bias + t * kTile : nullptr);
     }
   });
 }
@@ -478,124 +503,6 @@ at::Tensor packed_linear(int64_t kind, const at::Tensor& x, const at::Tensor& ti
   }
 }
 
-// ------------------------------------------------------------------------------------------------ dequantisation
-// For the dense prefill: the weight [n, K] the kernels multiply by, in float32 or bfloat16, written into `out`.
-
-// Each output row is written in order, from values looked up in a small table (16 per int4 group, 256 for int8) that
-// is computed once: the tile's bytes are re-read from cache per lane, the rows are streamed once. On AVX-512 a lane's
-// values are computed 16 at a time instead (simd_avx512.cpp, the same bits; int4 1.5B: 0.97 s of a 939-token prefill before).
-template <typename T, bool F>
-static void int4_dequant_into(const uint8_t* tiles, const uint16_t* sc, int64_t n, int64_t k, T* out) {
-  const int64_t count = (n + kTile - 1) / kTile, groups = k / kGroup, group_bytes = (F ? 5 : 4) * kChunk;
-  constexpr int levels = F ? 32 : 16, offset = F ? 16 : 8;
-  SpinPool::parallel_for(count, 1, [&](int64_t begin, int64_t end) {
-    T table[levels];
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
-      const uint8_t* tile = tiles + t * groups * group_bytes;
-      for (int64_t l = 0; l < valid; ++l) {
-        T* row = out + (t * kTile + l) * k;
-#if AR_X86
-        if (features().avx512vnni) {
-          int4_row_avx512(tile, sc + t * groups * 32, groups, l, F, row);
-          continue;
-        }
-#endif
-        for (int64_t g = 0; g < groups; ++g) {
-          const uint16_t* s = sc + (t * groups + g) * 32;
-          const float step = bf16_to_float(s[l]), zero = bf16_to_float(s[16 + l]);
-          for (int q = 0; q < levels; ++q) table[q] = T(float(q - offset) * step + zero);
-          const uint8_t* group = tile + g * group_bytes;
-          for (int64_t c = 0; c < 4; ++c) {
-            const uint8_t* w = group + c * kChunk + l * 4;
-            T* o = row + g * kGroup + c * 8;
-            for (int i = 0; i < 4; ++i) {
-              int lo = w[i] & 15, hi = w[i] >> 4;
-              if (F) {
-                lo |= fifth_bit(group, 2 * c, 4 * l + i);
-                hi |= fifth_bit(group, 2 * c + 1, 4 * l + i);
-              }
-              o[i] = table[lo];
-              o[4 + i] = table[hi];
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-template <typename T>
-static void int8_unpack_into(const uint8_t* tiles, int64_t n, int64_t k, int64_t kp, T* out) {
-  const int64_t count = (n + kTile - 1) / kTile, chunks = kp / 4, full = k / 4;
-  T table[256];
-  for (int b = 0; b < 256; ++b) table[b] = T(float(b - 128));
-  SpinPool::parallel_for(count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t valid = std::min<int64_t>(kTile, n - t * kTile);
-      const uint8_t* tile = tiles + t * chunks * kChunk;
-      for (int64_t l = 0; l < valid; ++l) {
-        T* row = out + (t * kTile + l) * k;
-        const uint8_t* w = tile + l * 4;
-#if AR_X86
-        if (features().avx512vnni) {
-          int8_row_avx512(w, k, row);
-          continue;
-        }
-#endif
-        for (int64_t c = 0; c < full; ++c) {
-          for (int i = 0; i < 4; ++i) row[c * 4 + i] = table[w[c * kChunk + i]];
-        }
-        for (int64_t i = full * 4; i < k; ++i) row[i] = table[w[(i / 4) * kChunk + i % 4]];
-      }
-    }
-  });
-}
-
-static void check_out(const at::Tensor& out, const char* op) {
-  TORCH_CHECK(out.dim() == 2 && out.is_contiguous() && out.device().is_cpu() &&
-                  (out.scalar_type() == at::kFloat || out.scalar_type() == at::kBFloat16),
-              op, ": out must be a contiguous float32 or bfloat16 [out_features, in_features] CPU tensor");
-}
-
-template <bool F>
-static void dequant_op(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
-  const char* op = F ? "int5_dequant" : "int4_dequant";
-  check_out(out, op);
-  const int64_t n = out.size(0), k = out.size(1), count = (n + kTile - 1) / kTile;
-  TORCH_CHECK(k % kGroup == 0 && tiles.scalar_type() == at::kByte && tiles.is_contiguous() &&
-                  tiles.numel() == count * k * (F ? 10 : 8) && scales.scalar_type() == at::kBFloat16 &&
-                  scales.is_contiguous() && scales.numel() == count * k,
-              op, ": tiles/scales do not match out's shape");
-  const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>());
-  if (out.scalar_type() == at::kFloat) {
-    int4_dequant_into<float, F>(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<float>());
-  } else {
-    int4_dequant_into<at::BFloat16, F>(tiles.data_ptr<uint8_t>(), sc, n, k, out.data_ptr<at::BFloat16>());
-  }
-}
-
-static void int4_dequant(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
-  dequant_op<false>(tiles, scales, out);
-}
-
-static void int5_dequant(const at::Tensor& tiles, const at::Tensor& scales, at::Tensor out) {
-  dequant_op<true>(tiles, scales, out);
-}
-
-static void int8_unpack(const at::Tensor& tiles, at::Tensor out) {
-  check_out(out, "int8_unpack");
-  const int64_t n = out.size(0), k = out.size(1), count = (n + kTile - 1) / kTile;
-  const int64_t kp = (k + kGroup - 1) / kGroup * kGroup;
-  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous() && tiles.numel() == count * kp * kTile,
-              "int8_unpack: tiles do not match out's shape");
-  if (out.scalar_type() == at::kFloat) {
-    int8_unpack_into(tiles.data_ptr<uint8_t>(), n, k, kp, out.data_ptr<float>());
-  } else {
-    int8_unpack_into(tiles.data_ptr<uint8_t>(), n, k, kp, out.data_ptr<at::BFloat16>());
-  }
-}
-
 }  // namespace active_rag_kernels
 
 TORCH_LIBRARY(active_rag, m) {
@@ -603,11 +510,8 @@ TORCH_LIBRARY(active_rag, m) {
   m.def("int8_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
   m.def("int4_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
   m.def("int8_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
-  m.def("int4_dequant(Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
-  m.def("int8_unpack(Tensor tiles, Tensor(a!) out) -> ()");
   m.def("int5_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
   m.def("int5_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
-  m.def("int5_dequant(Tensor tiles, Tensor scales, Tensor(a!) out) -> ()");
   m.def("best_isa() -> int", &active_rag_kernels::best_isa);
   m.def("isa_supported(int isa) -> bool", &active_rag_kernels::isa_supported);
 }
@@ -617,9 +521,6 @@ TORCH_LIBRARY_IMPL(active_rag, CPU, m) {
   m.impl("int8_gemm", &active_rag_kernels::int8_gemm);
   m.impl("int4_linear", &active_rag_kernels::int4_linear);
   m.impl("int8_linear", &active_rag_kernels::int8_linear);
-  m.impl("int4_dequant", &active_rag_kernels::int4_dequant);
-  m.impl("int8_unpack", &active_rag_kernels::int8_unpack);
   m.impl("int5_gemm", &active_rag_kernels::int5_gemm);
   m.impl("int5_linear", &active_rag_kernels::int5_linear);
-  m.impl("int5_dequant", &active_rag_kernels::int5_dequant);
 }

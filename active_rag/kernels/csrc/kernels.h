@@ -1,5 +1,5 @@
 // Shared declarations of active-rag's decode kernels (decode_kernel.cpp: the ops; simd.cpp, simd_avx512.cpp: the
-// vector paths).
+// vector paths; dequant.cpp: the dense prefill's weights).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -27,6 +27,11 @@ enum : int64_t { kAuto = 0, kScalar = 1, kAvx2 = 2, kAvxVnni = 3, kAvx512Vnni = 
 
 // `isa` (kAuto: the best this CPU runs), checked against the CPU (decode_kernel.cpp).
 int64_t resolve_isa(int64_t isa);
+
+// int5: 16 when bit `j` of the group's mask `m` is set (layout.pack_int5), else 0.
+static inline int32_t fifth_bit(const uint8_t* group, int64_t m, int64_t j) {
+  return ((group[4 * kChunk + 8 * m + j / 8] >> (j % 8)) & 1) << 4;
+}
 
 static inline float bf16_to_float(uint16_t bits) {
   const uint32_t u = uint32_t(bits) << 16;
