@@ -167,7 +167,8 @@ def test_a_prefill_s_rows_in_blocks_give_the_single_pass_outputs(kind: str) -> N
     x = torch.randn(rows, k, generator=g) * 2
     bias = torch.randn(n, generator=g)
     if kind == "int8":
-        tiles, scales = kernels.pack_int8(_int8_weights(n, k)[0]), _int8_weights(n, k)[1]
+        q, scales, _ = _int8_weights(n, k)
+        tiles = kernels.pack_int8(q)
     else:
         codes, step, zero, _ = _int4_weights(n, k, bits=5 if kind == "int5" else 4)
         tiles, scales = (kernels.pack_int5 if kind == "int5" else kernels.pack_int4)(codes, step, zero)
