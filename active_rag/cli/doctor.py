@@ -54,9 +54,18 @@ class Check:
         return asdict(self)
 
 
+def _head_dim(lm: ActiveLM) -> int:
+    """The model's attention head size (64 where its config does not say)."""
+    config = getattr(lm.model, "config", None)
+    dim = getattr(config, "head_dim", None)
+    if not dim and getattr(config, "num_attention_heads", None):
+        dim = config.hidden_size // config.num_attention_heads  # type: ignore[union-attr]
+    return int(dim or 64)
+
+
 def environment(lm: ActiveLM) -> str:
     """torch, the device (GPU name and free memory, or the CPU's vector capability, threads, OpenMP's wait policy, how
-    a decode step attends and summarises a greedy token), dtype, weights and, for packed
+    a decode step and a prompt after a cached prefix attend and a step summarises a greedy token), dtype, weights and, for packed
     weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why) and the path a
     prefill takes (the kernel, or a dense product and its dtype) and whether a decode step runs its layers as one op."""
     where = lm.device
@@ -65,11 +74,13 @@ def environment(lm: ActiveLM) -> str:
         device = f"{torch.cuda.get_device_name(where)} ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free)"
     else:
         from ..decoding.one_token_attention import describe as describe_attention
+        from ..decoding.prefill_attention import describe as describe_prompt_attention
         from ..decoding.step_summary import describe as describe_summary
         from ..omp_wait import describe_wait_policy
 
         device = (f"{where.type} ({torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads, "
-                  f"OpenMP wait policy {describe_wait_policy()}, decode attention {describe_attention()}, greedy "
+                  f"OpenMP wait policy {describe_wait_policy()}, decode attention {describe_attention()}, prompt "
+                  f"attention after a cached prefix {describe_prompt_attention(lm.dtype, _head_dim(lm))}, greedy "
                   f"summary {describe_summary()})")
     from ..models.prefill_path import prefills_with_kernel
     from ..models.quantized import decode_kernel, prefill_dtype

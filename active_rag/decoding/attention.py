@@ -10,7 +10,9 @@ of the config whose ``_attn_implementation`` names :data:`IMPLEMENTATION`. The f
   captured layer, rows that ask for it compute explicit weights and record the head-averaged attention row
   (DRAGIN Eq. 2-3 need it).
 - **Single-sequence capture**: a one-token decode step outside a batch records its row the same way.
-- **Anything else** (prefill, plain ``model.generate``): the model's own kernel (sdpa), unchanged.
+- **Anything else** (prefill, plain ``model.generate``): the model's own kernel (sdpa), unchanged, except that a
+  prompt after a cached prefix runs its queries in chunks over the key blocks each sees, with the same outputs bit
+  for bit (:mod:`active_rag.decoding.prefill_attention`).
 
 In every path a one-token step over a long cache on the CPU gives sdpa the query heads that share a key/value head as
 that head's rows, so each key/value head is read once (:mod:`active_rag.decoding.one_token_attention`).
@@ -30,6 +32,7 @@ from typing import Any
 import torch
 
 from . import one_token_attention as one_token
+from . import prefill_attention as prefill
 from .ragged_attention import RaggedBatch, RaggedCache, ragged_attention
 
 IMPLEMENTATION = "active_rag"
@@ -66,13 +69,18 @@ def _model_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor
 def _inner_function(module: torch.nn.Module) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None]]:
     """The layer's kernel: the model's own (sdpa, eager...), except a one-token step over a long cache, whose heads
     sdpa reads grouped by the key/value head they share where that is the same attention
-    (:mod:`active_rag.decoding.one_token_attention`)."""
+    (:mod:`active_rag.decoding.one_token_attention`), and a prompt after a cached prefix, whose queries sdpa reads in
+    chunks over the key blocks they see, bit for bit the same (:mod:`active_rag.decoding.prefill_attention`)."""
     model_function = _model_function(module)
 
     def kernel(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
         if one_token.applies(module, query, key, mask, kwargs):
             return one_token.one_token_attention(query, key, value, kwargs.get("scaling")), None
+        if prefill.applies(module, query, key, mask, kwargs):
+            out = prefill.prefill_attention(query, key, value, mask, kwargs.get("scaling"))  # type: ignore[arg-type]
+            if out is not None:
+                return out, None
         return model_function(module, query, key, value, mask, **kwargs)
 
     return kernel
