@@ -65,8 +65,8 @@ def _head_dim(lm: ActiveLM) -> int:
 
 def environment(lm: ActiveLM) -> str:
     """torch, the device (GPU name and free memory, or the CPU's vector capability, threads, OpenMP's wait policy, how
-    a decode step and a prompt after a cached prefix attend and a step summarises a greedy token), dtype, weights and, for packed
-    weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why) and the path a
+    a decode step and a prompt after a cached prefix attend and a step summarises a greedy token), dtype, weights and,
+    for packed weights, the kernel that decodes them (active-rag's and its instruction set, or torch's and why) and the path a
     prefill takes (the kernel, or a dense product and its dtype) and whether a decode step runs its layers as one op."""
     where = lm.device
     if where.type == "cuda":

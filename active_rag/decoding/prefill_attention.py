@@ -41,7 +41,8 @@ VARIABLE = "ACTIVE_RAG_PREFILL_ATTENTION"
 """Environment variable: ``sdpa`` keeps the model's own attention call for every prompt."""
 
 KEY_BLOCK = 512
-"""Keys a block of torch's CPU flash kernel walks at a time (its ``kv_split_size`` in torch 2.4-2.13)."""
+"""Keys a block of torch's CPU flash kernel walks at a time (its ``kv_split_size``, measured in torch 2.13; :func:`exact`
+checks the torch at hand)."""
 
 _DTYPES = (torch.float32, torch.bfloat16)
 _EXACT: dict[tuple[torch.dtype, int], bool] = {}
