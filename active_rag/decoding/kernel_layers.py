@@ -48,7 +48,7 @@ __all__ = ["DECODE_LAYERS_VARIABLE", "KernelLayers", "kernel_layers"]
 DECODE_LAYERS_VARIABLE = "ACTIVE_RAG_DECODE_LAYERS"
 """Environment variable: ``python`` makes lean steps built afterwards run their layers as the Python loop."""
 
-KIND_CODES = {"int4": 4, "int5": 5, "int8": 8}
+KIND_CODES = {"int4": 4, "int4k": 4, "int5": 5, "int6k": 6, "int8": 8}  # int4k: int4 with Q4_K scales (uint8)
 """A packed layer's kind -> the code ``decode_layers`` reads."""
 
 

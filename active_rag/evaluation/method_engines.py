@@ -207,8 +207,11 @@ def _engine_key(rag: ActiveRAG, config: EvalConfig, model_name: str, corpus_pass
         desc["weights"] = weights
     if _decodes_with_our_kernel(rag.model):  # its int8 activations move logits within a stated bound: rows of their own
         desc["decode_kernel"] = "active-rag"  # (ACTIVE_RAG_DECODE_KERNEL=torch resumes the rows torch's kernels wrote)
-        if any(getattr(layer, "kind", "") == "int5" for _, layer in _decode_kernel_layers(rag.model)):
+        kinds = {getattr(layer, "kind", "") for _, layer in _decode_kernel_layers(rag.model)}
+        if "int5" in kinds:
             desc["decode_kernel"] = "active-rag+int5"  # 5-bit layers (ACTIVE_RAG_INT5=off resumes the int8 ones' rows)
+        if kinds & {"int4k", "int6k"}:  # a GGUF's Q4_K/Q6_K values (ACTIVE_RAG_KQUANTS=off resumes the earlier rows)
+            desc["decode_kernel"] = f"{desc['decode_kernel']}+kquants"
         from active_rag.models.prefill_path import kernel_prefill
 
         if kernel_prefill():  # prompts prefilled with int8 activations too (ACTIVE_RAG_PREFILL=dense resumes the rest)

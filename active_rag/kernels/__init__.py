@@ -35,8 +35,8 @@ from typing import Any
 import torch
 
 from ..errors import InvalidOptionError
-from .layout import (GROUP, TILE, pack_int4, pack_int5, pack_int8, padded_inputs, tiles_count, unpack_int4, unpack_int5,
-                     unpack_int8)
+from .layout import (GROUP, TILE, pack_int4, pack_int4k, pack_int5, pack_int6k, pack_int8, padded_inputs, tiles_count,
+                     unpack_int4, unpack_int4k, unpack_int5, unpack_int6k, unpack_int8)
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def _register_fake() -> None:
               isa: int = 0) -> torch.Tensor:
         return x.new_empty((x.shape[0], n), dtype=torch.float32)
 
-    for kind in ("int4", "int5", "int8"):
+    for kind in ("int4", "int5", "int6", "int8"):
         torch.library.register_fake(f"active_rag::{kind}_gemm")(product)
         torch.library.register_fake(f"active_rag::{kind}_linear")(layer)
 
@@ -169,8 +169,8 @@ def _ops(isa: str | None) -> tuple[object, int]:
 
 
 def int4_gemm(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int, isa: str | None = None) -> torch.Tensor:
-    """``x`` ``[rows, in]`` (float32 or bfloat16) times the int4 weight (:func:`~.layout.pack_int4`) -> float32
-    ``[rows, out_features]``."""
+    """``x`` ``[rows, in]`` (float32 or bfloat16) times the int4 weight (:func:`~.layout.pack_int4`, or
+    :func:`~.layout.pack_int4k` with uint8 ``scales``) -> float32 ``[rows, out_features]``."""
     ops, code = _ops(isa)
     return ops.int4_gemm(x, tiles, scales, out_features, code)  # type: ignore[attr-defined]
 
@@ -186,6 +186,13 @@ def int5_gemm(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_fe
     """:func:`int4_gemm` for a 5-bit weight (:func:`~.layout.pack_int5`, ``w = (q - 16) * step + zero``)."""
     ops, code = _ops(isa)
     return ops.int5_gemm(x, tiles, scales, out_features, code)  # type: ignore[attr-defined]
+
+
+def int6_gemm(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int, isa: str | None = None) -> torch.Tensor:
+    """:func:`int4_gemm` for a Q6_K weight (:func:`~.layout.pack_int6k`, ``w = step * (q - 32)``, a step per 16
+    inputs)."""
+    ops, code = _ops(isa)
+    return ops.int6_gemm(x, tiles, scales, out_features, code)  # type: ignore[attr-defined]
 
 
 def int4_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int,
@@ -211,12 +218,20 @@ def int5_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_
     return ops.int5_linear(x, tiles, scales, out_features, bias, code)  # type: ignore[attr-defined]
 
 
+def int6_linear(x: torch.Tensor, tiles: torch.Tensor, scales: torch.Tensor, out_features: int,
+                bias: torch.Tensor | None = None, isa: str | None = None) -> torch.Tensor:
+    """:func:`int4_linear` for a Q6_K weight (:func:`~.layout.pack_int6k`)."""
+    ops, code = _ops(isa)
+    return ops.int6_linear(x, tiles, scales, out_features, bias, code)  # type: ignore[attr-defined]
+
+
 def linear_op(kind: str, isa: str | None = None) -> tuple[Any, int]:
     """The op of :func:`int4_linear` (``kind="int4"``), :func:`int5_linear` (``"int5"``) or :func:`int8_linear`
-    (``"int8"``) and the code of ``isa``,
+    (``"int8"``; ``"int4k"``: int4's; ``"int6k"``: :func:`int6_linear`) and the code of ``isa``,
     to call with the rest of their arguments bound: a decode step's projection without this module's Python."""
     ops, code = _ops(isa)
-    return getattr(ops, f"{kind}_linear").default, code  # the overload itself: one Python frame less a call
+    op = {"int4k": "int4", "int6k": "int6"}.get(kind, kind)  # int4 with Q4_K's scales: the int4 op, by their dtype
+    return getattr(ops, f"{op}_linear").default, code  # the overload itself: one Python frame less a call
 
 
 def int4_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -229,6 +244,12 @@ def int4_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -
 def int5_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """:func:`int4_dequant` for a 5-bit weight (``(q - 16) * step + zero``)."""
     _ops("scalar")[0].int5_dequant(tiles, scales, out)  # type: ignore[attr-defined]
+    return out
+
+
+def int6_dequant(tiles: torch.Tensor, scales: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """:func:`int4_dequant` for a Q6_K weight (``(q - 32) * step``)."""
+    _ops("scalar")[0].int6_dequant(tiles, scales, out)  # type: ignore[attr-defined]
     return out
 
 
@@ -253,18 +274,25 @@ __all__ = [
     "int5_dequant",
     "int5_gemm",
     "int5_linear",
+    "int6_dequant",
+    "int6_gemm",
+    "int6_linear",
     "int8_gemm",
     "int8_linear",
     "int8_unpack",
     "linear_op",
     "loaded",
     "pack_int4",
+    "pack_int4k",
     "pack_int5",
+    "pack_int6k",
     "pack_int8",
     "padded_inputs",
     "supported_isas",
     "tiles_count",
     "unpack_int4",
+    "unpack_int4k",
     "unpack_int5",
+    "unpack_int6k",
     "unpack_int8",
 ]

@@ -1,4 +1,4 @@
-"""Building the decode kernel library (``csrc/``: ``decode_kernel.cpp``, ``dequant.cpp``, ``simd.cpp``, ``simd_avx512.cpp``,
+"""Building the decode kernel library (``csrc/``: ``decode_kernel.cpp``, ``dequant.cpp``, ``simd.cpp``, ``simd_avx512.cpp``, ``int6.cpp``,
 ``attention.cpp``, ``norm.cpp``, ``rope.cpp``, ``summary.cpp``, ``layers.cpp``, ``kernels.h``, ``simd.h``, ``pool.h``)
 with the machine's C++ compiler, ahead of time.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = (CSRC / "decode_kernel.cpp", CSRC / "dequant.cpp", CSRC / "simd.cpp", CSRC / "simd_avx512.cpp",
+SOURCES = (CSRC / "decode_kernel.cpp", CSRC / "dequant.cpp", CSRC / "simd.cpp", CSRC / "simd_avx512.cpp", CSRC / "int6.cpp",
            CSRC / "attention.cpp", CSRC / "norm.cpp", CSRC / "rope.cpp", CSRC / "summary.cpp", CSRC / "layers.cpp")
 """The kernels' C++ sources (shipped inside the package, so an installed wheel can build them too)."""
 HEADERS = (CSRC / "kernels.h", CSRC / "simd.h", CSRC / "pool.h")

@@ -308,8 +308,19 @@ def _load_dir(
     model = _finish(model, device)
     if weights != "float32":
         quantize_model(model, weights, cache=packed_path(folder, weights, owned=owned, root=cache_dir()),
-                       fingerprint=folder_fingerprint(folder), lock=_packed_lock)
+                       fingerprint=folder_fingerprint(folder), lock=_packed_lock,
+                       gguf=_converted_from(folder) if owned else None)
     return model, tokenizer
+
+
+def _converted_from(folder: Path) -> Path | None:
+    """The GGUF file a converted folder was made from (its conversion marker's ``source``), where it still exists."""
+    try:
+        source = json.loads((folder / _MARKER).read_text()).get("source")
+    except (OSError, ValueError):
+        return None
+    path = Path(source) if isinstance(source, str) else None
+    return path if path is not None and path.is_file() else None
 
 
 def _packed_lock(path: Path) -> Any:

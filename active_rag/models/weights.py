@@ -35,7 +35,10 @@ from torch import nn
 
 from .. import kernels
 from ..errors import InvalidOptionError
+from .gguf_layers import GGUFLayers
 from .int5_linear import Int5Linear
+from .q4k_linear import Int4KLinear
+from .q6k_linear import Int6KLinear
 from .quantized import INT4_GROUP, Int4Linear, Int8Linear, PackedLinear, linear_layers, replace_module
 
 logger = logging.getLogger(__name__)
@@ -53,8 +56,9 @@ On a torch without the CPU int4 kernel, int8."""
 FORMAT = 4
 """Version of the saved quantisation format; a file of another version is quantised again. 4: the decode kernel's
 layout (:mod:`active_rag.kernels.layout`: int8 ``tiles8``, int4 ``tiles4`` and ``scales4``, int5 ``tiles5`` and
-``scales5`` (only in files of :func:`packed_layout` ``mixed-int5``), each with its ``shape``), where 3 stored int8 rows
-and int4 nibbles row by row."""
+``scales5`` (only in files of :func:`packed_layout` ``mixed-int5``), a GGUF's Q4_K and Q6_K values ``tiles4k`` and
+``scales4k``, ``tiles6k`` and ``scales6k`` (only in files of layout ``...-kquants``), each with its ``shape``), where 3
+stored int8 rows and int4 nibbles row by row."""
 
 PACKED_PREFIX = "packed-"
 
@@ -63,15 +67,29 @@ INT5_VARIABLE = "ACTIVE_RAG_INT5"
 """Environment variable: ``off`` (or ``0``) keeps ``mixed``'s 5-bit tensors in int8 under active-rag's kernel too, as
 before 5-bit layers existed (the rows written that way resume with it)."""
 
+KQUANTS_VARIABLE = "ACTIVE_RAG_KQUANTS"
+"""Environment variable: ``off`` (or ``0``) keeps ``mixed``'s layers read from a GGUF's Q4_K and Q6_K tensors in the
+layouts they had before :class:`~active_rag.models.q4k_linear.Int4KLinear` and
+:class:`~active_rag.models.q6k_linear.Int6KLinear` (bfloat16 steps and zeros, int8), under active-rag's kernel too:
+the rows written that way resume with it."""
 
-def packed_layout(weights: str) -> str:
-    """What the packed layers of ``weights`` are made of, which names their cache file: ``mixed-int5`` for ``mixed``
-    where active-rag's decode kernel is in use (the 5-bit tensors of a GGUF file kept in 5 bits,
-    :class:`~active_rag.models.int5_linear.Int5Linear`) and :data:`INT5_VARIABLE` is not ``off``, else ``weights``
-    itself (those tensors in int8, as torch's kernels need them: a file written either way loads the same layers
-    again)."""
-    off = os.environ.get(INT5_VARIABLE, "").strip().lower() in ("off", "0", "false", "no")
-    return "mixed-int5" if weights == "mixed" and not off and kernels.available() else weights
+
+def _switched_off(variable: str) -> bool:
+    return os.environ.get(variable, "").strip().lower() in ("off", "0", "false", "no")
+
+
+def packed_layout(weights: str, *, gguf: bool = False) -> str:
+    """What the packed layers of ``weights`` are made of, which names their cache file: for ``mixed`` where
+    active-rag's decode kernel is in use, ``mixed-int5`` (the 5-bit tensors of a GGUF file kept in 5 bits,
+    :class:`~active_rag.models.int5_linear.Int5Linear`) unless :data:`INT5_VARIABLE` is ``off``, with ``-kquants`` for
+    a model converted from a GGUF file (``gguf``) whose Q4_K and Q6_K tensors keep the file's values
+    (:class:`~active_rag.models.gguf_layers.GGUFLayers`) unless :data:`KQUANTS_VARIABLE` is ``off``; else ``weights``
+    itself (those tensors in int8 and bfloat16 scales, as torch's kernels need them: a file written either way loads
+    the same layers again)."""
+    if weights != "mixed" or not kernels.available():
+        return weights
+    layout = weights if _switched_off(INT5_VARIABLE) else "mixed-int5"
+    return f"{layout}-kquants" if gguf and not _switched_off(KQUANTS_VARIABLE) else layout
 
 
 def quantize_linear(linear: nn.Linear, kind: str) -> PackedLinear | None:
@@ -106,6 +124,10 @@ def layer_from_state(state: dict[str, torch.Tensor], bias: torch.Tensor | None) 
         return Int8Linear.from_state(state, bias)
     if "tiles5" in state:
         return Int5Linear.from_state(state, bias)
+    if "tiles4k" in state:
+        return Int4KLinear.from_state(state, bias)
+    if "tiles6k" in state:
+        return Int6KLinear.from_state(state, bias)
     return Int4Linear.from_state(state, bias)
 
 
@@ -158,12 +180,14 @@ def model_weights(model: nn.Module) -> str:
 
 
 def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None, fingerprint: str = "",
-                   lock: Callable[[Path], AbstractContextManager[Any]] | None = None) -> nn.Module:
+                   lock: Callable[[Path], AbstractContextManager[Any]] | None = None,
+                   gguf: Path | None = None) -> nn.Module:
     """Replace ``model``'s linear layers with packed ``weights`` layers in place and return it.
 
     With ``cache``, the quantised tensors are read from that safetensors file when its fingerprint and
     format match, else computed and saved there (atomically; under ``lock(path)`` when given, e.g. the model
-    cache's inter-process lock). ``weights="float32"`` leaves the model as it is.
+    cache's inter-process lock). ``gguf``: the GGUF file the model was converted from, whose Q4_K and Q6_K tensors
+    ``mixed`` keeps as the file stores them (:func:`packed_layout`). ``weights="float32"`` leaves the model as it is.
     """
     weights = check_weights(weights)
     if weights in ("float32", "auto"):
@@ -171,15 +195,17 @@ def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None,
     if model_weights(model) != "float32":
         raise InvalidOptionError(f"The model's linear layers are packed already ({model_weights(model)}); load it again to change weights.")
     started = time.monotonic()
-    layout = packed_layout(weights)
+    layout = packed_layout(weights, gguf=gguf is not None and gguf.is_file())
     if cache is not None and layout != weights:  # another file: a cache written for torch's kernels stays theirs
         cache = cache.with_name(cache.name.replace(f"{PACKED_PREFIX}{weights}.", f"{PACKED_PREFIX}{layout}.", 1))
     states = _read_cache(cache, layout, fingerprint) if cache is not None else None
     loaded = states is not None
     if states is None:
         states = {}
+        source = GGUFLayers(gguf) if gguf is not None and layout.endswith("-kquants") else None
         for name, linear in linear_layers(model):
-            layer = quantize_linear(linear, weights)
+            layer = source.layer(name, linear) if source is not None else None
+            layer = layer if layer is not None else quantize_linear(linear, weights)
             if layer is not None:
                 states[name] = layer.state()
                 _swap(model, name, linear, layer)

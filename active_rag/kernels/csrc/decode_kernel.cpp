@@ -55,8 +55,9 @@ static Features detect() {
 #if AR_X86
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
-  if (!(osxsave && avx && fma)) return f;
+  // F16C too: the Q4_K scales' float16 constants (every AVX2 CPU has it)
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12), f16c = c & (1u << 29);
+  if (!(osxsave && avx && fma && f16c)) return f;
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   const bool ymm = (lo & 0x6u) == 0x6u;    // the OS saves the SSE and AVX state
@@ -183,13 +184,15 @@ static uint8_t* scratch(int64_t bytes, at::Tensor& owner) {
 
 // `round_inputs`: a float32 row is first rounded to bfloat16 (to nearest even, as torch's conversion), which is what
 // the layers' unfused path feeds the kernel (`x.to(torch.bfloat16)`), so the fused ops give the same integers.
-static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, bool round_inputs = false) {
+// `halves` (int6): also -offset times the sums of each group's first and second 16 integers (Activations::halves).
+static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, bool round_inputs = false,
+                            bool halves = false) {
   const int64_t rows = x.size(0), k = x.size(1);
   Activations a;
   a.kp = kp;
   a.groups = kp / kGroup;
   const int64_t xq_bytes = (rows * kp + 63) / 64 * 64, group_bytes = (rows * a.groups * 4 + 63) / 64 * 64;
-  uint8_t* block = scratch(xq_bytes + 3 * group_bytes, a.owner);
+  uint8_t* block = scratch(xq_bytes + (halves ? 5 : 3) * group_bytes, a.owner);
   int8_t* xq = reinterpret_cast<int8_t*>(block);
   float* sx = reinterpret_cast<float*>(block + xq_bytes);
   float* sums_f = reinterpret_cast<float*>(block + xq_bytes + group_bytes);
@@ -218,6 +221,20 @@ static Activations quantize(const at::Tensor& x, int64_t kp, int32_t offset, boo
   for (int64_t i = 0; i < rows * a.groups; ++i) {
     sums_f[i] = float(sums[i]);
     sums[i] = -offset * sums[i];
+  }
+  if (halves) {
+    int32_t* h = reinterpret_cast<int32_t*>(block + xq_bytes + 3 * group_bytes);
+    for (int64_t i = 0; i < rows * a.groups; ++i) {
+      const int8_t* q = xq + (i / a.groups) * kp + (i % a.groups) * kGroup;
+      int32_t first = 0, second = 0;
+      for (int j = 0; j < 16; ++j) {
+        first += q[j];
+        second += q[16 + j];
+      }
+      h[2 * i] = -offset * first;
+      h[2 * i + 1] = -offset * second;
+    }
+    a.halves = h;
   }
   a.xq = xq;
   a.sx = sx;
@@ -253,8 +270,8 @@ static void finish_block(float* out, int64_t ldo, int64_t rows, int64_t cols, co
 // ------------------------------------------------------------------------------------------------ scalar reference
 
 // F (int5): the tile's groups hold a fifth chunk of masks, each code's bit 4 (layout.pack_int5), and the codes are
-// offset by 16 (the activations' `start` says so).
-template <bool F>
+// offset by 16 (the activations' `start` says so). K: the tile's scales are Q4_K's (k_step_zero).
+template <bool F, bool K = false>
 static void int4_tile_scalar(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a, int64_t r0,
                              int64_t rows, float* out, int64_t ldo, int64_t valid) {
   const int64_t group_bytes = (F ? 5 : 4) * kChunk;
@@ -280,7 +297,13 @@ static void int4_tile_scalar(const uint8_t* tile, const uint16_t* sc, int64_t gr
             d += lo * xc[i] + hi * xc[4 + i];
           }
         }
-        const float step = bf16_to_float(sc[g * 32 + l]), zero = bf16_to_float(sc[g * 32 + 16 + l]);
+        float step, zero;
+        if (K) {
+          k_step_zero(sc, g, l, step, zero);
+        } else {
+          step = bf16_to_float(sc[g * 32 + l]);
+          zero = bf16_to_float(sc[g * 32 + 16 + l]);
+        }
         float t = float(d) * step;
         t = std::fma(zero, sums[g], t);
         acc = std::fma(t, sx[g], acc);
@@ -314,10 +337,11 @@ static void int8_tile_scalar(const uint8_t* tile, const float* scales, int64_t g
 
 // ------------------------------------------------------------------------------------------------ dispatch
 
-static Plan<Int4Fn> int4_plan(int64_t isa, bool five) {
-  static const Int4Fn scalar4[1] = {int4_tile_scalar<false>}, scalar5[1] = {int4_tile_scalar<true>};
-  const Plan<Int4Fn> simd = five ? simd_int5_plan(isa) : simd_int4_plan(isa);
-  return simd.table != nullptr ? simd : Plan<Int4Fn>{five ? scalar5 : scalar4, 0};
+static Plan<Int4Fn> int4_plan(int64_t isa, bool five, bool q4k) {
+  static const Int4Fn scalar4[1] = {int4_tile_scalar<false>}, scalar5[1] = {int4_tile_scalar<true>},
+                      scalar4k[1] = {int4_tile_scalar<false, true>};
+  const Plan<Int4Fn> simd = five ? simd_int5_plan(isa) : q4k ? simd_int4k_plan(isa) : simd_int4_plan(isa);
+  return simd.table != nullptr ? simd : Plan<Int4Fn>{five ? scalar5 : q4k ? scalar4k : scalar4, 0};
 }
 
 static Plan<Int8Fn> int8_plan(int64_t isa) {
@@ -396,7 +420,7 @@ static at::Tensor rows_of(const at::Tensor& x) {
 }
 
 // x [rows, K] float32/bfloat16; tiles uint8 [ceil(n / 16), K / 8, 64] (int5: [ceil(n / 16), K / 32 * 5, 64]); scales
-// bfloat16 [ceil(n / 16), K / 32, 2, 16].
+// bfloat16 [ceil(n / 16), K / 32, 2, 16], or for int4 Q4_K's uint8 [ceil(n / 16), K / 256, 320] (layout.pack_int4k).
 static at::Tensor int4_run(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
                            int64_t isa, const Epilogue& epilogue, bool five = false) {
   const char* op = five ? "int5_gemm" : "int4_gemm";
@@ -408,16 +432,49 @@ static at::Tensor int4_run(const at::Tensor& x_in, const at::Tensor& tiles, cons
                   tiles.size(1) == chunks && tiles.size(2) == kChunk,
               op, five ? ": tiles must be uint8 [ceil(n / 16), in_features / 32 * 5, 64]"
                        : ": tiles must be uint8 [ceil(n / 16), in_features / 8, 64]");
-  TORCH_CHECK(scales.scalar_type() == at::kBFloat16 && scales.is_contiguous() && scales.numel() == count * k,
-              op, ": scales must be bfloat16 [ceil(n / 16), in_features / 32, 2, 16]");
-  const Plan<Int4Fn> plan = int4_plan(resolve(isa), five);
+  const bool q4k = !five && scales.scalar_type() == at::kByte;
+  if (q4k) {
+    TORCH_CHECK(k % (kGroup * kSuperGroups) == 0 && scales.is_contiguous() &&
+                    scales.numel() == count * k / (kGroup * kSuperGroups) * kSuperBytes,
+                op, ": Q4_K scales must be uint8 [ceil(n / 16), in_features / 256, 320]");
+  } else {
+    TORCH_CHECK(scales.scalar_type() == at::kBFloat16 && scales.is_contiguous() && scales.numel() == count * k,
+                op, ": scales must be bfloat16 [ceil(n / 16), in_features / 32, 2, 16]");
+  }
+  const Plan<Int4Fn> plan = int4_plan(resolve(isa), five, q4k);
   at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(at::kFloat));
   if (x.size(0) == 0 || n == 0) return out;
   const Activations a = quantize(x, k, five ? 16 : 8, epilogue.round);
   const int64_t groups = k / kGroup;
-  const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr<at::BFloat16>());
+  const uint16_t* sc = reinterpret_cast<const uint16_t*>(scales.data_ptr());
+  const int64_t tile_scales = q4k ? groups * (kSuperBytes / kSuperGroups / 2) : groups * 32;  // in 16-bit units
   run_tiles(plan, tiles.data_ptr<uint8_t>(), chunks * kChunk, sc,
-            [groups](const uint16_t* s, int64_t t) { return s + t * groups * 32; }, groups, a, x.size(0),
+            [tile_scales](const uint16_t* s, int64_t t) { return s + t * tile_scales; }, groups, a, x.size(0),
+            out.data_ptr<float>(), n, epilogue);
+  return out;
+}
+
+// x [rows, K] float32/bfloat16 (K a multiple of 256); tiles uint8 [ceil(n / 16), K / 32 * 6, 64]; scales uint8
+// [ceil(n / 16), K / 256, 288] (layout.pack_int6k).
+static at::Tensor int6_run(const at::Tensor& x_in, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                           int64_t isa, const Epilogue& epilogue) {
+  const at::Tensor x = rows_of(x_in);
+  const int64_t k = x.size(1), count = (n + kTile - 1) / kTile, groups = k / kGroup;
+  TORCH_CHECK(k % (kGroup * kSuperGroups) == 0, "int6_gemm: in_features must be a multiple of 256");
+  TORCH_CHECK(tiles.scalar_type() == at::kByte && tiles.is_contiguous() && tiles.dim() == 3 && tiles.size(0) == count &&
+                  tiles.size(1) == groups * 6 && tiles.size(2) == kChunk,
+              "int6_gemm: tiles must be uint8 [ceil(n / 16), in_features / 32 * 6, 64]");
+  TORCH_CHECK(scales.scalar_type() == at::kByte && scales.is_contiguous() &&
+                  scales.numel() == count * (groups / kSuperGroups) * kInt6SuperBytes,
+              "int6_gemm: scales must be uint8 [ceil(n / 16), in_features / 256, 288]");
+  const Plan<Int4Fn> plan = int6_plan(resolve(isa));
+  at::Tensor out = at::empty({x.size(0), n}, x.options().dtype(at::kFloat));
+  if (x.size(0) == 0 || n == 0) return out;
+  const Activations a = quantize(x, k, 32, epilogue.round, true);
+  const int64_t tile_scales = groups / kSuperGroups * kInt6SuperBytes / 2;  // in 16-bit units
+  run_tiles(plan, tiles.data_ptr<uint8_t>(), groups * kInt6GroupBytes,
+            reinterpret_cast<const uint16_t*>(scales.data_ptr<uint8_t>()),
+            [tile_scales](const uint16_t* s, int64_t t) { return s + t * tile_scales; }, groups, a, x.size(0),
             out.data_ptr<float>(), n, epilogue);
   return out;
 }
@@ -457,6 +514,11 @@ static at::Tensor int5_gemm(const at::Tensor& x, const at::Tensor& tiles, const 
   return int4_run(x, tiles, scales, n, isa, Epilogue{}, true);
 }
 
+static at::Tensor int6_gemm(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                            int64_t isa) {
+  return int6_run(x, tiles, scales, n, isa, Epilogue{});
+}
+
 // ------------------------------------------------------------------------------------------------ a whole layer
 
 // The packed layer's forward in one op (active_rag.models.quantized.PackedLinear): its float32 input rounded to
@@ -493,13 +555,20 @@ static at::Tensor int5_linear(const at::Tensor& x, const at::Tensor& tiles, cons
   return int4_run(x, tiles, scales, n, isa, linear_epilogue(x, bias, n, bias_f), true);
 }
 
+static at::Tensor int6_linear(const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
+                              const c10::optional<at::Tensor>& bias, int64_t isa) {
+  at::Tensor bias_f;
+  return int6_run(x, tiles, scales, n, isa, linear_epilogue(x, bias, n, bias_f));
+}
+
 at::Tensor packed_linear(int64_t kind, const at::Tensor& x, const at::Tensor& tiles, const at::Tensor& scales, int64_t n,
                          const c10::optional<at::Tensor>& bias, int64_t isa) {
   switch (kind) {
     case 4: return int4_linear(x, tiles, scales, n, bias, isa);
     case 5: return int5_linear(x, tiles, scales, n, bias, isa);
+    case 6: return int6_linear(x, tiles, scales, n, bias, isa);
     case 8: return int8_linear(x, tiles, scales, n, bias, isa);
-    default: TORCH_CHECK(false, "active_rag linear: kind must be 4, 5 or 8, not ", kind);
+    default: TORCH_CHECK(false, "active_rag linear: kind must be 4, 5, 6 or 8, not ", kind);
   }
 }
 
@@ -512,6 +581,8 @@ TORCH_LIBRARY(active_rag, m) {
   m.def("int8_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
   m.def("int5_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
   m.def("int5_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
+  m.def("int6_gemm(Tensor x, Tensor tiles, Tensor scales, int n, int isa=0) -> Tensor");
+  m.def("int6_linear(Tensor x, Tensor tiles, Tensor scales, int n, Tensor? bias, int isa=0) -> Tensor");
   m.def("best_isa() -> int", &active_rag_kernels::best_isa);
   m.def("isa_supported(int isa) -> bool", &active_rag_kernels::isa_supported);
 }
@@ -523,4 +594,6 @@ TORCH_LIBRARY_IMPL(active_rag, CPU, m) {
   m.impl("int8_linear", &active_rag_kernels::int8_linear);
   m.impl("int5_gemm", &active_rag_kernels::int5_gemm);
   m.impl("int5_linear", &active_rag_kernels::int5_linear);
+  m.impl("int6_gemm", &active_rag_kernels::int6_gemm);
+  m.impl("int6_linear", &active_rag_kernels::int6_linear);
 }

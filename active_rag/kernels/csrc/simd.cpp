@@ -36,15 +36,6 @@ AR_AVX2 static inline __m256 load8(const float* p, int64_t valid) {
   return _mm256_load_ps(tmp);
 }
 
-// 32 mask bits -> 32 bytes, 16 where the bit is set (byte j: bit j), 0 elsewhere: the fifth bit's value.
-AR_AVX2 static inline __m256i fifth_bits(uint32_t bits) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                          3, 3, 3, 3, 3, 3);
-  const __m256i select = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, select), select), _mm256_set1_epi8(16));
-}
-
 // A tile expanded for a prefill (X): a byte a code, each group's chunk c as its low nibbles' codes (64 bytes, the
 // chunk's layout) then its high nibbles' (int5_expand_avx2).
 constexpr int64_t kExpandedGroup = 8 * kChunk;
@@ -68,8 +59,8 @@ AR_AVX2 static inline void int4_codes(const uint8_t* group, int c, int64_t h, __
   lo = _mm256_and_si256(v, nib);
   hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
   if constexpr (F) {
-    lo = _mm256_or_si256(lo, fifth_bits(uint32_t(load_mask(group, 2 * c) >> (32 * h))));
-    hi = _mm256_or_si256(hi, fifth_bits(uint32_t(load_mask(group, 2 * c + 1) >> (32 * h))));
+    lo = _mm256_or_si256(lo, mask_bytes(uint32_t(load_mask(group, 2 * c) >> (32 * h)), 16));
+    hi = _mm256_or_si256(hi, mask_bytes(uint32_t(load_mask(group, 2 * c + 1) >> (32 * h)), 16));
   }
 }
 
@@ -96,10 +87,29 @@ AR_AVX2 static inline __m256 int4_fold8(__m256 acc, __m256i d, __m256 step, __m2
   return _mm256_fmadd_ps(t, _mm256_set1_ps(sx), acc);
 }
 
+// Half h (lanes 8h to 8h + 7) of a group's steps and zeros: bfloat16 from the tile's scales, or (K) from its Q4_K
+// scales (k_step_zero's values).
+template <bool K>
+AR_AVX2 static inline void steps8(const uint16_t* sc, int64_t g, int64_t h, __m256& step, __m256& zero) {
+  if constexpr (K) {
+    const uint8_t* b = k_super(sc, g);
+    const int64_t j = g % kSuperGroups;
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b + 16 * h)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b + 32 + 16 * h)));
+    const __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(b + 64 + 16 * j + 8 * h))));
+    const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(b + 192 + 16 * j + 8 * h))));
+    step = _mm256_mul_ps(s, d);
+    zero = _mm256_fmsub_ps(_mm256_set1_ps(8.0f), step, _mm256_mul_ps(m, dmin));
+  } else {
+    step = bf16x8(sc + g * 32 + h * 8);
+    zero = bf16x8(sc + g * 32 + 16 + h * 8);
+  }
+}
+
 // AVX2: u8 x s8 pairs summed in 16 bits, each chunk adding 4 products to a 16-bit sum. int4 widens once a group
 // (16 products, at most 16 * 15 * 128 = 30,720 < 2^15); int5 (codes up to 31) once every two chunks (8 products, at
 // most 31,744): 4 rows from L1 on one Zen 2 core, 43.5 MAC/ns against 37.4 widening every chunk.
-template <int R, bool F, bool X = false>
+template <int R, bool F, bool X = false, bool K = false>
 AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                    int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -111,7 +121,7 @@ AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int6
       for (int r = 0; r < R; ++r) s16[r] = s32[r] = _mm256_setzero_si256();
       const uint8_t* group = tile + g * tile_group_bytes<F, X>();
       const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-      prefetch_ahead(group, tile_group_bytes<F, X>(), sc + g * 32, 64);
+      prefetch_ahead(group, tile_group_bytes<F, X>(), scales_at<K>(sc, g), scale_bytes<K>());
       for (int c = 0; c < 4; ++c) {
         __m256i lo, hi;
         int4_codes<F, X>(group, c, h, lo, hi);
@@ -127,7 +137,8 @@ AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int6
           }
         }
       }
-      const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
+      __m256 step, zero;
+      steps8<K>(sc, g, h, step, zero);
       for (int r = 0; r < R; ++r) {
         const int64_t at = (r0 + r) * a.groups + g;
         const __m256i sum = F ? s32[r] : _mm256_madd_epi16(s16[r], ones);
@@ -139,7 +150,7 @@ AR_AVX2 static void int4_tile_avx2(const uint8_t* tile, const uint16_t* sc, int6
   }
 }
 
-template <int R, bool F, bool X = false>
+template <int R, bool F, bool X = false, bool K = false>
 AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                          int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   for (int64_t h = 0; h < 2 && valid > 8 * h; ++h) {
@@ -150,7 +161,7 @@ AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc
       for (int r = 0; r < R; ++r) d[r] = _mm256_set1_epi32(a.start[(r0 + r) * a.groups + g]);
       const uint8_t* group = tile + g * tile_group_bytes<F, X>();
       const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-      prefetch_ahead(group, tile_group_bytes<F, X>(), sc + g * 32, 64);
+      prefetch_ahead(group, tile_group_bytes<F, X>(), scales_at<K>(sc, g), scale_bytes<K>());
       for (int c = 0; c < 4; ++c) {
         __m256i lo, hi;
         int4_codes<F, X>(group, c, h, lo, hi);
@@ -160,7 +171,8 @@ AR_AVXVNNI static void int4_tile_avxvnni(const uint8_t* tile, const uint16_t* sc
           d[r] = _mm256_dpbusd_avx_epi32(d[r], hi, _mm256_set1_epi32(load4(xr + 4)));
         }
       }
-      const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
+      __m256 step, zero;
+      steps8<K>(sc, g, h, step, zero);
       for (int r = 0; r < R; ++r) {
         const int64_t at = (r0 + r) * a.groups + g;
         acc[r] = int4_fold8(acc[r], d[r], step, zero, a.sums[at], a.sx[at]);
@@ -258,7 +270,7 @@ AR_AVX2 static void int8_line_avx2(const uint8_t* tile, const float* scales, int
 
 // One row of int4 (F: int5) with both halves of each chunk in one pass (see int8_line_avx2); int4_tile_avx2's sums,
 // widening and epilogue per lane.
-template <bool F>
+template <bool F, bool K = false>
 AR_AVX2 static void int4_line_avx2(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                    int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -268,7 +280,7 @@ AR_AVX2 static void int4_line_avx2(const uint8_t* tile, const uint16_t* sc, int6
     __m256i s32[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     const uint8_t* group = tile + g * group_bytes<F>();
     const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-    prefetch_ahead(group, group_bytes<F>(), sc + g * 32, 64);
+    prefetch_ahead(group, group_bytes<F>(), scales_at<K>(sc, g), scale_bytes<K>());
     for (int c = 0; c < 4; ++c) {
       const __m256i x_lo = _mm256_set1_epi32(load4(xg + c * 8)), x_hi = _mm256_set1_epi32(load4(xg + c * 8 + 4));
       for (int h = 0; h < 2; ++h) {
@@ -286,7 +298,8 @@ AR_AVX2 static void int4_line_avx2(const uint8_t* tile, const uint16_t* sc, int6
     }
     const int64_t at = r0 * a.groups + g;
     for (int h = 0; h < 2; ++h) {
-      const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
+      __m256 step, zero;
+      steps8<K>(sc, g, h, step, zero);
       const __m256i sum = F ? s32[h] : _mm256_madd_epi16(s16[h], ones);
       const __m256i d = _mm256_add_epi32(sum, _mm256_set1_epi32(a.start[at]));
       acc[h] = int4_fold8(acc[h], d, step, zero, a.sums[at], a.sx[at]);
@@ -349,7 +362,7 @@ AR_AVXVNNI static void int8_line_avxvnni(const uint8_t* tile, const float* scale
   int8_line_store<R>(acc, scales, out, r0, ldo, valid);
 }
 
-template <bool F>
+template <bool F, bool K = false>
 AR_AVXVNNI static void int4_line_avxvnni(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                          int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -358,7 +371,7 @@ AR_AVXVNNI static void int4_line_avxvnni(const uint8_t* tile, const uint16_t* sc
     __m256i d[2] = {_mm256_set1_epi32(a.start[at]), _mm256_set1_epi32(a.start[at])};
     const uint8_t* group = tile + g * group_bytes<F>();
     const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-    prefetch_ahead(group, group_bytes<F>(), sc + g * 32, 64);
+    prefetch_ahead(group, group_bytes<F>(), scales_at<K>(sc, g), scale_bytes<K>());
     for (int c = 0; c < 4; ++c) {
       const __m256i x_lo = _mm256_set1_epi32(load4(xg + c * 8)), x_hi = _mm256_set1_epi32(load4(xg + c * 8 + 4));
       for (int h = 0; h < 2; ++h) {
@@ -369,7 +382,8 @@ AR_AVXVNNI static void int4_line_avxvnni(const uint8_t* tile, const uint16_t* sc
       }
     }
     for (int h = 0; h < 2; ++h) {
-      const __m256 step = bf16x8(sc + g * 32 + h * 8), zero = bf16x8(sc + g * 32 + 16 + h * 8);
+      __m256 step, zero;
+      steps8<K>(sc, g, h, step, zero);
       acc[h] = int4_fold8(acc[h], d[h], step, zero, a.sums[at], a.sx[at]);
     }
   }
@@ -400,6 +414,17 @@ static Plan<Int4Fn> int4_tables(int64_t isa) {
 Plan<Int4Fn> simd_int4_plan(int64_t isa) { return int4_tables<false>(isa); }
 Plan<Int4Fn> simd_int5_plan(int64_t isa) { return int4_tables<true>(isa); }
 
+Plan<Int4Fn> simd_int4k_plan(int64_t isa) {
+  static const Int4Fn avx2[4] = {int4_line_avx2<false, true>, int4_tile_avx2<2, false, false, true>,
+                                 int4_tile_avx2<3, false, false, true>, int4_tile_avx2<4, false, false, true>};
+  static const Int4Fn avxvnni[4] = {int4_line_avxvnni<false, true>, int4_tile_avxvnni<2, false, false, true>,
+                                    int4_tile_avxvnni<3, false, false, true>, int4_tile_avxvnni<4, false, false, true>};
+  if (isa == kAvx512Vnni) return avx512_int4k_plan();
+  if (isa == kAvxVnni) return {avxvnni, 4};
+  if (isa == kAvx2) return {avx2, 4};
+  return {nullptr, 0};
+}
+
 Plan<Int8Fn> simd_int8_plan(int64_t isa) {
   static const Int8Fn avx2[4] = {int8_line_avx2<1>, int8_line_avx2<2>, int8_tile_avx2<3>, int8_tile_avx2<4>};
   static const Int8Fn avxvnni[4] = {int8_line_avxvnni<1>, int8_line_avxvnni<2>, int8_tile_avxvnni<3>,
@@ -413,6 +438,7 @@ Plan<Int8Fn> simd_int8_plan(int64_t isa) {
 #else
 Plan<Int4Fn> simd_int4_plan(int64_t) { return {nullptr, 0}; }
 Plan<Int4Fn> simd_int5_plan(int64_t) { return {nullptr, 0}; }
+Plan<Int4Fn> simd_int4k_plan(int64_t) { return {nullptr, 0}; }
 Plan<Int8Fn> simd_int8_plan(int64_t) { return {nullptr, 0}; }
 #endif  // AR_X86
 

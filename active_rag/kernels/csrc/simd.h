@@ -9,8 +9,8 @@
 
 namespace active_rag_kernels {
 
-#define AR_AVX2 __attribute__((target("avx2,fma")))
-#define AR_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
+#define AR_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AR_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define AR_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vnni")))
 
 // Holds an accumulator in a register at this point of the loop. Integer sums are associative, and GCC 12 reorders
@@ -31,6 +31,16 @@ inline uint64_t load_mask(const uint8_t* group, int m) {
   uint64_t v;
   std::memcpy(&v, group + 4 * kChunk + 8 * m, sizeof v);
   return v;
+}
+
+// 32 mask bits -> 32 bytes, `value` where the bit is set (byte j: bit j), 0 elsewhere: the fifth bit's value (16), or
+// int6's sixth (32).
+AR_AVX2 inline __m256i mask_bytes(uint32_t bits, int8_t value) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                          3, 3, 3, 3, 3, 3);
+  const __m256i select = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, select), select), _mm256_set1_epi8(value));
 }
 
 // Bytes per group of a tile: four chunks of nibbles, and for int5 a fifth of masks.
@@ -56,8 +66,22 @@ inline void prefetch_ahead(const uint8_t* group, int64_t bytes, const void* scal
   if (scales != nullptr) prefetch(static_cast<const uint8_t*>(scales) + ahead * scale_bytes, scale_bytes);
 }
 
+// Where group g's scales are, for the prefetch: 64 bytes a group of bfloat16 steps and zeros, or (K: Q4_K's scales,
+// kernels.h) 40 a group on average.
+template <bool K>
+inline const void* scales_at(const uint16_t* sc, int64_t g) {
+  return K ? static_cast<const void*>(reinterpret_cast<const uint8_t*>(sc) + g * (kSuperBytes / kSuperGroups))
+           : static_cast<const void*>(sc + g * 32);
+}
+
+template <bool K>
+constexpr int64_t scale_bytes() {
+  return K ? kSuperBytes / kSuperGroups : 64;
+}
+
 // The AVX512-VNNI paths' tables (simd_avx512.cpp): 1 to 8 rows a pass.
 Plan<Int4Fn> avx512_int4_plan(bool five);
+Plan<Int4Fn> avx512_int4k_plan();
 Plan<Int8Fn> avx512_int8_plan();
 
 }  // namespace active_rag_kernels

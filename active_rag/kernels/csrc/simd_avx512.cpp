@@ -22,7 +22,25 @@ AR_AVX512 static inline __mmask16 lanes(int64_t valid) {
   return valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1u);
 }
 
-template <int R, bool F>
+// A group's 16 steps and zeros: bfloat16 from the tile's scales, or (K) from its Q4_K scales (k_step_zero's values).
+template <bool K>
+AR_AVX512 static inline void steps16(const uint16_t* sc, int64_t g, __m512& step, __m512& zero) {
+  if constexpr (K) {
+    const uint8_t* b = k_super(sc, g);
+    const int64_t j = g % kSuperGroups;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)b));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(b + 32)));
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(b + 64 + 16 * j))));
+    const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(b + 192 + 16 * j))));
+    step = _mm512_mul_ps(s, d);
+    zero = _mm512_fmsub_ps(_mm512_set1_ps(8.0f), step, _mm512_mul_ps(m, dmin));
+  } else {
+    step = bf16x16(sc + g * 32);
+    zero = bf16x16(sc + g * 32 + 16);
+  }
+}
+
+template <int R, bool F, bool K = false>
 AR_AVX512 static void int4_tile_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, const Activations& a,
                                        int64_t r0, int64_t, float* out, int64_t ldo, int64_t valid) {
   const __m512i nib = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
@@ -38,7 +56,7 @@ AR_AVX512 static void int4_tile_avx512(const uint8_t* tile, const uint16_t* sc, 
     }
     const uint8_t* w = tile + g * group_bytes<F>();
     const int8_t* xg = a.xq + r0 * a.kp + g * kGroup;
-    prefetch_ahead(w, group_bytes<F>(), sc + g * 32, 64);
+    prefetch_ahead(w, group_bytes<F>(), scales_at<K>(sc, g), scale_bytes<K>());
     for (int c = 0; c < 4; ++c) {
       const __m512i v = _mm512_loadu_si512(w + c * kChunk);
       __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
@@ -53,7 +71,8 @@ AR_AVX512 static void int4_tile_avx512(const uint8_t* tile, const uint16_t* sc, 
         e[r] = _mm512_dpbusd_epi32(e[r], hi, _mm512_set1_epi32(load4(xr + 4)));
       }
     }
-    const __m512 step = bf16x16(sc + g * 32), zero = bf16x16(sc + g * 32 + 16);
+    __m512 step, zero;
+    steps16<K>(sc, g, step, zero);
     for (int r = 0; r < R; ++r) {
       const int64_t at = (r0 + r) * a.groups + g;
       __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(d[r], e[r])), step);
@@ -115,7 +134,7 @@ AR_AVX512 static void int8_row_avx512_t(const uint8_t* lane_bytes, int64_t k, T*
 // for each of the lane's groups, multiplied then added (no fused multiply-add, as the scalar reference), in float32 or
 // rounded to bfloat16 to nearest even (c10::BFloat16's rounding, NaN as 0x7FC0). A group's 32 codes are 4 bytes of each
 // of its 4 chunks: low nibbles are inputs 8c + i, high nibbles 8c + 4 + i.
-template <typename T, bool F>
+template <typename T, bool F, bool K = false>
 AR_AVX512 static void int4_row_avx512_t(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t l, T* row) {
   const __m128i nib = _mm_set1_epi8(0x0F);
   const __m512i sixteen = _mm512_set1_epi32(16), one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF),
@@ -132,7 +151,14 @@ AR_AVX512 static void int4_row_avx512_t(const uint8_t* tile, const uint16_t* sc,
     if constexpr (F) {
       for (int m = 0; m < 8; ++m) bits |= uint32_t((load_mask(group, m) >> (4 * l)) & 0xF) << (4 * m);
     }
-    const __m512 step = _mm512_set1_ps(bf16_to_float(sc[g * 32 + l])), zero = _mm512_set1_ps(bf16_to_float(sc[g * 32 + 16 + l]));
+    float step_l, zero_l;
+    if constexpr (K) {
+      k_step_zero(sc, g, l, step_l, zero_l);
+    } else {
+      step_l = bf16_to_float(sc[g * 32 + l]);
+      zero_l = bf16_to_float(sc[g * 32 + 16 + l]);
+    }
+    const __m512 step = _mm512_set1_ps(step_l), zero = _mm512_set1_ps(zero_l);
     for (int h = 0; h < 2; ++h) {
       __m512i q = _mm512_cvtepu8_epi32(halves[h]);
       if constexpr (F) q = _mm512_mask_or_epi32(q, __mmask16(bits >> (16 * h)), q, sixteen);
@@ -160,6 +186,14 @@ Plan<Int4Fn> avx512_int4_plan(bool five) {
   return {five ? int5 : int4, 8};
 }
 
+Plan<Int4Fn> avx512_int4k_plan() {
+  static const Int4Fn int4k[8] = {int4_tile_avx512<1, false, true>, int4_tile_avx512<2, false, true>,
+                                  int4_tile_avx512<3, false, true>, int4_tile_avx512<4, false, true>,
+                                  int4_tile_avx512<5, false, true>, int4_tile_avx512<6, false, true>,
+                                  int4_tile_avx512<7, false, true>, int4_tile_avx512<8, false, true>};
+  return {int4k, 8};
+}
+
 Plan<Int8Fn> avx512_int8_plan() {
   static const Int8Fn int8[8] = {int8_tile_avx512<1>, int8_tile_avx512<2>, int8_tile_avx512<3>, int8_tile_avx512<4>,
                                  int8_tile_avx512<5>, int8_tile_avx512<6>, int8_tile_avx512<7>, int8_tile_avx512<8>};
@@ -178,6 +212,12 @@ void int4_row_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, in
 }
 template void int4_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, float*);
 template void int4_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, at::BFloat16*);
+template <typename T>
+void int4k_row_avx512(const uint8_t* tile, const uint16_t* sc, int64_t groups, int64_t lane, T* row) {
+  int4_row_avx512_t<T, false, true>(tile, sc, groups, lane, row);
+}
+template void int4k_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, float*);
+template void int4k_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, at::BFloat16*);
 
 #else
 void int8_row_avx512(const uint8_t*, int64_t, float*) {}
@@ -186,6 +226,10 @@ template <typename T>
 void int4_row_avx512(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, T*) {}
 template void int4_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, float*);
 template void int4_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, bool, at::BFloat16*);
+template <typename T>
+void int4k_row_avx512(const uint8_t*, const uint16_t*, int64_t, int64_t, T*) {}
+template void int4k_row_avx512<float>(const uint8_t*, const uint16_t*, int64_t, int64_t, float*);
+template void int4k_row_avx512<at::BFloat16>(const uint8_t*, const uint16_t*, int64_t, int64_t, at::BFloat16*);
 #endif  // AR_X86
 
 }  // namespace active_rag_kernels
