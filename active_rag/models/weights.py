@@ -74,6 +74,13 @@ layouts they had before :class:`~active_rag.models.q4k_linear.Int4KLinear` and
 the rows written that way resume with it."""
 
 
+KQUANT_ISAS = ("avx512-vnni",)
+"""The kernel paths where k-quant layers are used (``results/bench/kquants``): on AVX512-VNNI a decode step reads them
+faster (the 1.5B at batch 1 in 0.88x the time); on AVX2 (forced on a Zen 4) the int6 layers took 1.2-2.2x int8's
+time, putting their two high bits back in 256-bit registers, and the int4 ones with Q4_K scales 0.86-1.01x int4's, so
+there (and on AVX-VNNI, unmeasured) ``mixed`` keeps the layouts before."""
+
+
 def _switched_off(variable: str) -> bool:
     return os.environ.get(variable, "").strip().lower() in ("off", "0", "false", "no")
 
@@ -83,13 +90,15 @@ def packed_layout(weights: str, *, gguf: bool = False) -> str:
     active-rag's decode kernel is in use, ``mixed-int5`` (the 5-bit tensors of a GGUF file kept in 5 bits,
     :class:`~active_rag.models.int5_linear.Int5Linear`) unless :data:`INT5_VARIABLE` is ``off``, with ``-kquants`` for
     a model converted from a GGUF file (``gguf``) whose Q4_K and Q6_K tensors keep the file's values
-    (:class:`~active_rag.models.gguf_layers.GGUFLayers`) unless :data:`KQUANTS_VARIABLE` is ``off``; else ``weights``
+    (:class:`~active_rag.models.gguf_layers.GGUFLayers`) where the kernel's path is one of :data:`KQUANT_ISAS`, unless
+    :data:`KQUANTS_VARIABLE` is ``off``; else ``weights``
     itself (those tensors in int8 and bfloat16 scales, as torch's kernels need them: a file written either way loads
     the same layers again)."""
     if weights != "mixed" or not kernels.available():
         return weights
     layout = weights if _switched_off(INT5_VARIABLE) else "mixed-int5"
-    return f"{layout}-kquants" if gguf and not _switched_off(KQUANTS_VARIABLE) else layout
+    kquants = gguf and not _switched_off(KQUANTS_VARIABLE) and kernels.default_isa() in KQUANT_ISAS
+    return f"{layout}-kquants" if kquants else layout
 
 
 def quantize_linear(linear: nn.Linear, kind: str) -> PackedLinear | None:

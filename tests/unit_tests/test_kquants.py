@@ -19,6 +19,7 @@ from torch import nn
 
 from active_rag import kernels
 from active_rag.decoding.kernel_layers import KIND_CODES
+from active_rag.models import gguf_layers, weights
 from active_rag.models.fused_projections import FusedRun
 from active_rag.models.gguf_layers import GGUFLayers, gguf_tensor_names
 from active_rag.models.q4k_linear import BLOCK_BYTES, Int4KLinear, q4k_blocks
@@ -265,12 +266,13 @@ def test_mixed_keeps_a_gguf_s_k_quants_only_where_they_give_the_weight(monkeypat
                        _dequantized(q)[order])
     assert source.blocks("model.layers.0.mlp.gate_proj", moved) is None
     assert source.blocks("model.layers.0.self_attn.o_proj", _dequantized(up)) is None  # not in the file
-    from active_rag.models import gguf_layers
-
     monkeypatch.setattr(gguf_layers, "PERMUTED_ROWS", 32)  # a permutation is matched only up to that many rows
     assert source.blocks("model.layers.0.self_attn.q_proj", _dequantized(q)[order]) is None
     assert source.blocks("model.layers.0.mlp.up_proj", _dequantized(up)) is not None  # in the file's order
     monkeypatch.undo()
+    monkeypatch.setattr(weights, "KQUANT_ISAS", ())  # a kernel path where they do not pay: the layouts before
+    assert packed_layout("mixed", gguf=True) == "mixed-int5"
+    monkeypatch.setattr(weights, "KQUANT_ISAS", (kernels.default_isa(),))
     assert packed_layout("mixed", gguf=True) == "mixed-int5-kquants" and packed_layout("int8", gguf=True) == "int8"
     cache = tmp_path / "packed-mixed.safetensors"
     first = quantize_model(model(), "mixed", cache=cache, gguf=gguf)
