@@ -23,12 +23,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from active_rag import kernels
 from active_rag.decoding.model import ActiveLM
 from active_rag.evaluation.bench_llamacpp_sides import QUESTIONS
 from active_rag.evaluation.bench_weights import decode_step_ms
 from active_rag.models.quantized import model_weight_bytes, packed_layers
 from active_rag.models.weights import KQUANTS_VARIABLE
+from kernel_isas import SHAPES, best_us, random_layers  # this folder's
 
 torch.set_num_threads(2)
 
@@ -76,33 +76,11 @@ def kernel_rows() -> None:
     rng = np.random.default_rng(0)
     print("\n| shape | rows | int8 us | int6k us | int4 us | int4k us |")
     print("|---|---:|---:|---:|---:|---:|")
-    for n, k, copies in ((151936, 1536, 2), (1536, 8960, 24)):
-        codes6 = torch.from_numpy(rng.integers(0, 64, (n, k), dtype=np.uint8))
-        codes4 = codes6 & 15
-        sc = torch.from_numpy(rng.integers(-128, 128, (n, k // 16), dtype=np.int8))
-        d = torch.full((n, k // 256), 1e-3, dtype=torch.float16)
-        small = torch.from_numpy(rng.integers(0, 64, (n, k // 32), dtype=np.uint8))
-        step, zero = torch.rand(n, k // 32) * 0.01, torch.randn(n, k // 32) * 0.01
-        layers = {
-            "int8": (kernels.int8_gemm, [(kernels.pack_int8(torch.randint(-127, 128, (n, k), dtype=torch.int8)), torch.rand(n))
-                                         for _ in range(copies)]),
-            "int6k": (kernels.int6_gemm, [kernels.pack_int6k(codes6, sc, d) for _ in range(copies)]),
-            "int4": (kernels.int4_gemm, [kernels.pack_int4(codes4, step, zero) for _ in range(copies)]),
-            "int4k": (kernels.int4_gemm, [kernels.pack_int4k(codes4, small, small, d, d) for _ in range(copies)]),
-        }
+    for n, k, copies in SHAPES:
+        layers = random_layers(n, k, copies, rng)
         for rows in (1, 8, 64) if n > 100000 else (1, 8, 64, 512):
             x = torch.randn(rows, k)
-            cells = []
-            for function, copies_of in layers.values():
-                for tiles, scales in copies_of:
-                    function(x, tiles, scales, n)
-                best = float("inf")
-                for _ in range(5):
-                    start = time.perf_counter()
-                    for tiles, scales in copies_of:
-                        function(x, tiles, scales, n)
-                    best = min(best, (time.perf_counter() - start) / len(copies_of))
-                cells.append(f"{best * 1e6:.0f}")
+            cells = [f"{best_us(function, copies_of, x, n):.0f}" for function, copies_of in layers.values()]
             print(f"| {n} x {k} | {rows} | {' | '.join(cells)} |", flush=True)
 
 
