@@ -111,20 +111,23 @@ def unpack_int4k(tiles: torch.Tensor, scales: torch.Tensor, out_features: int) -
     def rows(values: torch.Tensor) -> torch.Tensor:  # [tiles, supers, 8, 16] -> [out, groups]
         return values.reshape(count, supers * 8, TILE).transpose(1, 2).reshape(count * TILE, -1)[:out_features]
 
-    codes, _, _ = unpack_int4(tiles, torch.zeros(count, supers * 8, 2, TILE, dtype=torch.bfloat16), out_features)
-    return codes, rows(step).contiguous(), rows(zero).contiguous()
+    return _tile_codes(tiles, out_features), rows(step).contiguous(), rows(zero).contiguous()
 
 
 def unpack_int4(tiles: torch.Tensor, scales: torch.Tensor, out_features: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Inverse of :func:`pack_int4`: ``(codes uint8 [out, in], step float32 [out, groups], zero float32 [out,
     groups])``."""
     count, chunks, _ = tiles.shape
-    in_features = chunks * 8
+    s = scales.float().view(count, chunks * 8 // GROUP, 2, TILE).permute(0, 3, 1, 2).reshape(count * TILE, -1, 2)
+    return _tile_codes(tiles, out_features), s[:out_features, :, 0].contiguous(), s[:out_features, :, 1].contiguous()
+
+
+def _tile_codes(tiles: torch.Tensor, out_features: int) -> torch.Tensor:
+    """Inverse of :func:`_nibble_tiles`: the codes uint8 ``[out, in]``."""
+    count, chunks, _ = tiles.shape
     t = tiles.view(count, chunks, TILE, 4)
     c = torch.stack([t & 0x0F, t >> 4], dim=-1)  # [tile, chunk, lane, i, nibble]
-    codes = c.permute(0, 2, 1, 4, 3).reshape(count * TILE, in_features)[:out_features].contiguous()
-    s = scales.float().view(count, in_features // GROUP, 2, TILE).permute(0, 3, 1, 2).reshape(count * TILE, -1, 2)
-    return codes, s[:out_features, :, 0].contiguous(), s[:out_features, :, 1].contiguous()
+    return c.permute(0, 2, 1, 4, 3).reshape(count * TILE, chunks * 8)[:out_features].contiguous()
 
 
 def pack_int5(codes: torch.Tensor, step: torch.Tensor, zero: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -203,8 +206,7 @@ def unpack_int6k(tiles: torch.Tensor, scales: torch.Tensor, out_features: int) -
     count, chunks, _ = tiles.shape
     groups, supers = chunks // 6, scales.shape[1]
     t = tiles.view(count, groups, 6, 64)
-    zeros = torch.zeros(count, groups, 2, TILE, dtype=torch.bfloat16)
-    low, _, _ = unpack_int4(t[:, :, :4].reshape(count, groups * 4, 64).contiguous(), zeros, out_features)
+    low = _tile_codes(t[:, :, :4].reshape(count, groups * 4, 64), out_features)
     codes = low | (_plane_bits(t[:, :, 4], out_features) << 4) | (_plane_bits(t[:, :, 5], out_features) << 5)
     d = scales[:, :, :32].contiguous().view(torch.float16).float()  # [tiles, supers, 16]
     sc = scales[:, :, 32:].contiguous().view(torch.int8).reshape(count, supers, 16, TILE).float()

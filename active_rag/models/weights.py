@@ -211,7 +211,7 @@ def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None,
     loaded = states is not None
     if states is None:
         states = {}
-        source = GGUFLayers(gguf) if gguf is not None and layout.endswith("-kquants") else None
+        source = _gguf_layers(gguf) if gguf is not None and layout.endswith("-kquants") else None
         for name, linear in linear_layers(model):
             layer = source.layer(name, linear) if source is not None else None
             layer = layer if layer is not None else quantize_linear(linear, weights)
@@ -226,6 +226,16 @@ def quantize_model(model: nn.Module, weights: str, *, cache: Path | None = None,
                 _swap(model, name, linear, layer_from_state(states[name], linear.bias))
     logger.info("%s the linear layers as %s in %.1f s.", "Loaded" if loaded else "Quantised", weights, time.monotonic() - started)
     return model
+
+
+def _gguf_layers(path: Path) -> GGUFLayers | None:
+    """The k-quant tensors of ``path``, or ``None`` (with a warning) where the file cannot be read: the layers then
+    take the layouts before, which the cache file's state names say."""
+    try:
+        return GGUFLayers(path)
+    except (OSError, ValueError) as error:
+        logger.warning("Could not read the k-quant tensors of %s (%s); its layers keep the earlier layouts.", path, error)
+        return None
 
 
 def _swap(model: nn.Module, name: str, linear: nn.Linear, layer: PackedLinear) -> None:

@@ -287,6 +287,10 @@ def test_mixed_keeps_a_gguf_s_k_quants_only_where_they_give_the_weight(monkeypat
     loaded = quantize_model(model(), "mixed", cache=cache, gguf=gguf)  # read back from its file
     assert type(loaded.model.layers[0].mlp.up_proj) is Int4KLinear and type(loaded.model.layers[0].mlp.down_proj) is Int6KLinear
     assert torch.equal(loaded.model.layers[0].self_attn.q_proj.tiles, block.self_attn.q_proj.tiles)
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + bytes(12))  # not a readable GGUF: the layouts before, with a warning
+    fallback = quantize_model(model(), "mixed", cache=tmp_path / "other" / "packed-mixed.safetensors", gguf=broken)
+    assert type(fallback.model.layers[0].mlp.up_proj) is Int4Linear
     monkeypatch.setenv(KQUANTS_VARIABLE, "off")
     assert packed_layout("mixed", gguf=True) == "mixed-int5"
     earlier = quantize_model(model(), "mixed", cache=cache, gguf=gguf)
