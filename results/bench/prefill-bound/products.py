@@ -1,6 +1,6 @@
 """The packed products of a prefill through the ops, one thread and two: ``python
 results/bench/prefill-bound/products.py``. Random layers of the 1.5B's gate projection shape (1536 -> 8960) in each
-layout (``kquants/kernel_isas.random_layers``), 512 rows, best of 3 calls, the two thread counts alternated three
+layout (``kquants/kernel_isas.random_layers``), 512 rows, best of 5 calls (``kernel_isas.best_us``), the two thread counts alternated three
 times; GMAC/s (multiply-adds, 1e9 a second)."""
 
 from __future__ import annotations
@@ -8,26 +8,15 @@ from __future__ import annotations
 import active_rag  # noqa: F401  (before torch)
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kquants"))
-from kernel_isas import random_layers  # noqa: E402
+from kernel_isas import best_us, random_layers  # noqa: E402
 
 ROWS, N, K = 512, 8960, 1536
-
-
-def gmacs(function, tiles: torch.Tensor, scales: torch.Tensor, x: torch.Tensor) -> float:
-    function(x, tiles, scales, N, None)
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        function(x, tiles, scales, N, None)
-        best = min(best, time.perf_counter() - start)
-    return ROWS * N * K / best / 1e9
 
 
 def main() -> None:
@@ -40,7 +29,7 @@ def main() -> None:
         for _ in range(3):
             for threads in (1, 2):
                 torch.set_num_threads(threads)
-                rates[threads].append(gmacs(function, *copies[0], x))
+                rates[threads].append(ROWS * N * K / best_us(function, copies, x, N) / 1e3)
         print(f"| {name} | " + " | ".join(", ".join(f"{r:.0f}" for r in rates[t]) for t in (1, 2)) + " |", flush=True)
 
 
