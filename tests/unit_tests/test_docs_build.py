@@ -22,7 +22,12 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def _markdown_files() -> list[Path]:
-    return [README, *sorted(p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts)]
+    """README, the docs and every other Markdown file of the repository (results' and research's READMEs, the
+    notebooks' and integrations' pages): none is left with a link to a file that is not there."""
+    skip = {"_hooks", "site", "node_modules", "build", "dist"}
+    others = sorted(p for p in ROOT.rglob("*.md")
+                    if p != README and not any(part in skip or part.startswith(".") for part in p.relative_to(ROOT).parts))
+    return [README, *others]
 
 
 def _relative_links(path: Path) -> list[str]:
