@@ -71,8 +71,8 @@ def test_strided_views_and_thread_counts_give_the_same_bits() -> None:
                                                                 (10, 2, 192, 33), (6, 1, 64, 17)])
 def test_each_head_alone_gives_the_same_bits(isa: str, heads: int, kv_heads: int, dim: int, keys: int) -> None:
     """A query head's output does not depend on the heads read with it: the AVX-512 path sums up to 6 heads' values
-    together (7 heads a key/value head: 6 and 1, 8: 6 and 2) and keeps a head size of 64 or 128 in registers, in the
-    same order of sums as one head alone."""
+    together (7 heads a key/value head: 6 and 1, 8: 6 and 2) and scores two heads a row (7: three pairs and one) at a
+    head size of 64 or 128, in the same order of sums as one head alone."""
     if isa not in kernels.supported_isas():
         pytest.skip(f"this CPU does not run {isa}")
     generator = torch.Generator().manual_seed(heads + dim + keys)

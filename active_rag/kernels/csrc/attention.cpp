@@ -143,40 +143,78 @@ AR_ATT_AVX512 static inline void key_sums_avx512(const float* qh, const float* k
   }
 }
 
+// Two heads over the same 16 keys: each key row loaded once for both (the loads, not the multiply-adds, bounded the
+// loop above when a head read the rows alone), each (head, key) summed over the vectors in the same order.
+template <int NC>
+AR_ATT_AVX512 static inline void key_sums2_avx512(const float* q0, const float* q1, const float* k, int64_t row,
+                                                 __m512* acc0, __m512* acc1) {
+  __m512 a[NC], b[NC];
+  for (int c = 0; c < NC; ++c) {
+    a[c] = _mm512_loadu_ps(q0 + 16 * c);
+    b[c] = _mm512_loadu_ps(q1 + 16 * c);
+  }
+  for (int m = 0; m < 16; ++m) {
+    const float* km = k + m * row;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    for (int c = 0; c < NC; ++c) {
+      const __m512 kc = _mm512_loadu_ps(km + 16 * c);
+      s0 = _mm512_fmadd_ps(a[c], kc, s0);
+      s1 = _mm512_fmadd_ps(b[c], kc, s1);
+    }
+    acc0[m] = s0;
+    acc1[m] = s1;
+  }
+}
+
+// The 16 keys' sums of their lanes, by a transposing tree (32-bit, 64-bit, then 128-bit interleaves).
+AR_ATT_AVX512 static inline __m512 key_tree_avx512(const __m512* acc) {
+  __m512 t[8], u[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit block: (a0+a2, b0+b2, a1+a3, b1+b3)
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]), _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {  // per 128-bit block: the block's sums of keys 4i .. 4i + 3
+    const __m512d a = _mm512_castps_pd(t[2 * i]), b = _mm512_castps_pd(t[2 * i + 1]);
+    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 x0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 x1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(x0, x1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 AR_ATT_AVX512 static int64_t scores_avx512(const float* q, const float* k, const float* v, int64_t row, int64_t keys,
                                            int64_t r, int64_t d, float scale, float* scores) {
   if (d % 16 != 0) return 0;
   const int64_t whole = keys / 16 * 16;
+  const __m512 scaling = _mm512_set1_ps(scale);
   for (int64_t j0 = 0; j0 < whole; j0 += 16) {
     prefetch_rows(k, v, row, j0, 16, d);
-    for (int64_t h = 0; h < r; ++h) {
+    const float* kb = k + j0 * row;
+    for (int64_t h = 0; h < r;) {
       const float* qh = q + h * d;
-      __m512 acc[16];
+      __m512 acc[16], acc2[16];
+      if ((d == 128 || d == 64) && h + 1 < r) {
+        if (d == 128) key_sums2_avx512<8>(qh, qh + d, kb, row, acc, acc2);
+        else key_sums2_avx512<4>(qh, qh + d, kb, row, acc, acc2);
+        _mm512_storeu_ps(scores + h * kBlockKeys + j0, _mm512_mul_ps(key_tree_avx512(acc), scaling));
+        _mm512_storeu_ps(scores + (h + 1) * kBlockKeys + j0, _mm512_mul_ps(key_tree_avx512(acc2), scaling));
+        h += 2;
+        continue;
+      }
       if (d == 128) {
-        key_sums_avx512<8>(qh, k + j0 * row, row, acc);
+        key_sums_avx512<8>(qh, kb, row, acc);
       } else if (d == 64) {
-        key_sums_avx512<4>(qh, k + j0 * row, row, acc);
+        key_sums_avx512<4>(qh, kb, row, acc);
       } else {
         for (int m = 0; m < 16; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t c = 0; c < d; c += 16) {
           const __m512 qc = _mm512_loadu_ps(qh + c);
-          for (int m = 0; m < 16; ++m) acc[m] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k + (j0 + m) * row + c), acc[m]);
+          for (int m = 0; m < 16; ++m) acc[m] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(kb + m * row + c), acc[m]);
         }
       }
-      __m512 t[8], u[4];
-      for (int i = 0; i < 8; ++i)  // per 128-bit block: (a0+a2, b0+b2, a1+a3, b1+b3)
-        t[i] = _mm512_add_ps(_mm512_unpacklo_ps(acc[2 * i], acc[2 * i + 1]), _mm512_unpackhi_ps(acc[2 * i], acc[2 * i + 1]));
-      for (int i = 0; i < 4; ++i) {  // per 128-bit block: the block's sums of keys 4i .. 4i + 3
-        const __m512d a = _mm512_castps_pd(t[2 * i]), b = _mm512_castps_pd(t[2 * i + 1]);
-        u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-      }
-      const __m512 x0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                      _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
-      const __m512 x1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                      _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
-      const __m512 sums = _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                        _mm512_shuffle_f32x4(x0, x1, _MM_SHUFFLE(3, 1, 3, 1)));
-      _mm512_storeu_ps(scores + h * kBlockKeys + j0, _mm512_mul_ps(sums, _mm512_set1_ps(scale)));
+      _mm512_storeu_ps(scores + h * kBlockKeys + j0, _mm512_mul_ps(key_tree_avx512(acc), scaling));
+      h += 1;
     }
   }
   return whole;
