@@ -36,10 +36,18 @@ def topics() -> dict[str, str]:
     return dict(table)
 
 
+class FolderInUse(Exception):
+    """``OUT/pydocs`` holds files this script did not write (pydocs itself, say): nothing is replaced."""
+
+
 def write_folder(out: Path, questions: Path = QUESTIONS) -> str:
     """``out/pydocs/docs/<topic>.txt`` for every topic and ``out/pydocs/questions_dev.jsonl``; returns the topics'
-    SHA-256 (over the names and texts in name order)."""
-    docs = out / "pydocs" / "docs"
+    SHA-256 (over the names and texts in name order). A folder this script wrote before (its ``topics.sha256``) is
+    written again; any other ``out/pydocs`` that is not empty raises :class:`FolderInUse`."""
+    root = out / "pydocs"
+    if root.is_dir() and any(root.iterdir()) and not (root / "topics.sha256").is_file():
+        raise FolderInUse(f"{root} holds files pyref.py did not write; give --out a new or empty folder")
+    docs = root / "docs"
     if docs.exists():
         shutil.rmtree(docs)
     docs.mkdir(parents=True)
@@ -87,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("pyref: " + "; ".join(problems), file=sys.stderr)
         return 2
-    sha = write_folder(args.out)
+    try:
+        sha = write_folder(args.out)
+    except FolderInUse as error:
+        print(f"pyref: {error}", file=sys.stderr)
+        return 2
     print(f"{len(topics())} topics and {len(QUESTIONS.read_text().splitlines())} questions in {args.out / 'pydocs'} "
           f"(topics sha256 {sha[:16]})")
     return 0

@@ -41,8 +41,8 @@ def test_the_folder_is_written_as_eval_reads_it(tmp_path: Path, monkeypatch: pyt
     questions = _questions(tmp_path / "q.jsonl", [{"question_id": "a", "type": "fact", "answers": ["x"],
                                                    "supporting_files": ["pass.txt"]}])
     out = tmp_path / "data"
-    (out / "pydocs" / "docs").mkdir(parents=True)
-    (out / "pydocs" / "docs" / "stale.txt").write_text("left from before")
+    pyref.write_folder(out, questions)
+    (out / "pydocs" / "docs" / "stale.txt").write_text("left from before")  # a folder it wrote: written again
     sha = pyref.write_folder(out, questions)
     assert sorted(p.name for p in (out / "pydocs" / "docs").iterdir()) == ["del.txt", "pass.txt"]
     assert (out / "pydocs" / "docs" / "pass.txt").read_text() == "The pass statement"
@@ -59,3 +59,19 @@ def test_another_python_is_refused_with_exit_code_2(tmp_path: Path, monkeypatch:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--any-python" in err
     assert not (tmp_path / "pydocs").exists()
+
+
+def test_a_folder_it_did_not_write_is_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out ../shared/data`` must not replace pydocs' own files: exit 2, one line, nothing touched."""
+    docs = tmp_path / "pydocs" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "requests.md").write_text("# requests")
+    (tmp_path / "pydocs" / "questions_dev.jsonl").write_text("{}\n")
+    with pytest.raises(pyref.FolderInUse):
+        pyref.write_folder(tmp_path)
+    if sys.version_info[:2] == pyref.PYTHON:
+        assert pyref.main(["--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "new or empty folder" in err
+    assert [p.name for p in docs.iterdir()] == ["requests.md"]
+    assert (tmp_path / "pydocs" / "questions_dev.jsonl").read_text() == "{}\n"
