@@ -3,8 +3,8 @@
 For every model and weights option, in one process on one machine:
 
 - **decode**: milliseconds per decode step at each batch size (sessions of the bench questions, greedy,
-  end-of-sequence disabled, exactly ``tokens`` steps timed after the prefill; at batch > 1 the sessions
-  decode from threads and share batched forwards through the model's decode scheduler);
+  an end-of-sequence token decoded on as any other, exactly ``tokens`` steps timed after the prefill; at batch > 1
+  the sessions decode from threads and share batched forwards through the model's decode scheduler);
 - **prefill**: prompt tokens per second of a ``prefill_tokens``-token prompt with the prefix cache off;
 - **the memory limit**: the bytes of weights one decode step reads (:func:`~active_rag.models.quantized.model_weight_bytes`:
   every linear layer, packed or dense, and one embedding row) divided by the machine's copy bandwidth, measured
@@ -91,8 +91,9 @@ def copy_bandwidth(mib: int = 512, repeats: int = 5) -> float:
     return 2 * a.numel() * a.element_size() / best
 
 
-def _no_eos(lm: Any) -> Any:
-    """A logits processor that makes end-of-sequence unreachable, so every run decodes exactly its tokens."""
+def end_masked(lm: Any) -> Any:
+    """A logits processor that sets the end-of-sequence logits to -inf: a session given it computes its token,
+    log-probability and entropy with torch's ops (how ``decode_step_ms`` decoded before 2026-12-03)."""
     eos = sorted(lm.eos_token_ids)
 
     def processor(ids: Sequence[int], logits: Any) -> Any:
@@ -103,19 +104,25 @@ def _no_eos(lm: Any) -> Any:
     return processor
 
 
-def decode_step_ms(lm: Any, prompts: Sequence[Sequence[int]], tokens: int, *, greedy: bool = False) -> float:
-    """Milliseconds per decode step with ``len(prompts)`` sessions decoding together (prefill not timed); end of
-    sequence made unreachable by a logits processor, or with ``greedy`` plain greedy decoding as a user's session
-    runs it (an end of sequence before ``tokens`` raises)."""
-    sessions = [lm.session(list(p)) for p in prompts]
-    processor = None if greedy else _no_eos(lm)
+def decode_step_ms(lm: Any, prompts: Sequence[Sequence[int]], tokens: int, *, greedy: bool = False,
+                   logits_processor: Any = None) -> float:
+    """Milliseconds per decode step with ``len(prompts)`` sessions decoding together (prefill not timed), greedy as
+    a user's session decodes (the token, log-probability and entropy from the step's one summary). An end-of-sequence
+    token is decoded on as any other, as the llama.cpp side of ``bench --suite llamacpp`` does (a logits processor
+    that masked it would send every step through torch's ops over the vocabulary), or with ``greedy`` it ends the
+    session (an end of sequence before ``tokens`` raises). ``logits_processor``: applied by every session (for
+    example :func:`end_masked`), which then reads the logits with torch's ops."""
+    from active_rag.evaluation.bench_runs import _no_eos
+
+    runner = lm if greedy else _no_eos(lm, prefix_cache=True)[0]
+    sessions = [runner.session(list(p)) for p in prompts]
     barrier = threading.Barrier(len(sessions) + 1)
     errors: list[BaseException] = []
 
     def work(session: Any) -> None:
         try:
             barrier.wait()
-            steps = sum(1 for _ in session.generate(tokens, logits_processor=processor))
+            steps = sum(1 for _ in session.generate(tokens, logits_processor=logits_processor))
             if steps != tokens:
                 raise RuntimeError(f"decoded {steps} tokens, expected {tokens}")
         except BaseException as error:  # noqa: BLE001 - reported below
@@ -353,6 +360,7 @@ __all__ = [
     "agreement",
     "copy_bandwidth",
     "decode_step_ms",
+    "end_masked",
     "format_weights_table",
     "measure_option",
     "prefill_tokens_per_s",

@@ -334,6 +334,32 @@ def test_weights_bench_decode_and_prefill_measure_exact_steps(float_and_packed) 
     assert copy_bandwidth(mib=8, repeats=2) > 1e8
 
 
+def test_decode_step_ms_decodes_on_past_the_end_greedily_as_a_user_session(float_and_packed, monkeypatch) -> None:
+    """The bench times the step a user's greedy session runs: no logits processor (which would leave the step's
+    one summary for torch's ops over the vocabulary), and an end-of-sequence token decoded on, as llama.cpp's side
+    does; ``greedy=True`` ends at it, and the model's own ``eos_token_ids`` are left as they were."""
+    from active_rag.decoding.model import DecodingSession
+    from active_rag.evaluation.bench_weights import decode_step_ms
+
+    lm = float_and_packed["int8"]
+    prompt = lm.prompt_ids(QUESTION)
+    first = next(iter(lm.session(list(prompt)).generate(1))).id
+    seen: list[dict] = []
+    generate = DecodingSession.generate
+
+    def recording(self, max_new_tokens, **kwargs):
+        seen.append(kwargs)
+        return generate(self, max_new_tokens, **kwargs)
+
+    monkeypatch.setattr(DecodingSession, "generate", recording)
+    monkeypatch.setattr(lm, "eos_token_ids", frozenset({first}))  # the first greedy token ends a plain session
+    assert decode_step_ms(lm, [prompt, prompt], 4) > 0
+    assert seen and all(kwargs.get("logits_processor") is None for kwargs in seen)
+    assert lm.eos_token_ids == frozenset({first})
+    with pytest.raises(RuntimeError, match="decoded 0 tokens, expected 4"):
+        decode_step_ms(lm, [prompt], 4, greedy=True)
+
+
 @pytest.mark.parametrize("kind", ["int8", "int4"])
 def test_strided_and_empty_inputs(kind: str) -> None:
     """A transposed (non-contiguous) input reads as its values, not its storage order; no rows give no rows."""

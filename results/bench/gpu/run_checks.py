@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from active_rag import ActiveLM, ActiveRAG  # noqa: E402
 from active_rag.cli.doctor import format_checks, run_checks  # noqa: E402
-from active_rag.evaluation.bench_weights import decode_step_ms  # noqa: E402
+from active_rag.evaluation.bench_weights import decode_step_ms, end_masked  # noqa: E402
 from active_rag.retrieval.bm25 import BM25Index  # noqa: E402
 from tests.conftest import build_tiny_model, build_tokenizer  # noqa: E402
 
@@ -103,7 +103,8 @@ def batched_bench(config_dir: Path, tokens: int) -> dict:
         row = {"generate_ms_per_step": reference, "generate_tok_s": 1000 * b / reference}
         for name, step in (("graph", graph), ("eager", None)):
             scheduler.graph = step
-            row[f"{name}_ms_per_step"] = min(decode_step_ms(lm, batch, tokens) for _ in range(2))
+            row[f"{name}_ms_per_step"] = min(decode_step_ms(lm, batch, tokens, logits_processor=end_masked(lm))
+                                              for _ in range(2))
             if step is not None:  # greedy as a user's session decodes: the step's own token, logprob and entropy
                 row["graph_greedy_ms_per_step"] = min(decode_step_ms(lm, batch, tokens, greedy=True) for _ in range(2))
             row[f"{name}_step_only_ms"] = min(step_only_ms(lm, batch, tokens) for _ in range(2))

@@ -1,7 +1,7 @@
 """What a decode step pays for the length of its sequences' caches: ``python results/bench/kv-length/measure.py``.
 
 qwen2.5-coder-1.5b ``mixed``, 2 threads; ms a decode step (``bench_weights.decode_step_ms``: the sessions decode
-together, 16 steps, end of sequence unreachable) at batch 1 and 8, after prompts of about 40 tokens (as ``bench
+together, 16 steps, an end of sequence decoded on) at batch 1 and 8, after prompts of about 40 tokens (as ``bench
 --suite llamacpp`` decodes) and of about 1,300 (a RAG prompt: ``sr-rag-choose`` reads 1,300-2,000), each sequence its
 own prompt. Prints the bytes the keys and values of those caches hold (float32) beside the weights' bytes a step
 reads, and the step's time at each length, so that what the cache's bytes cost can be read against the weights'.

@@ -2,7 +2,7 @@
 ``python results/bench/layers-op/measure.py [MODEL ...]`` (default qwen2.5-coder-0.5b and 1.5B).
 
 ``mixed`` weights, 2 threads, through the engine as ``bench --suite llamacpp`` decodes (``decode_step_ms``: sessions
-in their own threads, end of sequence made unreachable, the prefill not timed), batch 1 and 8, short chat prompts,
+in their own threads, an end of sequence decoded on, the prefill not timed), batch 1 and 8, short chat prompts,
 one process: the two ways alternate round by round (10 rounds of 32 steps each, the order flipped every round, the
 op turned off by :attr:`LeanStep.layers_op`), medians and the ratio. Then 48 greedy tokens of a 900-token prompt each
 way: whether the tokens, log-probabilities and entropies are the same."""
