@@ -18,7 +18,10 @@ its own (the measurements and the processes: :mod:`~active_rag.evaluation.bench_
 
 Every figure of the engine is also given as a ratio to llama.cpp's (prefill: engine / llama.cpp tokens per
 second; decode: engine / llama.cpp milliseconds; memory: engine / llama.cpp peak bytes), computed from the
-figures measured in this run. Timings are comparable within one run on one machine only.
+figures measured in this run. Timings are comparable within one run on one machine only. ``rounds`` > 1 measures
+every model that many times, the sides alternating which runs first, and reports each figure's median over the rounds
+(peak RSS: the largest) with every round's ratios beneath: on a shared machine whose bandwidth drifts by the minute,
+one round's ratio can be off by 20%.
 
 Which llama.cpp is measured (``--llama-cpp installed``, the default; ``native``: built once with
 ``-DGGML_NATIVE=ON``; ``avx2``: built once with AVX2 only, the engine's side held to AVX2 too, to act as an AVX2 CPU)
@@ -28,6 +31,7 @@ and the build flags reported with it: :mod:`~active_rag.evaluation.bench_llamacp
 from __future__ import annotations
 
 import platform
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,9 @@ class LlamaCppBenchConfig:
     tokens: int = 48
     prefill_tokens: int = 939
     repeats: int = 3
+    rounds: int = 1
+    """Each model measured this many times on both sides, the sides alternating which runs first; the table gives
+    each figure's median over the rounds and each round's ratios (a shared machine's bandwidth drifts by minutes)."""
     threads: int = 2
     n_batch: int = 512
     out_dir: Path = Path("results/bench/llamacpp")
@@ -74,6 +81,7 @@ class LlamaCppBenchConfig:
         check_int("tokens", self.tokens, minimum=2)
         check_int("prefill tokens", self.prefill_tokens, minimum=2)
         check_int("repeats", self.repeats, minimum=1)
+        check_int("rounds", self.rounds, minimum=1)
         check_int("threads", self.threads, minimum=1)
         check_int("n_batch", self.n_batch, minimum=1)
         if self.llama_cpp not in ("installed", "native", "avx2"):
@@ -108,27 +116,51 @@ def engine_env(config: LlamaCppBenchConfig) -> dict[str, str] | None:
     return {**os.environ, **AVX2_ENGINE_ENV} if config.llama_cpp == "avx2" else None
 
 
-def _measure_model(model: str, config: LlamaCppBenchConfig, env: dict[str, str], progress: bool) -> dict[str, Any]:
-    """One model's rows: an engine process per ``--weights`` option (in :func:`engine_env`), then a llama.cpp
-    process (in ``env``) given the engine's prompt ids."""
+def _measure_model(model: str, config: LlamaCppBenchConfig, env: dict[str, str], progress: bool,
+                   ids: tuple[list[int], list[list[int]]] | None = None, reference_first: bool = False) -> dict[str, Any]:
+    """One model's rows: an engine process per ``--weights`` option (in :func:`engine_env`), then a llama.cpp process
+    (in ``env``) given the engine's prompt ids. Given ``ids`` (an earlier round's prompt and questions), the engine's
+    processes skip the load that converts the model (done in round one), and with ``reference_first`` llama.cpp's
+    process runs before them."""
     from active_rag.evaluation import bench_llamacpp_sides as sides
 
     settings = asdict(SideSettings(list(config.batch_sizes), config.tokens, config.prefill_tokens, config.repeats,
                                    config.threads, config.n_batch))
+
+    def reference(prompt: list[int], questions: list[list[int]]) -> dict[str, Any]:
+        if progress:
+            print(f"[llamacpp] {model}: llama.cpp", flush=True)
+        return sides.run_side({"side": "llama.cpp", "model": model, "settings": settings, "prompt": prompt,
+                               "questions": questions}, label=f"llama.cpp side ({model})", env=env)["row"]
+
+    first = ids is None
+    reference_row = reference(*ids) if ids is not None and reference_first else None
     engines = []
     for weights in config.weights:
         if progress:
             print(f"[llamacpp] {model}: active-rag ({weights} weights)", flush=True)
-        # the first load converts and packs (minutes, several GB): in a process of its own, not the measured one
-        sides.run_side({"side": "prepare", "model": model, "weights": weights}, label=f"active-rag load ({model})")
+        if first:  # the first load converts and packs (minutes, several GB): in a process of its own, not the measured one
+            sides.run_side({"side": "prepare", "model": model, "weights": weights}, label=f"active-rag load ({model})")
         out = sides.run_side({"side": "engine", "model": model, "weights": weights, "settings": settings},
                              label=f"active-rag side ({model}, {weights})", env=engine_env(config))
         engines.append(out["row"])
-    if progress:
-        print(f"[llamacpp] {model}: llama.cpp", flush=True)
-    reference = sides.run_side({"side": "llama.cpp", "model": model, "settings": settings, "prompt": out["prompt"],
-                                "questions": out["questions"]}, label=f"llama.cpp side ({model})", env=env)["row"]
-    return {"llamacpp": reference, "engines": engines}
+        ids = ids or (out["prompt"], out["questions"])
+    assert ids is not None
+    return {"llamacpp": reference_row or reference(*ids), "engines": engines, "ids": ids}
+
+
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One side's rows of several rounds as one: the median prefill speed and decode times, the largest peak RSS."""
+    import statistics
+
+    out = dict(rows[0])
+    out["prefill_tok_s"] = statistics.median(r["prefill_tok_s"] for r in rows)
+    out["decode_ms"] = {b: statistics.median(r["decode_ms"][b] for r in rows) for b in rows[0]["decode_ms"]}
+    peaks = [r["peak_rss_bytes"] for r in rows if r.get("peak_rss_bytes")]
+    if peaks:
+        out["peak_rss_bytes"] = max(peaks)
+    out["rounds"] = len(rows)
+    return out
 
 
 def llamacpp_suite(config: LlamaCppBenchConfig, progress: bool = True) -> dict[str, Any]:
@@ -143,7 +175,6 @@ def llamacpp_suite(config: LlamaCppBenchConfig, progress: bool = True) -> dict[s
     if progress:
         print(f"[llamacpp] llama.cpp: {format_build(build.to_dict(), bindings)}", flush=True)
     torch.set_num_threads(config.threads)
-    bandwidth = copy_bandwidth()
     result: dict[str, Any] = {
         "config": {**asdict(config), "out_dir": str(config.out_dir)},
         "environment": {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": config.threads,
@@ -151,16 +182,37 @@ def llamacpp_suite(config: LlamaCppBenchConfig, progress: bool = True) -> dict[s
                         "memory": "peak resident set (VmHWM) of a fresh process per side and model: import, load, "
                                   "prefill and decode"},
         "llama_cpp": {**build.to_dict(), "bindings": bindings},
-        "copy_bandwidth_gb_s": bandwidth / 1e9, "models": {},
+        "models": {},
     }
     if config.llama_cpp == "avx2":
         result["environment"]["engine_env"] = builds.AVX2_ENGINE_ENV
     env = builds.child_env(build)
-    for model in config.models:
-        rows = _measure_model(model, config, env, progress)
-        reference = rows["llamacpp"]
-        result["models"][model] = {"llamacpp": reference, "engines": [
-            {"engine": engine, "ratios": compare(engine, reference, bandwidth)} for engine in rows["engines"]]}
+    bandwidths: list[float] = []
+    rounds: dict[str, list[dict[str, Any]]] = {model: [] for model in config.models}
+    ids: dict[str, tuple[list[int], list[list[int]]]] = {}
+    for number in range(config.rounds):
+        bandwidths.append(copy_bandwidth())
+        for model in config.models:
+            if progress and config.rounds > 1:
+                print(f"[llamacpp] round {number + 1} of {config.rounds}", flush=True)
+            rows = _measure_model(model, config, env, progress, ids.get(model), reference_first=number % 2 == 1)
+            ids[model] = rows.pop("ids")
+            rounds[model].append(rows)
+    bandwidth = statistics.median(bandwidths)
+    result["copy_bandwidth_gb_s"] = bandwidth / 1e9
+    result["copy_bandwidth_rounds_gb_s"] = [b / 1e9 for b in bandwidths]
+    for model, measured in rounds.items():
+        reference = median_row([r["llamacpp"] for r in measured])
+        engines = []
+        for i in range(len(config.weights)):
+            engine = median_row([r["engines"][i] for r in measured])
+            per_round = [compare(r["engines"][i], r["llamacpp"], b) for r, b in zip(measured, bandwidths, strict=True)]
+            engines.append({"engine": engine, "ratios": compare(engine, reference, bandwidth),
+                            "round_ratios": [{"prefill_ratio": c["prefill_ratio"], "decode_ratio": c["decode_ratio"]}
+                                             for c in per_round]})
+        result["models"][model] = {"llamacpp": reference, "engines": engines}
+        if len(measured) > 1:
+            result["models"][model]["rounds"] = measured  # each round's rows as measured
     return result
 
 
@@ -197,6 +249,13 @@ def format_llamacpp_table(result: dict[str, Any]) -> str:
         "of the side's own process (import, load, prefill, decode); ratios: active-rag / llama.cpp.",
         "",
     ]
+    rounds = result["config"].get("rounds", 1)
+    if rounds > 1:
+        seen = ", ".join(f"{b:.1f}" for b in result.get("copy_bandwidth_rounds_gb_s", []))
+        lines += [f"Rounds: {rounds}, the sides alternating which runs first (round one the engine's, which gives "
+                  "llama.cpp its prompt ids); every figure the median of the rounds' (peak RSS: the largest), the copy "
+                  f"bandwidth the median of {seen} GB/s; under each ratio row, every round's ratios (each round's sides "
+                  "measured minutes apart) and their median.", ""]
     if "llama_cpp" in result:
         lines += [f"llama.cpp: {format_build(result['llama_cpp'], result['llama_cpp'].get('bindings'))}.", ""]
     fallback = sorted({e["engine"].get("kernel") or "torch" for m in result["models"].values() for e in m["engines"]
@@ -230,6 +289,13 @@ def format_llamacpp_table(result: dict[str, Any]) -> str:
             lines.append(line(model, item["engine"], ratios["engine_x_limit"]))
             lines.append(f"| {model} | ratio ({item['engine']['weights']} / llama.cpp) | | | **{ratios['prefill_ratio']:.2f}x** | "
                          + " | ".join(f"**{ratios['decode_ratio'][b]:.2f}x**" for b in batches) + " | |" + rss)
+            each = item.get("round_ratios") or []
+            if len(each) > 1:
+                def cell(values: list[float]) -> str:
+                    return ", ".join(f"{v:.2f}x" for v in values) + f" (median {statistics.median(values):.2f}x)"
+
+                lines.append(f"| {model} | each round | | | {cell([r['prefill_ratio'] for r in each])} | "
+                             + " | ".join(cell([r["decode_ratio"][b] for r in each]) for b in batches) + " | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -253,5 +319,6 @@ __all__ = [
     "format_llamacpp_table",
     "gguf_decode_bytes",
     "llamacpp_suite",
+    "median_row",
     "run_llamacpp_bench",
 ]

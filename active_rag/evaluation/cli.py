@@ -175,6 +175,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "default), native (llama-cpp-python built once with -DGGML_NATIVE=ON, AMX kernels off, cached under "
                    "~/.cache/active-rag/llama-cpp-native/; the installed one where that build fails) or avx2 (built once "
                    "with AVX2 only, and the engine's side run with torch held to AVX2: a run acting as an AVX2 CPU)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="llamacpp suite: measure each model this many times on both sides, the sides alternating which "
+                   "runs first; the table gives the rounds' medians and every round's ratios (default 1)")
     p.add_argument("--eval-dir", type=Path, default=Path("results/eval"),
                    help="weights suite: where `active-rag eval --weights ...` wrote the rows compared for agreement (default results/eval)")
     p.add_argument("--agreement-questions", type=int, default=20, help="weights suite: questions compared for identical answers (default 20)")
@@ -394,6 +397,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_int("--naive-prompts", args.naive_prompts, minimum=0, hint="0 skips the naive references")
         if args.threads is not None:
             check_int("--threads", args.threads, minimum=1)
+        check_int("--rounds", args.rounds, minimum=1)
+        if args.rounds != 1 and args.suite != "llamacpp":
+            raise ValueError(f"--rounds is the llamacpp suite's: pass --suite llamacpp, or drop --rounds {args.rounds}.")
         if getattr(args, "endpoint", None) is not None or args.suite == "endpoint":
             from active_rag.evaluation.bench_endpoint import cmd_bench_endpoint
 
@@ -436,7 +442,7 @@ def _cmd_llamacpp(args: argparse.Namespace) -> int:
     config = LlamaCppBenchConfig(
         models=args.models or list(DEFAULT_MODELS), weights=str(args.weights).split(","), batch_sizes=args.batch_sizes or [1, 8],
         tokens=(args.tokens or [48])[0], prefill_tokens=check_int("--prefill-tokens", args.prefill_tokens or 939, minimum=2),
-        repeats=args.repeats or 3, threads=args.threads or 2, out_dir=out, llama_cpp=args.llama_cpp,
+        repeats=args.repeats or 3, rounds=args.rounds, threads=args.threads or 2, out_dir=out, llama_cpp=args.llama_cpp,
     )
     from active_rag import kernels
 

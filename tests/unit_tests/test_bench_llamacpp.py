@@ -196,6 +196,46 @@ def test_an_avx2_run_holds_the_engine_side_to_avx2_and_says_so(monkeypatch, tmp_
     assert "-DGGML_AVX512=OFF" in builds.AVX2_CMAKE_ARGS and "-DGGML_AVX_VNNI=OFF" in builds.AVX2_CMAKE_ARGS
 
 
+def test_rounds_alternate_the_sides_and_report_medians_and_each_rounds_ratios(monkeypatch, tmp_path: Path) -> None:
+    build = LlamaCppBuild("native", "native", "0.3.36", builds.NATIVE_CMAKE_ARGS, str(tmp_path / "site"))
+    calls = _fake_suite(monkeypatch, tmp_path, build)
+    timed = calls  # every side's call, in order
+    engine_ms = iter([30.0, 20.0, 40.0])  # the engine's batch-1 step in rounds 1, 2, 3
+    reference_ms = iter([25.0, 25.0, 20.0])
+    bandwidths = iter([50e9, 40e9, 60e9])
+    run_side = sides.run_side
+
+    def varying(request: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        out = run_side(request, **kwargs)
+        if request["side"] in ("engine", "llama.cpp"):
+            row = out["row"] = dict(out["row"])
+            ms = next(engine_ms if request["side"] == "engine" else reference_ms)
+            row["decode_ms"] = {"1": ms, "8": 4 * ms}
+        return out
+
+    monkeypatch.setattr(sides, "run_side", varying)
+    monkeypatch.setattr("active_rag.evaluation.bench_weights.copy_bandwidth", lambda: next(bandwidths))
+    config = bench.LlamaCppBenchConfig(models=["m"], weights=["mixed"], batch_sizes=[1, 8], tokens=4, repeats=1, rounds=3,
+                                       threads=1, out_dir=tmp_path / "out", llama_cpp="native")
+    result = bench.run_llamacpp_bench(config, progress=False)
+    # round 1: the engine first (its prompt ids go to llama.cpp); round 2: llama.cpp first; round 3: the engine first
+    sides_run = [request["side"] for request, _ in timed if request["side"] != "info"]
+    assert sides_run == ["prepare", "engine", "llama.cpp", "llama.cpp", "engine", "engine", "llama.cpp"]
+    llama_requests = [request for request, _ in timed if request["side"] == "llama.cpp"]
+    assert all(r["prompt"] == [7, 8, 9] and r["questions"] == [[1], [2]] for r in llama_requests)
+    entry = result["models"]["m"]
+    assert entry["llamacpp"]["decode_ms"]["1"] == 25.0 and entry["engines"][0]["engine"]["decode_ms"]["1"] == 30.0
+    assert entry["engines"][0]["ratios"]["decode_ratio"]["1"] == pytest.approx(30 / 25)  # medians' ratio
+    assert [r["engines"][0]["decode_ms"]["1"] for r in entry["rounds"]] == [30.0, 20.0, 40.0]
+    each = [r["decode_ratio"]["1"] for r in entry["engines"][0]["round_ratios"]]
+    assert each == pytest.approx([30 / 25, 20 / 25, 40 / 20])
+    assert result["copy_bandwidth_gb_s"] == pytest.approx(50) and result["copy_bandwidth_rounds_gb_s"] == [50, 40, 60]
+    table = result["table"]
+    assert "Rounds: 3, the sides alternating" in table and "50.0, 40.0, 60.0 GB/s" in table
+    assert ("| m | each round | | | 1.50x, 1.50x, 1.50x (median 1.50x) | 1.20x, 0.80x, 2.00x (median 1.20x) | "
+            "1.20x, 0.80x, 2.00x (median 1.20x) | | |") in table
+
+
 def test_resolve_build_builds_the_avx2_flags_for_avx2(monkeypatch) -> None:
     seen: list[dict[str, Any]] = []
 
@@ -326,6 +366,13 @@ def test_the_cli_passes_llama_cpp_native_to_the_suite(monkeypatch, tmp_path: Pat
         main(["bench", "--suite", "llamacpp", "--llama-cpp", "fastest"])
     with pytest.raises(ValueError, match="--llama-cpp"):
         bench.LlamaCppBenchConfig(llama_cpp="fastest")
+    assert main(["bench", "--suite", "llamacpp", "--models", "m", "--weights", "int8", "--rounds", "3",
+                 "--out", str(tmp_path)]) == 0
+    assert seen[-1].rounds == 3 and seen[0].rounds == 1
+    assert main(["bench", "--suite", "llamacpp", "--rounds", "0"]) == 2
+    assert main(["bench", "--suite", "weights", "--rounds", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--rounds" in err and "pass --suite llamacpp" in err
 
 
 @pytest.mark.slow
